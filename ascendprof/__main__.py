@@ -1,0 +1,3 @@
+from ascendprof.cli import main
+
+main()

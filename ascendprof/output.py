@@ -1,0 +1,73 @@
+"""Atomic output: every file is written to a temporary name beside it, then renamed.
+
+An interrupted run leaves complete files or none; a second run to the same directory replaces
+files cleanly. Nothing here ever writes into an input tree: :func:`check_output_dir` refuses an
+output directory inside any input directory.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import tempfile
+from pathlib import Path
+
+import orjson
+
+from ascendprof.errors import UsageError
+
+
+def check_output_dir(out: Path, inputs: list[Path]) -> Path:
+    """Resolve ``out`` and refuse it when it lies inside (or equals) an input directory.
+
+    Raises :class:`UsageError`. Returns the resolved path (not created).
+    """
+    out = Path(out).resolve()
+    for i in inputs:
+        i = Path(i).resolve()
+        if i.is_dir() and (out == i or i in out.parents):
+            raise UsageError(f"{out}: output directory is inside the input {i}; choose another -o")
+    return out
+
+
+def write_bytes(path: Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (temp file in the same directory + rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def write_json(path: Path, obj, *, indent: bool = True) -> Path:
+    opt = orjson.OPT_INDENT_2 if indent else 0
+    return write_bytes(path, orjson.dumps(obj, option=opt | orjson.OPT_SERIALIZE_NUMPY))
+
+
+def write_csv(path: Path, header: list[str], rows) -> Path:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    w.writerows(rows)
+    return write_bytes(path, buf.getvalue().encode("utf-8"))
+
+
+def write_frame_csv(path: Path, df) -> Path:
+    """Write a pandas DataFrame as CSV (no index) atomically."""
+    return write_bytes(path, df.to_csv(index=False, lineterminator="\n").encode("utf-8"))
+
+
+def write_parquet(path: Path, table) -> Path:
+    import pyarrow.parquet as pq
+
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    return write_bytes(path, buf.getvalue())

@@ -1,0 +1,70 @@
+"""Recording what was skipped, so partial data is analysed as far as it goes and reported.
+
+A :class:`Problem` is one skipped file, record range, rank or analysis. Readers append to a
+:class:`Problems` list instead of raising when the rest of the rank is still usable; the report
+shows every problem (terminal, ``problems.csv``, JSON summary).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from ascendprof.errors import InputError
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing not analysed, and why.
+
+    ``severity`` is ``"warning"`` (data kept, something odd) or ``"skipped"`` (data dropped).
+    ``affects`` names the analyses that lose input (e.g. ``"step_breakdown"``).
+    """
+
+    path: str
+    reason: str
+    rank: int | None = None
+    where: str = ""
+    severity: str = "skipped"
+    affects: tuple[str, ...] = ()
+
+    def line(self) -> str:
+        loc = f" at {self.where}" if self.where else ""
+        who = f"rank {self.rank}: " if self.rank is not None else ""
+        return f"{who}{self.path}{loc}: {self.reason}"
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["affects"] = list(self.affects)
+        return d
+
+
+@dataclass
+class Problems:
+    """An append-only list of :class:`Problem` for one rank or one command run."""
+
+    items: list[Problem] = field(default_factory=list)
+
+    def add(self, path, reason: str, *, rank=None, where="", severity="skipped", affects=()):
+        self.items.append(Problem(str(path), reason, rank, str(where), severity, tuple(affects)))
+
+    def add_error(self, err: InputError, *, rank=None, affects=()):
+        where = err.where if err.where is None else str(err.where)
+        if isinstance(err.where, int):
+            where = f"byte {err.where}"
+        self.items.append(Problem(err.path, err.reason, rank, where or "", "skipped", tuple(affects)))
+
+    def warn(self, path, reason: str, *, rank=None, where=""):
+        self.add(path, reason, rank=rank, where=where, severity="warning")
+
+    def extend(self, other: "Problems | list[Problem]"):
+        self.items.extend(other.items if isinstance(other, Problems) else other)
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def __len__(self):
+        return len(self.items)
+
+    @property
+    def skipped(self) -> list[Problem]:
+        return [p for p in self.items if p.severity == "skipped"]

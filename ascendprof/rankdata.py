@@ -1,0 +1,39 @@
+"""What a reader returns for one rank: its tables, metadata and problems.
+
+This is the contract between the readers (one per producer) and the analyzers. It is plain data
+(picklable), so per-rank work can run in a process pool or on a distributed engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from ascendprof.problems import Problems
+from ascendprof.scan import Source
+
+
+@dataclass
+class RankData:
+    """Normalised data of one rank.
+
+    ``tables`` maps a name from :mod:`ascendprof.schemas` to a table with exactly that schema
+    (a name is absent when the input did not have that data). ``meta`` holds the parsed
+    ``profiler_info`` / ``profiler_metadata`` JSON objects (keys ``"profiler_info"``,
+    ``"profiler_metadata"``), ``missing`` names files an analysis wanted but did not find.
+    """
+
+    source: Source
+    rank: int
+    tables: dict[str, pa.Table] = field(default_factory=dict)
+    meta: dict = field(default_factory=dict)
+    problems: Problems = field(default_factory=Problems)
+    missing: list[str] = field(default_factory=list)
+
+    def get(self, name: str) -> pa.Table | None:
+        return self.tables.get(name)
+
+    def has(self, name: str) -> bool:
+        t = self.tables.get(name)
+        return t is not None and t.num_rows > 0

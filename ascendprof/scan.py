@@ -1,0 +1,385 @@
+"""Find profiling sources under a directory, at any depth, and say what each allows.
+
+A *source* is the data of one rank from one producer:
+
+- ``torch_npu`` / ``mindspore`` text: a ``*_ascend_pt`` / ``*_ascend_ms`` directory whose
+  ``ASCEND_PROFILER_OUTPUT`` holds the text files (spec §0, §A);
+- ``db``: the same directories holding only ``.db`` exports (§B);
+- ``prof``: a stand-alone CANN ``PROF_*`` directory with ``mindstudio_profiler_output`` or
+  per-iteration timeline JSON (§C);
+- ``raw_cann``: a ``PROF_*`` / job directory with only raw host/device data (§D);
+- ``legacy_mindspore``: MindSpore 1.x/2.0 output (``step_trace_raw_{rank}_detail_time.csv``,
+  ``hccl_raw_{rank}.csv``, ``output_timeline_data_*`` …); one directory may hold several ranks.
+
+Scanning reads only names and a few small metadata files, so it stays fast on large trees. It
+never follows symlinked directories (no loops) and never writes anything.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ascendprof.errors import InputError, UsageError
+from ascendprof.problems import Problems
+
+TORCH_TEXT = "torch_npu"
+MS_TEXT = "mindspore"
+DB = "db"
+PROF = "prof"
+RAW_CANN = "raw_cann"
+LEGACY_MS = "legacy_mindspore"
+
+KIND_LABELS = {
+    TORCH_TEXT: "torch_npu text",
+    MS_TEXT: "MindSpore text",
+    DB: "db export",
+    PROF: "PROF_ (msprof)",
+    RAW_CANN: "raw CANN data, decoded by ascendprof",
+    LEGACY_MS: "legacy MindSpore",
+}
+
+OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
+_TEXT_FILES = ("kernel_details.csv", "step_trace_time.csv", "trace_view.json",
+               "communication.json", "communication_matrix.json", "op_statistic.csv")
+_DB_RE = re.compile(r"^(ascend_pytorch_profiler|ascend_mindspore_profiler)(_\d+)?\.db$|^analysis\.db$")
+_PROFILER_INFO_RE = re.compile(r"^profiler_info(?:_(\d+))?\.json$")
+_LEGACY_RE = re.compile(
+    r"^(step_trace_raw|hccl_raw|output_timeline_data|aicore_intermediate|"
+    r"ascend_timeline_display|output_op_compute_time|op_intermediate_detail|"
+    r"min_cycle_counter|framework_raw)_(\d+)")
+_RAW_HINT_RE = re.compile(r"(^|\.)(hwts\.(log\.)?data|stars_soc\.data|training_trace|"
+                          r"api_event\.data|compact\.|additional\.|Framework\.host)")
+
+#: analyses and the files that allow them (any one suffices)
+ANALYSES = ("step_breakdown", "cluster_step_trace", "communication", "communication_matrix",
+            "op_statistics", "verdicts")
+
+
+@dataclass
+class Source:
+    """One rank's data from one producer. ``files`` are paths relative to ``path``."""
+
+    path: str
+    kind: str
+    rank: int | None
+    device_id: int | None = None
+    rank_origin: str = ""
+    framework_version: str | None = None
+    cann_version: str | None = None
+    profiler_level: str | None = None
+    steps: list[int] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    analyses: list[str] = field(default_factory=list)
+    mtime: float = 0.0
+    also: list[str] = field(default_factory=list)  # other producers present but not used
+
+    @property
+    def label(self) -> str:
+        return KIND_LABELS.get(self.kind, self.kind)
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["kind_label"] = self.label
+        return d
+
+    def file(self, name: str) -> Path | None:
+        """Absolute path of the first listed file whose basename is ``name`` (or None)."""
+        for f in self.files:
+            if os.path.basename(f) == name:
+                return Path(self.path) / f
+        return None
+
+
+def scan(root: Path, problems: Problems | None = None) -> list[Source]:
+    """Every source under ``root`` (a directory, or itself a source), in path order.
+
+    Raises :class:`UsageError` when ``root`` does not exist or is not a directory. Records a
+    warning in ``problems`` for every rank taken from a fallback. Duplicates are kept here; see
+    :func:`one_per_rank` for the set an analysis uses.
+    """
+    root = Path(root)
+    problems = problems if problems is not None else Problems()
+    if not root.exists():
+        raise UsageError(f"{root}: no such file or directory")
+    if not root.is_dir():
+        raise UsageError(f"{root}: not a directory")
+    found: list[Source] = []
+    for dirpath, dirnames, filenames in _walk(root):
+        name = os.path.basename(dirpath)
+        if name.endswith("_ascend_pt") or name.endswith("_ascend_ms"):
+            src = _framework_source(Path(dirpath), name, problems)
+            if src:
+                found.append(src)
+            dirnames[:] = []  # its PROF_ and FRAMEWORK belong to it
+            continue
+        if name.startswith("PROF_"):
+            src = _prof_source(Path(dirpath), problems)
+            if src:
+                found.append(src)
+            dirnames[:] = []
+            continue
+        legacy = _legacy_sources(Path(dirpath), filenames, problems)
+        if legacy:
+            found.extend(legacy)
+            continue
+        if any(_RAW_HINT_RE.search(f) for f in filenames) and not any(
+                os.path.basename(s.path) == name for s in found):
+            found.append(_raw_job_source(Path(dirpath), filenames, problems))
+    return found
+
+
+def _walk(root: Path):
+    seen = set()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        st = os.stat(dirpath)
+        key = (st.st_dev, st.st_ino)
+        if key in seen:
+            dirnames[:] = []
+            continue
+        seen.add(key)
+        dirnames.sort()
+        yield dirpath, dirnames, sorted(filenames)
+
+
+def _list_files(base: Path, max_depth: int = 4) -> list[str]:
+    out = []
+    base_depth = len(base.parts)
+    for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
+        if len(Path(dirpath).parts) - base_depth >= max_depth:
+            dirnames[:] = []
+        dirnames.sort()
+        rel = os.path.relpath(dirpath, base)
+        for f in sorted(filenames):
+            out.append(f if rel == "." else os.path.join(rel, f))
+    return out
+
+
+def _load_json_quiet(path: Path, problems: Problems):
+    from ascendprof.textio import read_json
+
+    try:
+        return read_json(path)
+    except InputError as e:
+        problems.add_error(e)
+        return None
+
+
+def _framework_source(d: Path, name: str, problems: Problems) -> Source | None:
+    top = sorted(os.listdir(d))
+    out_dir = d / OUTPUT_DIR
+    outs = sorted(os.listdir(out_dir)) if out_dir.is_dir() else []
+    has_text = any(f in outs for f in _TEXT_FILES)
+    has_db = any(_DB_RE.match(f) for f in outs)
+    is_ms = name.endswith("_ascend_ms")
+    if has_text:
+        kind = MS_TEXT if is_ms else TORCH_TEXT
+    elif has_db:
+        kind = DB
+    else:
+        prof_dirs = [f for f in top if f.startswith("PROF_") and (d / f).is_dir()]
+        if not prof_dirs:
+            problems.add(d, f"no {OUTPUT_DIR} data and no PROF_ directory; not analysable",
+                         severity="skipped")
+            return None
+        kind = PROF
+    files = _list_files(d, max_depth=2 if kind != PROF else 4)
+    src = Source(path=str(d), kind=kind, rank=None, files=files, mtime=_mtime(d))
+    if kind in (MS_TEXT, TORCH_TEXT) and has_db:
+        src.also.append(DB)
+    info = None
+    for f in top:
+        m = _PROFILER_INFO_RE.match(f)
+        if m:
+            info = _load_json_quiet(d / f, problems) or {}
+            if m.group(1) is not None:
+                src.rank, src.rank_origin = int(m.group(1)), f
+            elif str(info.get("rank_id", "")).lstrip("-").isdigit() and int(info["rank_id"]) >= 0:
+                src.rank, src.rank_origin = int(info["rank_id"]), f"{f} rank_id"
+            break
+    if info:
+        src.framework_version = info.get("torch_npu_version") or info.get("mindspore_version") \
+            or info.get("ms_version")
+        src.cann_version = info.get("cann_version")
+        exp = (info.get("config") or {}).get("experimental_config") or {}
+        src.profiler_level = exp.get("_profiler_level") or exp.get("profiler_level") \
+            or info.get("profiler_level")
+    if src.rank is None:
+        meta_path = d / "profiler_metadata.json"
+        meta = _load_json_quiet(meta_path, problems) if meta_path.is_file() else None
+        r = ((meta or {}).get("distributed_args") or {}).get("rank")
+        if isinstance(r, int):
+            src.rank, src.rank_origin = r, "profiler_metadata.json distributed_args.rank"
+            problems.warn(d, "no profiler_info_{rank}.json; rank taken from profiler_metadata.json")
+    if src.rank is None:
+        _rank_from_name(src, name, problems)
+    _fill_from_outputs(src, out_dir, outs, problems)
+    src.analyses = allowed_analyses(src)
+    return src
+
+
+def _rank_from_name(src: Source, name: str, problems: Problems) -> None:
+    nums = re.findall(r"\d+", name)
+    if nums:
+        src.rank, src.rank_origin = int(nums[0]), "directory name"
+        problems.warn(src.path, f"no rank in the profiler's metadata; rank {src.rank} taken from "
+                                f"the directory name")
+
+
+def _fill_from_outputs(src: Source, out_dir: Path, outs: list[str], problems: Problems) -> None:
+    """Device id and steps from the small step_trace_time.csv (first column Device_id)."""
+    if "step_trace_time.csv" not in outs:
+        return
+    import csv
+
+    try:
+        with open(out_dir / "step_trace_time.csv", newline="", encoding="utf-8-sig") as f:
+            rows = list(csv.reader(f))
+    except (OSError, UnicodeDecodeError):
+        return  # the reader reports it
+    if not rows:
+        return
+    head = [h.strip() for h in rows[0]]
+    for r in rows[1:]:
+        cell = dict(zip(head, r))
+        if cell.get("Device_id", "").strip().lstrip("-").isdigit() and src.device_id is None:
+            src.device_id = int(cell["Device_id"])
+        st = cell.get("Step", "").strip()
+        if st.isdigit():
+            src.steps.append(int(st))
+
+
+def _prof_source(d: Path, problems: Problems) -> Source | None:
+    files = _list_files(d, max_depth=4)
+    has_out = any(f.startswith("mindstudio_profiler_output") for f in files) or any(
+        "/timeline/" in f"/{f}" for f in files) or any(f.startswith("analyze/") for f in files)
+    has_raw = any(re.match(r"^(host|device_\d+)/data/", f) for f in files)
+    if not has_out and not has_raw:
+        problems.add(d, "PROF_ directory with neither exported output nor raw data", severity="skipped")
+        return None
+    src = Source(path=str(d), kind=PROF if has_out else RAW_CANN, rank=None, files=files,
+                 mtime=_mtime(d))
+    for f in files:
+        m = re.match(r"^device_(\d+)/info\.json\.(\d+)$", f)
+        if m:
+            src.device_id = int(m.group(2))
+            info = _load_json_quiet(d / f, problems) or {}
+            r = info.get("rank_id")
+            if isinstance(r, int) and r >= 0:
+                src.rank, src.rank_origin = r, f"{f} rank_id"
+            src.cann_version = info.get("cannVersion") or info.get("version")
+            break
+    if src.rank is None and src.device_id is not None:
+        src.rank, src.rank_origin = src.device_id, "device id"
+        problems.warn(d, f"no rank_id in PROF_ info.json; rank {src.rank} taken from the device id")
+    if src.rank is None:
+        _rank_from_name(src, d.name, problems)
+    src.analyses = allowed_analyses(src)
+    return src
+
+
+def _legacy_sources(d: Path, filenames: list[str], problems: Problems) -> list[Source]:
+    by_rank: dict[int, list[str]] = {}
+    for f in filenames:
+        m = _LEGACY_RE.match(f)
+        if m:
+            by_rank.setdefault(int(m.group(2)), []).append(f)
+    out = []
+    for rank, files in sorted(by_rank.items()):
+        info = f"profiler_info_{rank}.json"
+        if info in filenames:
+            files.append(info)
+        src = Source(path=str(d), kind=LEGACY_MS, rank=rank, device_id=rank,
+                     rank_origin="file name suffix", files=sorted(files), mtime=_mtime(d))
+        src.analyses = allowed_analyses(src)
+        out.append(src)
+    return out
+
+
+def _raw_job_source(d: Path, filenames: list[str], problems: Problems) -> Source:
+    files = _list_files(d, max_depth=2)
+    src = Source(path=str(d), kind=RAW_CANN, rank=None, files=files, mtime=_mtime(d))
+    for f in files:
+        m = re.search(r"\.(\d+)\.slice_\d+$", f)
+        if m and ("hwts" in f or "training_trace" in f):
+            src.device_id = int(m.group(1))
+            break
+    if src.device_id is not None:
+        src.rank, src.rank_origin = src.device_id, "device id in raw file name"
+        problems.warn(d, f"raw CANN data has no rank; rank {src.rank} taken from the device id")
+    src.analyses = allowed_analyses(src)
+    return src
+
+
+def allowed_analyses(src: Source) -> list[str]:
+    """Which analyses the files of ``src`` allow (by file presence only)."""
+    names = {os.path.basename(f) for f in src.files}
+    has = names.__contains__
+    dbs = any(_DB_RE.match(n) for n in names)
+    out = []
+    if src.kind in (TORCH_TEXT, MS_TEXT):
+        if has("trace_view.json") or has("kernel_details.csv") or dbs:
+            out.append("step_breakdown")
+        if has("step_trace_time.csv") or has("analysis.db"):
+            out.append("cluster_step_trace")
+        if has("communication.json"):
+            out.append("communication")
+        if has("communication_matrix.json"):
+            out.append("communication_matrix")
+        if has("kernel_details.csv") or has("op_statistic.csv"):
+            out.append("op_statistics")
+    elif src.kind == DB:
+        out += ["step_breakdown", "cluster_step_trace"]
+        if has("analysis.db"):
+            out += ["communication", "communication_matrix"]
+        out.append("op_statistics")
+    elif src.kind == PROF:
+        out += ["step_breakdown", "op_statistics"]
+        if any(n.startswith("communication") for n in names):
+            out += ["communication", "communication_matrix"]
+    elif src.kind == RAW_CANN:
+        out += ["op_statistics"]
+    elif src.kind == LEGACY_MS:
+        if any(n.startswith("step_trace_raw") for n in names):
+            out.append("cluster_step_trace")
+        if any(n.startswith("hccl_raw") for n in names):
+            out.append("communication")
+        if any(n.startswith(("output_timeline_data", "aicore_intermediate")) for n in names):
+            out.append("op_statistics")
+    if out:
+        out.append("verdicts")
+    return out
+
+
+def _mtime(d: Path) -> float:
+    try:
+        return max((e.stat().st_mtime for e in os.scandir(d)), default=os.stat(d).st_mtime)
+    except OSError:
+        return 0.0
+
+
+def one_per_rank(found: list[Source], problems: Problems) -> list[Source]:
+    """One source per rank, sorted by rank: text beats db beats the rest; within a kind the
+    newest wins. Every dropped copy and every source without a rank is recorded in ``problems``.
+    """
+    pref = {TORCH_TEXT: 0, MS_TEXT: 0, DB: 1, PROF: 2, LEGACY_MS: 3, RAW_CANN: 4}
+    by_rank: dict[int, list[Source]] = {}
+    unranked = []
+    for s in found:
+        (by_rank.setdefault(s.rank, []) if s.rank is not None else unranked).append(s)
+    out = []
+    for rank, group in sorted(by_rank.items()):
+        group.sort(key=lambda s: (pref.get(s.kind, 9), -s.mtime))
+        keep = group[0]
+        for other in group[1:]:
+            problems.warn(other.path, f"rank {rank} also found at {keep.path} ({keep.label}); "
+                                      f"using that one, this copy is ignored")
+            if other.kind != keep.kind and other.kind not in keep.also:
+                keep.also.append(other.kind)
+        out.append(keep)
+    for s in unranked:
+        problems.add(s.path, "rank unknown (no profiler_info, metadata or number in the name); "
+                             "not analysed", severity="skipped")
+    return out

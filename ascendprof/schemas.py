@@ -1,0 +1,183 @@
+"""Every normalised table, in one place.
+
+Each reader (torch_npu text, MindSpore text, db export, PROF_, raw CANN, legacy MindSpore) emits
+these tables with exactly these columns, so every analysis runs unchanged on any input kind.
+
+Conventions (see ``shared/spec/formats.md``):
+- absolute timestamps are ``*_ns`` int64, local wall-clock (Unix epoch) nanoseconds (spec §A, §D.6);
+- durations are ``*_ns`` int64 nanoseconds;
+- sizes carry their unit in the name (``*_mb`` = 10^6 bytes, as CANN uses; ``*_bytes``);
+- every table has ``rank`` (int32, global rank); ``step`` (int32, null when the data has no step).
+
+A table missing from a rank's result means the input did not have it; an empty table with the
+schema means the input had it but it held no rows.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+I32, I64, F64, STR = pa.int32(), pa.int64(), pa.float64(), pa.string()
+
+
+def _s(*fields: tuple[str, pa.DataType], doc: str) -> pa.Schema:
+    return pa.schema([pa.field(n, t) for n, t in fields], metadata={"doc": doc})
+
+
+# Names of the tables a reader may emit.
+KERNELS = "kernels"
+STEP_TRACE = "step_trace"
+STEPS = "steps"
+COMM_OPS = "comm_ops"
+COMM_BANDWIDTH = "comm_bandwidth"
+COMM_SIZE_DIST = "comm_size_dist"
+COMM_LINKS = "comm_links"
+TIMELINE = "timeline"
+OP_STATISTIC = "op_statistic"
+API_STATISTIC = "api_statistic"
+MEMORY_RECORD = "memory_record"
+OPERATOR_MEMORY = "operator_memory"
+NPU_MODULE_MEM = "npu_module_mem"
+ITERATIONS = "iterations"
+
+#: Prefix of the extra PMU metric columns a kernels table may carry after its fixed columns
+#: (``pmu:aic_mac_ratio`` …, float64), named as in op_summary / kernel_details (spec §A.2, §C.1).
+PMU_PREFIX = "pmu:"
+
+SCHEMAS: dict[str, pa.Schema] = {
+    KERNELS: _s(
+        ("rank", I32), ("step", I32), ("device_id", I32),
+        ("model_id", I64), ("task_id", I64), ("stream_id", I64), ("context_id", I64),
+        ("name", STR), ("op_type", STR), ("op_state", STR), ("accelerator_core", STR),
+        ("start_ns", I64), ("dur_ns", I64), ("wait_ns", I64),
+        ("block_num", I64), ("mix_block_num", I64), ("hf32_eligible", STR),
+        ("input_shapes", STR), ("input_dtypes", STR), ("input_formats", STR),
+        ("output_shapes", STR), ("output_dtypes", STR), ("output_formats", STR),
+        doc="One device task of a compute op (kernel_details.csv §A.2, op_summary §C.1, "
+            "TASK+COMPUTE_TASK_INFO §B.1, raw HWTS/STARS §D.3-4). Communication big ops that "
+            "kernel_details lists with Accelerator Core COMMUNICATION/HCCL are kept as rows too. "
+            "Extra float64 PMU columns named 'pmu:<op_summary column>' may follow.",
+    ),
+    STEP_TRACE: _s(
+        ("rank", I32), ("step", I32), ("device_id", I32),
+        ("computing_ns", I64), ("comm_not_overlapped_ns", I64), ("overlapped_ns", I64),
+        ("communication_ns", I64), ("free_ns", I64), ("stage_ns", I64), ("bubble_ns", I64),
+        ("comm_not_overlapped_excl_receive_ns", I64), ("preparing_ns", I64),
+        doc="The profiler's own per-step breakdown as reported (step_trace_time.csv §A.1, "
+            "analysis.db StepTraceTime §B.3, legacy step_trace_raw). Values rounded to whole ns.",
+    ),
+    STEPS: _s(
+        ("rank", I32), ("step", I32), ("start_ns", I64), ("end_ns", I64), ("origin", STR),
+        doc="Step windows [start_ns, end_ns] on the device timeline (§7.1.a). origin names where "
+            "the window came from (trace_view ProfilerStep#, db STEP_TIME, kernel Step Id span).",
+    ),
+    COMM_OPS: _s(
+        ("rank", I32), ("step", I32), ("step_key", STR), ("kind", STR),
+        ("op_name", STR), ("group", STR), ("start_ns", I64),
+        ("elapse_ns", I64), ("transit_ns", I64), ("wait_ns", I64), ("sync_ns", I64),
+        ("idle_ns", I64), ("wait_ratio", F64), ("sync_ratio", F64),
+        doc="One communication big op on one rank: 'Communication Time Info' of "
+            "communication.json (§A.5, §7.2), CommAnalyzerTime (§B.3), COMMUNICATION_OP (§B.1). "
+            "kind is 'collective' or 'p2p'; step_key is the JSON key ('step13' or 'step'). "
+            "The profiler's per-step 'Total Op Info' entries are not rows (recomputed).",
+    ),
+    COMM_BANDWIDTH: _s(
+        ("rank", I32), ("step", I32), ("step_key", STR), ("kind", STR),
+        ("op_name", STR), ("group", STR), ("transport", STR),
+        ("size_mb", F64), ("transit_ns", I64), ("bandwidth_gbps", F64),
+        ("large_packet_ratio", F64),
+        doc="'Communication Bandwidth Info' per op and transport type (RDMA/HCCS/PCIE/SDMA/SIO) "
+            "(§A.5, CommAnalyzerBandwidth §B.3). size_mb is 10^6 bytes.",
+    ),
+    COMM_SIZE_DIST: _s(
+        ("rank", I32), ("step", I32), ("step_key", STR), ("kind", STR),
+        ("op_name", STR), ("group", STR), ("transport", STR),
+        ("packet_size_mb", STR), ("count", I64), ("dur_ns", I64),
+        doc="'Size Distribution' entries per op and transport: packet size key exactly as the "
+            "profiler wrote it (MB as text), packet count and total duration (§A.5).",
+    ),
+    COMM_LINKS: _s(
+        ("rank", I32), ("step", I32), ("step_key", STR), ("kind", STR),
+        ("link_key", STR), ("op_name", STR), ("group", STR),
+        ("src_rank", I32), ("dst_rank", I32), ("transport", STR),
+        ("size_mb", F64), ("transit_ns", I64), ("bandwidth_gbps", F64),
+        ("large_packet_ratio", F64),
+        doc="One src->dst link of communication_matrix.json (§A.6, §7.3; CommAnalyzerMatrix "
+            "§B.3). link_key is the JSON key ('allreduce-top1@<group>'); src/dst ranks are the "
+            "group-local ranks as written by the profiler.",
+    ),
+    TIMELINE: _s(
+        ("rank", I32), ("step", I32), ("track", STR), ("process", STR), ("thread", STR),
+        ("name", STR), ("start_ns", I64), ("dur_ns", I64),
+        doc="Complete ('X') events of the tracks the analyses use (trace_view.json §A.7, "
+            "msprof_*.json §C.8, OVERLAP_ANALYSIS §B.1). track is 'overlap' (thread Computing / "
+            "Communication / Communication(Not Overlapped) / Free), 'communication' (HCCL big ops "
+            "and planes), 'hardware' (Ascend Hardware tasks) or 'step' (ProfilerStep#N).",
+    ),
+    OP_STATISTIC: _s(
+        ("rank", I32), ("device_id", I32), ("op_type", STR), ("core_type", STR),
+        ("count", I64), ("total_ns", I64), ("min_ns", I64), ("avg_ns", I64), ("max_ns", I64),
+        ("ratio_pct", F64),
+        doc="The profiler's op_statistic.csv as reported (§A.3).",
+    ),
+    API_STATISTIC: _s(
+        ("rank", I32), ("level", STR), ("api_name", STR), ("total_ns", I64), ("count", I64),
+        ("avg_ns", I64), ("min_ns", I64), ("max_ns", I64), ("variance", F64),
+        doc="api_statistic.csv (§A.4). variance is in us^2 as the profiler writes it.",
+    ),
+    MEMORY_RECORD: _s(
+        ("rank", I32), ("component", STR), ("ts_ns", I64),
+        ("total_allocated_mb", F64), ("total_reserved_mb", F64), ("total_active_mb", F64),
+        ("stream_ptr", STR), ("device_type", STR),
+        doc="memory_record.csv (§A.8). MB here is 2^20 bytes, as torch_npu writes it.",
+    ),
+    OPERATOR_MEMORY: _s(
+        ("rank", I32), ("name", STR), ("size_kb", F64),
+        ("alloc_ns", I64), ("release_ns", I64), ("dur_ns", I64),
+        ("alloc_total_allocated_mb", F64), ("alloc_total_reserved_mb", F64),
+        ("release_total_allocated_mb", F64), ("release_total_reserved_mb", F64),
+        ("device_type", STR),
+        doc="operator_memory.csv (§A.8). KB/MB binary (2^10 / 2^20 bytes).",
+    ),
+    NPU_MODULE_MEM: _s(
+        ("rank", I32), ("device_id", I32), ("component", STR), ("ts_ns", I64),
+        ("total_reserved_mb", F64), ("device", STR),
+        doc="npu_module_mem.csv (§A.9). MB binary.",
+    ),
+    ITERATIONS: _s(
+        ("rank", I32), ("step", I32), ("start_ns", I64), ("end_ns", I64),
+        ("iteration_interval_ns", I64), ("fp_bp_ns", I64), ("tail_ns", I64),
+        doc="Graph-mode iteration trace (legacy MindSpore step_trace_raw_*_detail_time.csv, "
+            "CANN step_trace_*.csv §C.5): data-wait interval, forward+backward, tail per step.",
+    ),
+}
+
+
+def empty(name: str) -> pa.Table:
+    """An empty table with the schema of ``name``."""
+    return SCHEMAS[name].empty_table()
+
+
+def conform(name: str, table: pa.Table) -> pa.Table:
+    """Return ``table`` with exactly the columns of schema ``name`` in order, cast to its types.
+
+    Missing columns become all-null; for :data:`KERNELS`, extra columns whose name starts with
+    :data:`PMU_PREFIX` are kept (cast to float64) after the fixed ones; any other extra column is
+    dropped. Raises ``pyarrow.ArrowInvalid`` when a value cannot be cast (a reader bug, not bad input:
+    readers convert text first).
+    """
+    schema = SCHEMAS[name]
+    n = table.num_rows
+    cols, fields = [], []
+    for f in schema:
+        if f.name in table.column_names:
+            cols.append(table.column(f.name).cast(f.type))
+        else:
+            cols.append(pa.nulls(n, f.type))
+        fields.append(f)
+    if name == KERNELS:
+        for c in table.column_names:
+            if c.startswith(PMU_PREFIX):
+                cols.append(table.column(c).cast(F64))
+                fields.append(pa.field(c, F64))
+    return pa.Table.from_arrays(cols, schema=pa.schema(fields, metadata=schema.metadata))

@@ -1,0 +1,109 @@
+"""Unit conversion to integer nanoseconds.
+
+Profiler text writes absolute times as microseconds with three decimals and a trailing TAB
+(``"1764246877073569.640\\t"``, spec §A). A float64 cannot hold 16 integer digits plus 3 decimals
+exactly, so absolute times are parsed as decimal text: ``ns = int(integer part) * 1000 +
+fraction padded to 3 digits`` (the trick torch_npu's ``convert_us2ns`` uses). Durations are small
+enough for ``round(us * 1000)``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+NS_PER_US = 1_000
+NS_PER_MS = 1_000_000
+
+_MISSING = {"", "N/A", "NA", "nan", "NaN", "None", "null", "-"}
+
+
+def us_text_to_ns(text) -> int | None:
+    """Exact conversion of one microsecond value (text or number) to int ns; None if missing.
+
+    Raises ``ValueError`` for text that is not a number.
+    """
+    if text is None:
+        return None
+    if isinstance(text, (int, float)):
+        if isinstance(text, float) and math.isnan(text):
+            return None
+        return round(text * NS_PER_US)
+    s = str(text).strip().strip("\t").strip()
+    if s in _MISSING:
+        return None
+    neg = s.startswith("-")
+    if neg or s.startswith("+"):
+        s = s[1:]
+    if "e" in s or "E" in s:
+        v = round(float(s) * NS_PER_US)
+        return -v if neg else v
+    whole, _, frac = s.partition(".")
+    if not (whole or frac) or (whole and not whole.isdigit()) or (frac and not frac.isdigit()):
+        raise ValueError(f"not a number: {text!r}")
+    ns = int(whole or "0") * NS_PER_US + int((frac + "000")[:3])
+    if len(frac) > 3 and int(frac[3]) >= 5:  # round half up on the 4th decimal
+        ns += 1
+    return -ns if neg else ns
+
+
+def us_column_to_ns(col: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Vectorised :func:`us_text_to_ns` for a string (or numeric) column; missing -> null.
+
+    Numeric input is treated as a duration-sized float (``round(us * 1000)``). Raises
+    ``ValueError`` naming the first bad value when a cell is not a number.
+    """
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    if pa.types.is_integer(col.type) or pa.types.is_floating(col.type):
+        return pc.round(pc.multiply(col.cast(pa.float64()), NS_PER_US)).cast(pa.int64())
+    if pa.types.is_null(col.type):
+        return pa.nulls(len(col), pa.int64())
+    s = pc.utf8_trim_whitespace(col.cast(pa.string()))
+    s = pc.if_else(pc.is_in(s, pa.array(sorted(_MISSING))), pa.scalar(None, pa.string()), s)
+    ok = pc.match_substring_regex(s, r"^-?\d*(\.\d*)?$")
+    ok = pc.and_(ok, pc.match_substring_regex(s, r"\d"))
+    bad = pc.and_(pc.is_valid(s), pc.invert(pc.fill_null(ok, False)))
+    if pc.any(bad).as_py():
+        first = s.filter(bad)[0].as_py()
+        if not _looks_scientific(first):
+            raise ValueError(f"not a number: {first!r}")
+        return pa.array([us_text_to_ns(v) for v in s.to_pylist()], pa.int64())
+    neg = pc.fill_null(pc.starts_with(s, "-"), False)
+    s = pc.utf8_ltrim(s, "-")
+    parts = pc.split_pattern(s, ".", max_splits=1)
+    whole = pc.list_element(parts, 0)
+    whole = pc.if_else(pc.equal(whole, ""), "0", whole)
+    frac = pc.if_else(pc.greater(pc.list_value_length(parts), 1),
+                      pc.list_element(pc.list_slice(parts, 1, 2), 0), "")
+    frac3 = pc.utf8_slice_codeunits(pc.utf8_rpad(frac, 4, "0"), 0, 3)
+    fourth = pc.utf8_slice_codeunits(pc.utf8_rpad(frac, 4, "0"), 3, 4)
+    ns = pc.add(pc.multiply(whole.cast(pa.int64()), NS_PER_US), frac3.cast(pa.int64()))
+    ns = pc.add(ns, pc.greater_equal(fourth.cast(pa.int64()), 5).cast(pa.int64()))
+    return pc.if_else(neg, pc.negate(ns), ns)
+
+
+def _looks_scientific(v: str) -> bool:
+    try:
+        float(v)
+        return True
+    except ValueError:
+        return False
+
+
+def ms_to_ns(ms) -> int | None:
+    """Milliseconds (float, as communication.json writes them) to int ns; None if missing."""
+    if ms is None or (isinstance(ms, float) and math.isnan(ms)):
+        return None
+    return round(float(ms) * NS_PER_MS)
+
+
+def ns_to_us(ns) -> float:
+    """int ns to float microseconds (for output columns named ``...(us)``)."""
+    return ns / NS_PER_US
+
+
+def ns_to_ms(ns) -> float:
+    return ns / NS_PER_MS
