@@ -1,0 +1,179 @@
+"""scan -> read -> per-rank analysis -> cluster combine. No file parsing and no output here.
+
+:func:`process_rank` is a pure function of one :class:`~ascendprof.scan.Source` (paths in,
+small tables and partial aggregates out), so it can run in a process pool or on a distributed
+engine. Large tables (kernels, timeline) never leave the worker except as Parquet files when an
+output directory is given. :func:`combine` builds the cluster results from the per-rank partials.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+from ascendprof import schemas as S
+from ascendprof.errors import AscendProfError, InputError, NothingAnalysable
+from ascendprof.problems import Problems
+from ascendprof.scan import Source, one_per_rank, scan
+
+#: Tables small enough to send back from a worker and concatenate over ranks.
+SMALL_TABLES = (S.STEP_TRACE, S.STEPS, S.COMM_OPS, S.COMM_BANDWIDTH, S.COMM_SIZE_DIST,
+                S.COMM_LINKS, S.OP_STATISTIC, S.ITERATIONS)
+
+
+@dataclass
+class RankResult:
+    """What one rank contributes to the cluster analysis (picklable, small).
+
+    ``tables``: the :data:`SMALL_TABLES` the rank had. ``breakdown``: the recomputed step
+    breakdown (STEP_TRACE schema) and ``breakdown_method`` how it was obtained (or why not).
+    ``op_partial`` / ``kernel_partial``: per-rank aggregates for op statistics.
+    """
+
+    source: Source
+    rank: int
+    tables: dict[str, pa.Table] = field(default_factory=dict)
+    meta: dict = field(default_factory=dict)
+    breakdown: pa.Table | None = None
+    breakdown_method: str = ""
+    op_partial: pa.Table | None = None
+    kernel_partial: pa.Table | None = None
+    problems: Problems = field(default_factory=Problems)
+    missing: list[str] = field(default_factory=list)
+    table_rows: dict[str, int] = field(default_factory=dict)
+
+
+def process_rank(source: Source, tables_dir: Path | None = None) -> RankResult:
+    """Read one source and reduce it to a :class:`RankResult`.
+
+    When ``tables_dir`` is given, every normalised table of the rank is written there as
+    ``rank<r>/<table>.parquet`` (atomically). Never raises for bad input: an unreadable rank comes
+    back with no tables and its problem recorded.
+    """
+    from ascendprof.analyze import op_stats, step_breakdown
+    from ascendprof.readers import read_source
+
+    res = RankResult(source=source, rank=source.rank)
+    try:
+        data = read_source(source)
+    except InputError as e:
+        res.problems.add_error(e, rank=source.rank, affects=("all",))
+        return res
+    res.meta, res.missing = data.meta, data.missing
+    res.problems.extend(data.problems)
+    res.tables = {k: v for k, v in data.tables.items() if k in SMALL_TABLES}
+    res.table_rows = {k: v.num_rows for k, v in data.tables.items()}
+    res.breakdown, res.breakdown_method = step_breakdown.recompute(data.tables, data.rank)
+    if data.has(S.KERNELS):
+        res.op_partial = op_stats.rank_partial(data.tables[S.KERNELS])
+        res.kernel_partial = op_stats.kernel_partial(data.tables[S.KERNELS])
+    if tables_dir is not None:
+        from ascendprof.output import write_parquet
+
+        for name, t in data.tables.items():
+            write_parquet(Path(tables_dir) / f"rank{data.rank}" / f"{name}.parquet", t)
+    return res
+
+
+@dataclass
+class ClusterAnalysis:
+    """Cluster-level results built from :class:`RankResult` partials (see :func:`combine`)."""
+
+    root: str
+    sources: list[Source]
+    ranks: list[RankResult]
+    problems: Problems
+    step_trace: pa.Table | None = None          # reported, all ranks (STEP_TRACE schema)
+    breakdown: pa.Table | None = None           # recomputed, all ranks (STEP_TRACE schema)
+    step_trace_check: object = None             # pandas DataFrame (step_trace_check.csv)
+    cluster_step_trace: object = None           # pandas DataFrame (cluster_step_trace_time.csv)
+    communication: dict | None = None           # cluster_communication.json
+    communication_matrix: dict | None = None    # cluster_communication_matrix.json
+    communication_group: dict | None = None     # communication_group.json
+    op_statistics: object = None                # pandas DataFrame (op_statistics.csv)
+    top_kernels: object = None                  # pandas DataFrame (top_kernels.csv)
+    verdicts: list = field(default_factory=list)
+    thresholds: dict = field(default_factory=dict)
+
+    def concat(self, name: str) -> pa.Table | None:
+        """All ranks' small table ``name`` concatenated (None when no rank has it)."""
+        parts = [r.tables[name] for r in self.ranks if name in r.tables]
+        return pa.concat_tables(parts, promote_options="permissive") if parts else None
+
+    @property
+    def metadata(self) -> dict[int, dict]:
+        """rank -> profiler_metadata.json object (empty dict when absent)."""
+        return {r.rank: r.meta.get("profiler_metadata") or {} for r in self.ranks}
+
+
+def load(root: Path, problems: Problems | None = None) -> list[Source]:
+    """Scan ``root`` and keep one source per rank. Raises NothingAnalysable when none."""
+    problems = problems if problems is not None else Problems()
+    sources = one_per_rank(scan(Path(root), problems), problems)
+    if not sources:
+        raise NothingAnalysable(f"{root}: no profiling data found (looked for *_ascend_pt, "
+                                f"*_ascend_ms, PROF_* and legacy MindSpore output)")
+    return sources
+
+
+def run_ranks(sources: list[Source], tables_dir: Path | None = None, *, workers: int | None = None,
+              progress=None) -> list[RankResult]:
+    """Run :func:`process_rank` over ``sources`` with the local executor (see executors)."""
+    from ascendprof.executors import local_map
+
+    return local_map(process_rank, sources, tables_dir=tables_dir, workers=workers,
+                     progress=progress)
+
+
+def combine(root: str, sources: list[Source], results: list[RankResult], problems: Problems,
+            thresholds: dict | None = None) -> ClusterAnalysis:
+    """Build every cluster result from per-rank partials. Raises NothingAnalysable when no rank
+    produced any table."""
+    from ascendprof.analyze import (cluster_communication, cluster_step_trace, op_stats,
+                                    step_breakdown, verdicts)
+
+    for r in results:
+        problems.extend(r.problems)
+    usable = [r for r in results if r.tables or r.op_partial is not None]
+    if not usable:
+        raise NothingAnalysable(f"{root}: no rank could be read; see the problems above")
+    ca = ClusterAnalysis(root=str(root), sources=sources, ranks=usable, problems=problems)
+    ca.step_trace = ca.concat(S.STEP_TRACE)
+    bds = [r.breakdown for r in usable if r.breakdown is not None and r.breakdown.num_rows]
+    ca.breakdown = pa.concat_tables(bds) if bds else None
+    ca.step_trace_check = step_breakdown.check_table(
+        {r.rank: (r.tables.get(S.STEP_TRACE), r.breakdown, r.breakdown_method) for r in usable})
+    if ca.step_trace is not None and ca.step_trace.num_rows:
+        ca.cluster_step_trace = cluster_step_trace.build(ca.step_trace, ca.metadata)
+    comm = ca.concat(S.COMM_OPS)
+    if comm is not None and comm.num_rows:
+        ca.communication = cluster_communication.build_communication(
+            comm, ca.concat(S.COMM_BANDWIDTH), ca.concat(S.COMM_SIZE_DIST), ca.metadata)
+        ca.communication_group = cluster_communication.build_groups(comm, ca.metadata)
+    links = ca.concat(S.COMM_LINKS)
+    if links is not None and links.num_rows:
+        ca.communication_matrix = cluster_communication.build_matrix(links, ca.metadata)
+    parts = [r.op_partial for r in usable if r.op_partial is not None]
+    if parts:
+        ca.op_statistics = op_stats.combine(parts)
+        ca.top_kernels = op_stats.top_kernels([r.kernel_partial for r in usable
+                                               if r.kernel_partial is not None])
+    ca.thresholds = verdicts.thresholds(thresholds)
+    ca.verdicts = verdicts.derive(ca, ca.thresholds)
+    return ca
+
+
+def analyse(root: Path, *, tables_dir: Path | None = None, workers: int | None = None,
+            thresholds: dict | None = None, progress=None,
+            problems: Problems | None = None) -> ClusterAnalysis:
+    """The whole job for ``root``: scan, read every rank, combine. Raises the project's errors."""
+    problems = problems if problems is not None else Problems()
+    sources = load(root, problems)
+    results = run_ranks(sources, tables_dir, workers=workers, progress=progress)
+    return combine(str(root), sources, results, problems, thresholds)
+
+
+__all__ = ["RankResult", "ClusterAnalysis", "process_rank", "load", "run_ranks", "combine",
+           "analyse", "AscendProfError"]
