@@ -10,14 +10,12 @@ import io
 from pathlib import Path
 
 import orjson
-import pyarrow as pa
-import pyarrow.csv as pacsv
 
 from ascendprof.errors import InputError
 
 
 def read_csv(path: Path, *, required: tuple[str, ...] = (), aliases: dict[str, str] | None = None
-             ) -> pa.Table:
+             ):
     """Read a profiler CSV as an all-string Arrow table (header row first, UTF-8).
 
     Handles a UTF-8 BOM, CRLF line ends, and the trailing TAB of absolute timestamps (kept in
@@ -28,6 +26,9 @@ def read_csv(path: Path, *, required: tuple[str, ...] = (), aliases: dict[str, s
     Raises :class:`InputError` when the file cannot be read, is empty, is not UTF-8, lacks a
     header row, has rows of the wrong width, or lacks a ``required`` column (after aliases).
     """
+    import pyarrow as pa  # deferred: scan and --help must start fast
+    import pyarrow.csv as pacsv
+
     path = Path(path)
     try:
         data = path.read_bytes()
