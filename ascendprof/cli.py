@@ -1,0 +1,164 @@
+"""Command-line interface: a thin layer over scan, pipeline, report, diff and gate.
+
+Heavy libraries (pyarrow, pandas, rich) are imported inside the commands so that
+``ascendprof --help`` and ``ascendprof scan`` start fast.
+
+Exit codes: 0 done (possibly with warnings), 1 regression (gate only), 2 usage error (bad
+arguments, missing path, unreadable gate input), 3 nothing analysable (or any skip with --strict).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ascendprof import __version__
+from ascendprof.errors import EXIT_NOTHING, AscendProfError
+
+EXIT_CODES_HELP = ("Exit codes: 0 done (possibly with warnings), 1 regression (gate only), "
+                   "2 usage or data error, 3 nothing analysable (or any skip with --strict).")
+
+
+class _Group(click.Group):
+    """Prints the project's errors as one line (no traceback unless --debug)."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except AscendProfError as e:
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            click.echo(f"ascendprof: error: {e}", err=True)
+            sys.exit(e.exit_code)
+        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort, SystemExit):
+            raise
+        except KeyboardInterrupt:
+            click.echo("ascendprof: interrupted", err=True)
+            sys.exit(130)
+        except Exception as e:  # noqa: BLE001 - the boundary: one line, details with --debug
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            click.echo(f"ascendprof: internal error: {type(e).__name__}: {e} "
+                       f"(rerun with --debug for the traceback)", err=True)
+            sys.exit(EXIT_NOTHING)
+
+
+@click.group(cls=_Group, epilog=EXIT_CODES_HELP,
+             context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="ascendprof")
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.pass_context
+def main(ctx, debug):
+    """Offline analyzer for Ascend NPU profiling data.
+
+    Point it at the directories MindSpore Profiler, the Ascend PyTorch Profiler (torch_npu) or
+    CANN msprof left behind (*_ascend_ms, *_ascend_pt, PROF_*, any depth) and it tells where each
+    step's time goes, which rank or link is slow, and whether the job is compute-, schedule- or
+    communication-bound.
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug
+
+
+@main.command()
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
+              show_default=True, help="Terminal table, or JSON on stdout.")
+def scan(directory, fmt):
+    """List every profiling source under DIRECTORY (any depth).
+
+    For each: path, kind (torch_npu text, MindSpore text, db export, PROF_, raw CANN, legacy
+    MindSpore), rank and where it came from, device id, versions, profiler level, steps, files
+    present and the analyses they allow. Nothing is parsed beyond small metadata files.
+    """
+    from ascendprof.problems import Problems
+    from ascendprof.scan import scan as do_scan
+
+    problems = Problems()
+    sources = do_scan(directory, problems)
+    if fmt == "json":
+        import orjson
+
+        doc = {"root": str(directory), "sources": [s.as_dict() for s in sources],
+               "problems": [p.as_dict() for p in problems]}
+        click.echo(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
+    else:
+        from ascendprof.report.terminal import print_scan
+
+        print_scan(sources, problems)
+    if not sources:
+        sys.exit(EXIT_NOTHING)
+
+
+def _parse_thresholds(items) -> dict:
+    out = {}
+    for it in items:
+        key, sep, val = it.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{it!r}: expected NAME=VALUE", param_hint="--threshold")
+        try:
+            out[key.strip().lower()] = float(val)
+        except ValueError:
+            raise click.BadParameter(f"{it!r}: VALUE must be a number",
+                                     param_hint="--threshold") from None
+    return out
+
+
+@main.command()
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("-o", "--output", "out", type=click.Path(path_type=Path),
+              default=Path("ascendprof_output"), show_default=True,
+              help="Output directory (must not be inside DIRECTORY).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="Rich terminal summary, or the summary as JSON on stdout.")
+@click.option("--workers", type=int, default=None,
+              help="Parallel worker processes for per-rank work (default: number of cores).")
+@click.option("--executor", type=click.Choice(["local", "dask"]), default="local",
+              show_default=True, help="Where per-rank work runs.")
+@click.option("--scheduler", default=None, help="Dask scheduler address (with --executor dask).")
+@click.option("--no-tables", is_flag=True, help="Do not write the normalised Parquet tables.")
+@click.option("--no-cache", is_flag=True, help="Ignore and do not update the Parquet cache.")
+@click.option("--threshold", "thresholds", multiple=True, metavar="NAME=VALUE",
+              help="Override a verdict threshold, e.g. comm_share_pct=30 "
+                   "(names: see verdicts.json 'thresholds').")
+@click.option("--strict", is_flag=True, help="Exit 3 if anything had to be skipped.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+def analyse(directory, out, fmt, workers, executor, scheduler, no_tables, no_cache, thresholds,
+            strict, quiet):
+    """Analyse every rank under DIRECTORY and write the cluster results to --output.
+
+    Writes cluster_step_trace_time.csv, cluster_communication.json,
+    cluster_communication_matrix.json, communication_group.json (msprof-analyze layout),
+    op_statistics.csv, top_kernels.csv, step_trace_check.csv, verdicts.json, problems.csv,
+    summary.json and the normalised tables as Parquet under tables/. Every file is written
+    atomically. Prints a summary: sources, per-rank step breakdown, top op types and the
+    verdicts in plain English.
+    """
+    from ascendprof.report.run import run_analyse
+
+    code = run_analyse(directory, out, fmt=fmt, workers=workers, executor=executor,
+                       scheduler=scheduler, tables=not no_tables, cache=not no_cache,
+                       thresholds=_parse_thresholds(thresholds), strict=strict,
+                       progress=not quiet and fmt == "text")
+    sys.exit(code)
+
+
+main.add_command(analyse, name="analyze")  # US spelling as an alias
+
+
+def _register_optional():
+    """diff and gate live in their own modules; register them when present."""
+    for mod, name in (("ascendprof.diff_cli", "diff"), ("ascendprof.gate_cli", "gate")):
+        try:
+            m = __import__(mod, fromlist=["command"])
+        except ImportError:
+            continue
+        main.add_command(m.command, name=name)
+
+
+_register_optional()
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""Write a ClusterAnalysis to an output directory: every file atomic, stale files removed.
+
+File names and columns are the ones the ecosystem already reads (msprof-analyze, MindStudio
+Insight): cluster_step_trace_time.csv, cluster_communication.json,
+cluster_communication_matrix.json, communication_group.json; plus ascendprof's own
+op_statistics.csv, top_kernels.csv, step_trace_check.csv, verdicts.json, problems.csv and
+summary.json.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ascendprof.output import write_csv, write_frame_csv, write_json
+
+OUTPUT_FILES = ("cluster_step_trace_time.csv", "cluster_communication.json",
+                "cluster_communication_matrix.json", "communication_group.json",
+                "op_statistics.csv", "top_kernels.csv", "step_trace_check.csv",
+                "verdicts.json", "problems.csv", "summary.json")
+
+PROBLEM_COLUMNS = ["Rank", "Severity", "Path", "Where", "Reason", "Affects"]
+
+
+def write_outputs(ca, out: Path, summary: dict) -> list[Path]:
+    """Write every result of ``ca`` (a pipeline.ClusterAnalysis) under ``out``.
+
+    A result the data did not allow (e.g. no communication files at Level0) is not written, and
+    a file of that name left by an earlier run is removed so the directory never mixes runs.
+    Returns the written paths.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+
+    def frame(name, df):
+        if df is not None and len(df):
+            written.append(write_frame_csv(out / name, df))
+
+    def js(name, obj):
+        if obj:
+            written.append(write_json(out / name, obj))
+
+    frame("cluster_step_trace_time.csv", ca.cluster_step_trace)
+    js("cluster_communication.json", ca.communication)
+    js("cluster_communication_matrix.json", ca.communication_matrix)
+    js("communication_group.json", ca.communication_group)
+    frame("op_statistics.csv", ca.op_statistics)
+    frame("top_kernels.csv", ca.top_kernels)
+    frame("step_trace_check.csv", ca.step_trace_check)
+    written.append(write_json(out / "verdicts.json", {
+        "verdicts": ca.verdicts, "thresholds": ca.thresholds,
+        "problems": [p.as_dict() for p in ca.problems]}))
+    written.append(write_csv(out / "problems.csv", PROBLEM_COLUMNS, [
+        ["" if p.rank is None else p.rank, p.severity, p.path, p.where, p.reason,
+         ";".join(p.affects)] for p in ca.problems]))
+    written.append(write_json(out / "summary.json", summary))
+    names = {p.name for p in written}
+    for stale in OUTPUT_FILES:
+        if stale not in names and (out / stale).exists():
+            os.unlink(out / stale)
+    return written

@@ -1,0 +1,82 @@
+"""The ``analyse`` command's flow: check paths, run the pipeline with progress, write outputs."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+from ascendprof.errors import EXIT_NOTHING, EXIT_OK, UsageError
+from ascendprof.output import check_output_dir
+from ascendprof.problems import Problems
+
+
+def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executor="local",
+                scheduler=None, tables=True, cache=True, thresholds=None, strict=False,
+                progress=True) -> int:
+    """Run the whole analysis of ``directory`` into ``out``; returns the exit code.
+
+    Raises UsageError for a missing input or an output inside the input, NothingAnalysable when
+    no rank can be read.
+    """
+    from ascendprof import pipeline
+    from ascendprof.report.files import write_outputs
+    from ascendprof.report.summary import build_summary
+
+    directory = Path(directory)
+    if not directory.exists():
+        raise UsageError(f"{directory}: no such file or directory")
+    out = check_output_dir(out, [directory])
+    problems = Problems()
+    sources = pipeline.load(directory, problems)
+    out.mkdir(parents=True, exist_ok=True)
+    tables_tmp = out / ".tables.partial"
+    if tables_tmp.exists():
+        shutil.rmtree(tables_tmp)
+    results = _run(sources, tables_tmp if tables else None, workers, executor, scheduler,
+                   progress, cache)
+    ca = pipeline.combine(str(directory), sources, results, problems, thresholds)
+    final_tables = out / "tables"
+    if final_tables.exists():
+        shutil.rmtree(final_tables)
+    if tables and tables_tmp.exists():
+        tables_tmp.rename(final_tables)
+    summary = build_summary(ca)
+    written = write_outputs(ca, out, summary)
+    summary["outputs"] = [str(p) for p in written] + ([str(final_tables)] if tables else [])
+    from ascendprof.output import write_json
+
+    write_json(out / "summary.json", summary)
+    if fmt == "json":
+        import orjson
+
+        sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        from ascendprof.report.terminal import print_summary
+
+        print_summary(summary, out)
+    if strict and ca.problems.skipped:
+        return EXIT_NOTHING
+    return EXIT_OK
+
+
+def _run(sources, tables_dir, workers, executor, scheduler, progress, cache):
+    from ascendprof import pipeline
+
+    if executor == "dask":
+        try:
+            from ascendprof.executors import dask_map
+        except ImportError as e:
+            raise UsageError(f"--executor dask needs the optional extra: pip install "
+                             f"'ascendprof[dask]' ({e})") from None
+        return dask_map(pipeline.process_rank, sources, tables_dir=tables_dir,
+                        scheduler=scheduler)
+    if not progress:
+        return pipeline.run_ranks(sources, tables_dir, workers=workers)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(TextColumn("Reading ranks"), BarColumn(), MofNCompleteColumn(),
+                  transient=True) as bar:
+        task = bar.add_task("ranks", total=len(sources))
+        return pipeline.run_ranks(sources, tables_dir, workers=workers,
+                                  progress=lambda: bar.advance(task))

@@ -1,0 +1,71 @@
+"""The analysis summary as plain data (for summary.json, ``--format json`` and the terminal).
+
+Shape::
+
+    {"root", "version", "sources": [{rank, kind, path, device_id, steps, analyses}],
+     "ranks": [{rank, step, <nine metrics>_us..., method}],   # per-rank step breakdown
+     "top_op_types": [{op_type, accelerator_core, total_us, ratio_pct, count}],
+     "verdicts": [...], "problems": [...], "missing": {rank: [files]}, "outputs": [...]}
+
+Times are microseconds (keys end in ``_us``).
+"""
+
+from __future__ import annotations
+
+from ascendprof import __version__
+
+METRICS = [  # (STEP_TRACE column, display name)
+    ("computing_ns", "Computing"),
+    ("comm_not_overlapped_ns", "Communication(Not Overlapped)"),
+    ("overlapped_ns", "Overlapped"),
+    ("communication_ns", "Communication"),
+    ("free_ns", "Free"),
+    ("stage_ns", "Stage"),
+    ("bubble_ns", "Bubble"),
+    ("comm_not_overlapped_excl_receive_ns", "Communication(Not Overlapped and Exclude Receive)"),
+    ("preparing_ns", "Preparing"),
+]
+
+
+def _rows(table, origin: str) -> list[dict]:
+    if table is None or table.num_rows == 0:
+        return []
+    out = []
+    for r in table.to_pylist():
+        row = {"rank": r["rank"], "step": r["step"], "origin": origin}
+        for col, _ in METRICS:
+            v = r.get(col)
+            row[col[:-3] + "_us"] = None if v is None else v / 1000
+        out.append(row)
+    return out
+
+
+def build_summary(ca, outputs: list[str] | None = None, top: int = 10) -> dict:
+    """Summarise ``ca`` (pipeline.ClusterAnalysis). Per-rank rows prefer the profiler's reported
+    breakdown and fall back to ascendprof's recomputation (``origin`` says which)."""
+    reported = _rows(ca.step_trace, "reported")
+    have = {(r["rank"], r["step"]) for r in reported}
+    recomputed = [r for r in _rows(ca.breakdown, "recomputed") if (r["rank"], r["step"]) not in have]
+    ranks = sorted(reported + recomputed, key=lambda r: (r["rank"], r["step"] or -1))
+    tops = []
+    ops = ca.op_statistics
+    if ops is not None and len(ops):
+        cl = ops[ops["Rank"].astype(str) == "cluster"].head(top)
+        for _, r in cl.iterrows():
+            tops.append({"op_type": r["OP Type"], "accelerator_core": r["Accelerator Core"],
+                         "count": int(r["Count"]), "total_us": float(r["Total Time(us)"]),
+                         "ratio_pct": float(r["Ratio(%)"])})
+    return {
+        "root": ca.root,
+        "version": __version__,
+        "sources": [{"rank": s.rank, "kind": s.label, "path": s.path, "device_id": s.device_id,
+                     "steps": s.steps, "analyses": s.analyses, "also": s.also}
+                    for s in ca.sources],
+        "ranks": ranks,
+        "breakdown_methods": {r.rank: r.breakdown_method for r in ca.ranks},
+        "top_op_types": tops,
+        "verdicts": ca.verdicts,
+        "problems": [p.as_dict() for p in ca.problems],
+        "missing": {r.rank: r.missing for r in ca.ranks if r.missing},
+        "outputs": outputs or [],
+    }
