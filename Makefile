@@ -1,0 +1,28 @@
+# ascendprof developer targets. `make install demo` is what the README's first command runs.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: install demo test bench scan clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+install: $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+
+demo:
+	$(BIN)/ascendprof analyse fixtures/qwen3-4rank-pp2dp2 -o ascendprof_output
+
+scan:
+	$(BIN)/ascendprof scan fixtures
+
+test:
+	$(BIN)/python -m pytest -q
+
+bench:
+	$(BIN)/python benchmarks/run_bench.py
+
+clean:
+	rm -rf ascendprof_output build dist *.egg-info .pytest_cache
