@@ -80,7 +80,11 @@ def us_column_to_ns(col: pa.Array | pa.ChunkedArray) -> pa.Array:
                       pc.list_element(pc.list_slice(parts, 1, 2), 0), "")
     frac3 = pc.utf8_slice_codeunits(pc.utf8_rpad(frac, 4, "0"), 0, 3)
     fourth = pc.utf8_slice_codeunits(pc.utf8_rpad(frac, 4, "0"), 3, 4)
-    ns = pc.add(pc.multiply(whole.cast(pa.int64()), NS_PER_US), frac3.cast(pa.int64()))
+    try:  # checked: a value past int64 ns (year 2262) is bad input, not a wrap-around
+        ns = pc.add_checked(pc.multiply_checked(whole.cast(pa.int64()), NS_PER_US),
+                            frac3.cast(pa.int64()))
+    except pa.ArrowInvalid:
+        raise ValueError("value out of range for int64 nanoseconds") from None
     ns = pc.add(ns, pc.greater_equal(fourth.cast(pa.int64()), 5).cast(pa.int64()))
     return pc.if_else(neg, pc.negate(ns), ns)
 
