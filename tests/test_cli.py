@@ -1,0 +1,80 @@
+"""The command boundary: exit codes, one-line errors, input untouched, outputs complete."""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from ascendprof.cli import main
+from treehash import tree_fingerprint
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_help_lists_commands():
+    r = run("--help")
+    assert r.exit_code == 0
+    for cmd in ("scan", "analyse"):
+        assert cmd in r.output
+
+
+def test_missing_path_is_usage_error(tmp_path):
+    r = run("analyse", tmp_path / "nope", "-o", tmp_path / "out")
+    assert r.exit_code == 2
+    assert "no such file or directory" in r.output
+    assert "Traceback" not in r.output
+
+
+def test_empty_directory_is_nothing_analysable(tmp_path):
+    (tmp_path / "empty").mkdir()
+    r = run("analyse", tmp_path / "empty", "-o", tmp_path / "out")
+    assert r.exit_code == 3
+    assert "no profiling data found" in r.output
+
+
+def test_output_inside_input_refused(qwen3, tmp_path):
+    src = tmp_path / "in"
+    shutil.copytree(qwen3, src)
+    r = run("analyse", src, "-o", src / "out")
+    assert r.exit_code == 2 and "inside the input" in r.output
+    assert not (src / "out").exists()
+
+
+def test_scan_json(qwen3):
+    r = run("scan", qwen3, "--format", "json")
+    assert r.exit_code == 0
+    doc = json.loads(r.output)
+    assert sorted(s["rank"] for s in doc["sources"]) == [0, 1, 2, 3]
+
+
+def test_scan_as_a_subprocess_has_no_traceback(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "ascendprof", "scan", str(tmp_path / "x")],
+                       capture_output=True, text=True)
+    assert p.returncode == 2
+    assert p.stderr.strip().count("\n") == 0 and "no such file" in p.stderr
+
+
+@pytest.mark.slow
+def test_analyse_qwen3_writes_everything_and_leaves_input_untouched(qwen3, tmp_path):
+    src = tmp_path / "in"
+    shutil.copytree(qwen3, src)
+    before = tree_fingerprint(src)
+    out = tmp_path / "out"
+    r = run("analyse", src, "-o", out, "--quiet")
+    assert r.exit_code == 0, r.output
+    assert tree_fingerprint(src) == before
+    for f in ("cluster_step_trace_time.csv", "cluster_communication.json",
+              "cluster_communication_matrix.json", "op_statistics.csv", "top_kernels.csv",
+              "step_trace_check.csv", "verdicts.json", "problems.csv", "summary.json"):
+        assert (out / f).is_file(), f
+    assert (out / "tables" / "rank0" / "kernels.parquet").is_file()
+    # a second run to the same OUT replaces cleanly (no temp files left behind)
+    r = run("analyse", src, "-o", out, "--quiet", "--format", "json")
+    assert r.exit_code == 0
+    assert json.loads(r.output)["sources"]
+    assert not [p for p in out.rglob("*") if p.name.endswith(".tmp") or ".partial" in p.name]
