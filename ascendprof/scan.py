@@ -46,12 +46,21 @@ _TEXT_FILES = ("kernel_details.csv", "step_trace_time.csv", "trace_view.json",
                "communication.json", "communication_matrix.json", "op_statistic.csv")
 _DB_RE = re.compile(r"^(ascend_pytorch_profiler|ascend_mindspore_profiler)(_\d+)?\.db$|^analysis\.db$")
 _PROFILER_INFO_RE = re.compile(r"^profiler_info(?:_(\d+))?\.json$")
+#: legacy MindSpore 1.x/2.0 files; ``rank`` is the number just before the suffix (for
+#: ``ascend_cluster_analyse_{mode}_{stages}_{rank_size}_{rank}.csv`` the last one).
 _LEGACY_RE = re.compile(
-    r"^(step_trace_raw|hccl_raw|output_timeline_data|aicore_intermediate|"
-    r"ascend_timeline_display|output_op_compute_time|op_intermediate_detail|"
-    r"min_cycle_counter|framework_raw)_(\d+)")
-_RAW_HINT_RE = re.compile(r"(^|\.)(hwts\.(log\.)?data|stars_soc\.data|training_trace|"
+    r"^(?P<kind>step_trace_raw|hccl_raw|output_timeline_data|aicore_intermediate|aicpu_intermediate|"
+    r"ascend_timeline_display|timeline_display|ascend_cluster_analyse_[a-z-]+_\d+_\d+|"
+    r"output_op_compute_time(?:_detail)?|op_intermediate_detail|min_cycle_counter|framework_raw|"
+    r"output_format_data_hwts|profiler_info|flops|flops_summary)"
+    r"_(?P<rank>\d+)(?:_[a-z_]+)?\.(?:csv|txt|json)$")
+#: legacy files that alone make a rank worth reading (the others only describe it)
+_LEGACY_PRIMARY = ("step_trace_raw", "hccl_raw", "output_timeline_data", "aicore_intermediate",
+                   "ascend_timeline_display", "timeline_display", "ascend_cluster_analyse")
+#: raw CANN / legacy raw job files (spec §D.1); device-side ones carry the timing
+_RAW_HINT_RE = re.compile(r"(^|\.)(hwts\.(log\.)?data|stars_soc\.data|training_trace|ts_track\.data|"
                           r"api_event\.data|compact\.|additional\.|Framework\.host)")
+_RAW_DEVICE_RE = re.compile(r"^(hwts\.(log\.)?data|stars_soc\.data|training_trace|ts_track\.data)")
 
 #: analyses and the files that allow them (any one suffices)
 ANALYSES = ("step_breakdown", "cluster_step_trace", "communication", "communication_matrix",
@@ -127,7 +136,9 @@ def scan(root: Path, problems: Problems | None = None) -> list[Source]:
             continue
         if any(_RAW_HINT_RE.search(f) for f in filenames) and not any(
                 os.path.basename(s.path) == name for s in found):
-            found.append(_raw_job_source(Path(dirpath), filenames, problems))
+            src = _raw_job_source(Path(dirpath), filenames, problems)
+            if src:
+                found.append(src)
     return found
 
 
@@ -252,25 +263,41 @@ def _fill_from_outputs(src: Source, out_dir: Path, outs: list[str], problems: Pr
 
 
 def _prof_source(d: Path, problems: Problems) -> Source | None:
-    files = _list_files(d, max_depth=4)
-    has_out = any(f.startswith("mindstudio_profiler_output") for f in files) or any(
-        "/timeline/" in f"/{f}" for f in files) or any(f.startswith("analyze/") for f in files)
+    """A stand-alone ``PROF_*`` directory (spec §0, §C, §D).
+
+    Kind ``prof`` when it holds exported output (``mindstudio_profiler_output/``, ``analyze/``,
+    or the per-iteration ``device_*/timeline/*.json`` of older CANN); kind ``raw_cann`` when it
+    holds only ``host/data`` / ``device_*/data`` binaries. ``.done`` / ``.complete`` / ``.zip``
+    markers are not data and are not listed. Rank from ``device_<id>/info.json.<id>``
+    ``rank_id``; else the device id (warning). A PROF_ directory with several devices is read as
+    the first device (warning).
+    """
+    files = [f for f in _list_files(d, max_depth=4) if not f.endswith((".done", ".complete", ".zip"))]
+    has_out = any(f.startswith(("mindstudio_profiler_output/", "analyze/")) for f in files) or any(
+        re.match(r"^device_\d+/timeline/.+\.json$", f) for f in files)
     has_raw = any(re.match(r"^(host|device_\d+)/data/", f) for f in files)
     if not has_out and not has_raw:
         problems.add(d, "PROF_ directory with neither exported output nor raw data", severity="skipped")
         return None
     src = Source(path=str(d), kind=PROF if has_out else RAW_CANN, rank=None, files=files,
                  mtime=_mtime(d))
+    devices = sorted({int(m.group(1)) for f in files for m in [re.match(r"^device_(\d+)/", f)] if m})
+    if len(devices) > 1:
+        problems.warn(d, f"PROF_ directory holds devices {devices}; only device {devices[0]} is read")
     for f in files:
         m = re.match(r"^device_(\d+)/info\.json\.(\d+)$", f)
         if m:
             src.device_id = int(m.group(2))
             info = _load_json_quiet(d / f, problems) or {}
             r = info.get("rank_id")
+            if isinstance(r, str) and r.isdigit():
+                r = int(r)
             if isinstance(r, int) and r >= 0:
                 src.rank, src.rank_origin = r, f"{f} rank_id"
             src.cann_version = info.get("cannVersion") or info.get("version")
             break
+    if src.device_id is None and devices:
+        src.device_id = devices[0]
     if src.rank is None and src.device_id is not None:
         src.rank, src.rank_origin = src.device_id, "device id"
         problems.warn(d, f"no rank_id in PROF_ info.json; rank {src.rank} taken from the device id")
@@ -281,29 +308,59 @@ def _prof_source(d: Path, problems: Problems) -> Source | None:
 
 
 def _legacy_sources(d: Path, filenames: list[str], problems: Problems) -> list[Source]:
+    """Legacy MindSpore 1.x/2.0 ranks in one directory, one Source per rank.
+
+    A rank is listed only when one of its files carries data (:data:`_LEGACY_PRIMARY`:
+    step trace, hccl_raw, timeline, aicore_intermediate, cluster analyse); descriptive files
+    (profiler_info, framework_raw, flops, min_cycle_counter …) join the rank of the same number but
+    do not make one on their own, so fragments such as a lone ``profiler_info_0.json`` are not
+    mistaken for a rank. The number in the file names is the rank id as MindSpore wrote it.
+    """
     by_rank: dict[int, list[str]] = {}
+    primary: set[int] = set()
     for f in filenames:
         m = _LEGACY_RE.match(f)
         if m:
-            by_rank.setdefault(int(m.group(2)), []).append(f)
+            rank = int(m.group("rank"))
+            by_rank.setdefault(rank, []).append(f)
+            if m.group("kind").startswith(_LEGACY_PRIMARY):
+                primary.add(rank)
     out = []
-    for rank, files in sorted(by_rank.items()):
-        info = f"profiler_info_{rank}.json"
-        if info in filenames:
-            files.append(info)
+    for rank in sorted(primary):
+        files = sorted(by_rank[rank])
         src = Source(path=str(d), kind=LEGACY_MS, rank=rank, device_id=rank,
-                     rank_origin="file name suffix", files=sorted(files), mtime=_mtime(d))
+                     rank_origin="file name suffix", files=files, mtime=_mtime(d))
         src.analyses = allowed_analyses(src)
         out.append(src)
     return out
 
 
-def _raw_job_source(d: Path, filenames: list[str], problems: Problems) -> Source:
-    files = _list_files(d, max_depth=2)
+def _raw_job_source(d: Path, filenames: list[str], problems: Problems) -> Source | None:
+    """A raw CANN / legacy job directory (``JOB*``: ``hwts.log.data.*``, ``training_trace.*``,
+    ``Framework.host.*`` …, spec §D) as one ``raw_cann`` source, decoded by ascendprof.
+
+    The job's ``data/`` sub-directory belongs to the job: when ``d`` is ``<job>/data`` and
+    ``<job>`` itself has raw files, ``d`` is not listed again (``<job>`` lists ``data/…``).
+    A directory with only host-side framework text (no device log) is recorded as skipped:
+    there is nothing to time. Rank = device id from the device file name
+    (``….<device>.slice_<n>``), with a warning (raw data carries no rank).
+    """
+    if d.name == "data":
+        try:
+            parent_files = [f for f in os.listdir(d.parent) if (d.parent / f).is_file()]
+        except OSError:
+            parent_files = []
+        if any(_RAW_HINT_RE.search(f) for f in parent_files):
+            return None
+    files = [f for f in _list_files(d, max_depth=2) if not f.endswith((".done", ".complete", ".zip"))]
+    if not any(_RAW_DEVICE_RE.match(os.path.basename(f)) for f in files):
+        problems.add(d, "raw host framework data only (no device log such as hwts.log.data or "
+                        "stars_soc.data); nothing to time", severity="skipped")
+        return None
     src = Source(path=str(d), kind=RAW_CANN, rank=None, files=files, mtime=_mtime(d))
     for f in files:
-        m = re.search(r"\.(\d+)\.slice_\d+$", f)
-        if m and ("hwts" in f or "training_trace" in f):
+        m = re.search(r"\.(\d+)\.slice_\d+$", os.path.basename(f))
+        if m and _RAW_DEVICE_RE.match(os.path.basename(f)):
             src.device_id = int(m.group(1))
             break
     if src.device_id is not None:
