@@ -73,11 +73,13 @@ def us_column_to_ns(col: pa.Array | pa.ChunkedArray) -> pa.Array:
         return pa.array([us_text_to_ns(v) for v in s.to_pylist()], pa.int64())
     neg = pc.fill_null(pc.starts_with(s, "-"), False)
     s = pc.utf8_ltrim(s, "-")
+    # append "." where absent so every row splits into exactly two parts (list_element on a
+    # one-element list fails even in the unused branch of if_else)
+    s = pc.if_else(pc.match_substring(s, "."), s, pc.binary_join_element_wise(s, ".", ""))
     parts = pc.split_pattern(s, ".", max_splits=1)
     whole = pc.list_element(parts, 0)
     whole = pc.if_else(pc.equal(whole, ""), "0", whole)
-    frac = pc.if_else(pc.greater(pc.list_value_length(parts), 1),
-                      pc.list_element(pc.list_slice(parts, 1, 2), 0), "")
+    frac = pc.list_element(parts, 1)
     frac3 = pc.utf8_slice_codeunits(pc.utf8_rpad(frac, 4, "0"), 0, 3)
     fourth = pc.utf8_slice_codeunits(pc.utf8_rpad(frac, 4, "0"), 3, 4)
     try:  # checked: a value past int64 ns (year 2262) is bad input, not a wrap-around
