@@ -1,0 +1,480 @@
+"""Parsers for the text files in ``ASCEND_PROFILER_OUTPUT`` (spec §A), shared by the torch_npu
+(``*_ascend_pt``) and MindSpore (``*_ascend_ms``) readers.
+
+One function per file, each ``(path, rank) -> pa.Table`` conformed to a schema of
+:mod:`ascendprof.schemas`. Cells are read as text (:func:`ascendprof.textio.read_csv`) and
+converted here: absolute times and durations in microseconds become exact int64 nanoseconds
+(:func:`ascendprof.units.us_column_to_ns`), counts become int64, everything else float64 or text.
+``N/A``, empty cells and ``None`` become null.
+
+Every parser raises :class:`~ascendprof.errors.InputError` naming the file when it cannot be
+read, lacks a required column, or a numeric column holds a non-numeric cell (then the column and
+the 1-based data row are named too). :func:`read_output_dir` reads a whole source and turns such
+errors into recorded problems instead.
+
+The communication (§A.5-6) and trace_view (§A.7) parsers live in their own modules and are only
+called from here.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import import_module
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ascendprof import schemas as S
+from ascendprof.errors import InputError
+from ascendprof.problems import Problems
+from ascendprof.textio import read_csv, read_json
+from ascendprof.units import us_column_to_ns
+
+OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
+
+KERNEL_DETAILS = "kernel_details.csv"
+STEP_TRACE_TIME = "step_trace_time.csv"
+OP_STATISTIC = "op_statistic.csv"
+API_STATISTIC = "api_statistic.csv"
+MEMORY_RECORD = "memory_record.csv"
+OPERATOR_MEMORY = "operator_memory.csv"
+NPU_MODULE_MEM = "npu_module_mem.csv"
+TRACE_VIEW = "trace_view.json"
+COMMUNICATION = "communication.json"
+COMMUNICATION_MATRIX = "communication_matrix.json"
+
+#: Files an analysis needs; each one absent is listed in ``RankData.missing``.
+ANALYSIS_INPUTS = (TRACE_VIEW, KERNEL_DETAILS, STEP_TRACE_TIME, COMMUNICATION,
+                   COMMUNICATION_MATRIX, OP_STATISTIC)
+
+#: Which analyses lose input when a file is missing or damaged (names as in scan.ANALYSES).
+AFFECTS = {
+    KERNEL_DETAILS: ("op_statistics", "step_breakdown"),
+    STEP_TRACE_TIME: ("cluster_step_trace", "step_breakdown"),
+    OP_STATISTIC: ("op_statistics",),
+    API_STATISTIC: ("api_statistics",),
+    MEMORY_RECORD: ("memory",),
+    OPERATOR_MEMORY: ("memory",),
+    NPU_MODULE_MEM: ("memory",),
+    TRACE_VIEW: ("step_breakdown",),
+    COMMUNICATION: ("communication",),
+    COMMUNICATION_MATRIX: ("communication_matrix",),
+}
+
+# Cell texts that mean "no value" (read_csv already nulls "" and "N/A").
+_MISSING = ["", "N/A", "NA", "None", "none", "null", "nan", "NaN", "-"]
+_INT_RE = r"^[+-]?\d+(\.0*)?$"
+_NUM_RE = r"(?i)^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$|^[+-]?(inf|nan)$"
+
+# Conversion kinds of one CSV column.
+INT, NS, FLOAT, STR, SHAPE = "int", "ns", "float", "str", "shape"
+
+
+# ----------------------------------------------------------------------------- cell conversion
+
+def _clean(col: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """Text column trimmed of spaces and TABs, with the 'no value' spellings as null."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    s = pc.utf8_trim_whitespace(col.cast(pa.string()))
+    return pc.if_else(pc.is_in(s, pa.array(_MISSING)), pa.scalar(None, pa.string()), s)
+
+
+def _check(path: Path, name: str, s: pa.Array, pattern: str, what: str) -> None:
+    bad = pc.and_(pc.is_valid(s), pc.invert(pc.match_substring_regex(s, pattern)))
+    if pc.any(bad).as_py():
+        i = pc.index(bad, True).as_py()
+        raise InputError(path, f"column {name!r}: {what}: {s[i].as_py()!r}", where=f"data row {i + 1}")
+
+
+def _convert(path: Path, name: str, col, kind: str) -> pa.Array:
+    """One CSV text column -> typed Arrow array (see module doc). Raises InputError."""
+    if kind == STR:
+        s = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        return pc.if_else(pc.is_in(s, pa.array(_MISSING)), pa.scalar(None, pa.string()), s)
+    s = _clean(col)
+    if kind == SHAPE:  # torch_npu wraps shapes in quotes so spreadsheets keep them as text
+        return pc.replace_substring_regex(s, r'^"(.*)"$', r"\1")
+    if kind == INT:
+        _check(path, name, s, _INT_RE, "not an integer")
+        try:
+            return pc.replace_substring_regex(s, r"\.0*$", "").cast(pa.int64())
+        except (pa.ArrowInvalid, OverflowError):
+            raise InputError(path, f"column {name!r}: integer out of range") from None
+    _check(path, name, s, _NUM_RE, "not a number")
+    if kind == FLOAT:
+        return s.cast(pa.float64())
+    if kind == NS:
+        try:
+            return us_column_to_ns(s)
+        except (ValueError, pa.ArrowInvalid) as e:
+            raise InputError(path, f"column {name!r}: {e}") from None
+    raise ValueError(f"unknown kind {kind!r}")
+
+
+def _build(path: Path, raw: pa.Table, rank: int, columns: dict[str, tuple[str, str]],
+           table: str, extra: dict[str, pa.Array] | None = None) -> pa.Table:
+    """Convert the ``columns`` (csv name -> (schema column, kind)) present in ``raw`` and conform."""
+    arrays = {"rank": pa.array(np.full(raw.num_rows, rank, dtype=np.int32))}
+    for csv_name, (out, kind) in columns.items():
+        if csv_name in raw.column_names:
+            arrays[out] = _convert(path, csv_name, raw.column(csv_name), kind)
+    arrays.update(extra or {})
+    return S.conform(table, pa.table(arrays) if arrays else pa.table({}))
+
+
+# ----------------------------------------------------------------------------- kernel_details
+
+#: Older CANN / MindSpore spellings -> kernel_details names (spec §A.2, §C.1). The op_summary
+#: names are accepted too, so an op_summary_*.csv parses with the same function.
+KERNEL_ALIASES = {
+    "Block Dim": "Block Num", "Mix Block Dim": "Mix Block Num", "Step ID": "Step Id",
+    "Op Name": "Name", "OP Type": "Type", "Task Type": "Accelerator Core",
+    "Task Start Time(us)": "Start Time(us)", "Task Duration(us)": "Duration(us)",
+    "Task Wait Time(us)": "Wait Time(us)",
+}
+KERNEL_REQUIRED = ("Name", "Type", "Accelerator Core", "Start Time(us)", "Duration(us)")
+KERNEL_COLUMNS = {
+    "Step Id": ("step", INT), "Device_id": ("device_id", INT), "Model ID": ("model_id", INT),
+    "Task ID": ("task_id", INT), "Stream ID": ("stream_id", INT),
+    "Name": ("name", STR), "Type": ("op_type", STR), "OP State": ("op_state", STR),
+    "Accelerator Core": ("accelerator_core", STR),
+    "Start Time(us)": ("start_ns", NS), "Duration(us)": ("dur_ns", NS),
+    "Wait Time(us)": ("wait_ns", NS),
+    "Block Num": ("block_num", INT), "Mix Block Num": ("mix_block_num", INT),
+    "HF32 Eligible": ("hf32_eligible", STR),
+    "Input Shapes": ("input_shapes", SHAPE), "Input Data Types": ("input_dtypes", STR),
+    "Input Formats": ("input_formats", STR), "Output Shapes": ("output_shapes", SHAPE),
+    "Output Data Types": ("output_dtypes", STR), "Output Formats": ("output_formats", STR),
+    "Context ID": ("context_id", INT),
+}
+#: Known text columns that the KERNELS schema does not carry (MindSpore graph mode).
+KERNEL_IGNORED = ("Model Name",)
+
+
+def read_kernel_details(path: Path, rank: int) -> pa.Table:
+    """kernel_details.csv (spec §A.2) -> :data:`~ascendprof.schemas.KERNELS`.
+
+    Accepts the Level0 set (``[Step Id,] [Device_id,] Name, Type, Accelerator Core,
+    Start Time(us), Duration(us), Wait Time(us), Block Num`` [+ shapes]) and the Level1/2 set (all
+    op_summary columns), with ``Block Dim``/``Mix Block Dim`` and MindSpore's ``Step ID`` as aliases.
+    ``Step Id`` -> ``step``; times (us, absolute start with trailing TAB) -> exact int ns; shapes
+    lose the quotes torch_npu wraps them in. Every other column (the PMU metrics, e.g.
+    ``aicore_time(us)``, ``aic_mac_ratio``, ``cube_utilization(%)``) becomes float64
+    ``pmu:<name>``. 'N/A' -> null. Raises InputError (missing required column, non-numeric cell).
+    """
+    path = Path(path)
+    raw = read_csv(path, required=KERNEL_REQUIRED, aliases=KERNEL_ALIASES)
+    pmu = {}
+    for name in raw.column_names:
+        if name not in KERNEL_COLUMNS and name not in KERNEL_IGNORED and not name.endswith(".dup"):
+            pmu[S.PMU_PREFIX + name] = _convert(path, name, raw.column(name), FLOAT)
+    return _build(path, raw, rank, KERNEL_COLUMNS, S.KERNELS, pmu)
+
+
+# ----------------------------------------------------------------------------- step_trace_time
+
+STEP_TRACE_REQUIRED = ("Step", "Computing", "Communication(Not Overlapped)", "Free")
+STEP_TRACE_COLUMNS = {
+    "Device_id": ("device_id", INT), "Step": ("step", INT),
+    "Computing": ("computing_ns", NS),
+    "Communication(Not Overlapped)": ("comm_not_overlapped_ns", NS),
+    "Overlapped": ("overlapped_ns", NS), "Communication": ("communication_ns", NS),
+    "Free": ("free_ns", NS), "Stage": ("stage_ns", NS), "Bubble": ("bubble_ns", NS),
+    "Communication(Not Overlapped and Exclude Receive)": ("comm_not_overlapped_excl_receive_ns", NS),
+    "Preparing": ("preparing_ns", NS),
+}
+
+
+def read_step_trace_time(path: Path, rank: int) -> pa.Table:
+    """step_trace_time.csv (spec §A.1) -> :data:`~ascendprof.schemas.STEP_TRACE`.
+
+    torch_npu writes ``Device_id`` first, MindSpore does not (device_id then null). Values in us
+    become int ns rounded half-up at the 4th decimal (``231290.09999999995`` -> 231290100); an
+    empty / ``None`` Step is null. Columns newer than the required ones (Stage, Bubble, …,
+    Preparing) may be absent and are then null. Raises InputError.
+    """
+    path = Path(path)
+    raw = read_csv(path, required=STEP_TRACE_REQUIRED)
+    return _build(path, raw, rank, STEP_TRACE_COLUMNS, S.STEP_TRACE)
+
+
+# ----------------------------------------------------------------------------- statistics
+
+OP_STATISTIC_COLUMNS = {
+    "Device_id": ("device_id", INT), "OP Type": ("op_type", STR), "Core Type": ("core_type", STR),
+    "Count": ("count", INT), "Total Time(us)": ("total_ns", NS), "Min Time(us)": ("min_ns", NS),
+    "Avg Time(us)": ("avg_ns", NS), "Max Time(us)": ("max_ns", NS), "Ratio(%)": ("ratio_pct", FLOAT),
+}
+
+
+def read_op_statistic(path: Path, rank: int) -> pa.Table:
+    """op_statistic.csv (spec §A.3) -> :data:`~ascendprof.schemas.OP_STATISTIC`, as reported.
+
+    ``Device_id`` is optional (older torch_npu omits it). Raises InputError.
+    """
+    path = Path(path)
+    req = tuple(c for c in OP_STATISTIC_COLUMNS if c != "Device_id")
+    return _build(path, read_csv(path, required=req), rank, OP_STATISTIC_COLUMNS, S.OP_STATISTIC)
+
+
+API_STATISTIC_COLUMNS = {
+    "Level": ("level", STR), "API Name": ("api_name", STR), "Time(us)": ("total_ns", NS),
+    "Count": ("count", INT), "Avg(us)": ("avg_ns", NS), "Min(us)": ("min_ns", NS),
+    "Max(us)": ("max_ns", NS), "Variance": ("variance", FLOAT),
+}
+
+
+def read_api_statistic(path: Path, rank: int) -> pa.Table:
+    """api_statistic.csv (spec §A.4) -> :data:`~ascendprof.schemas.API_STATISTIC`.
+
+    The ``Device_id`` column (literally ``host``) is dropped; Variance stays in us². Raises
+    InputError.
+    """
+    path = Path(path)
+    raw = read_csv(path, required=("Level", "API Name", "Time(us)", "Count"))
+    return _build(path, raw, rank, API_STATISTIC_COLUMNS, S.API_STATISTIC)
+
+
+# ----------------------------------------------------------------------------- memory
+
+MEMORY_RECORD_COLUMNS = {
+    "Component": ("component", STR), "Timestamp(us)": ("ts_ns", NS),
+    "Total Allocated(MB)": ("total_allocated_mb", FLOAT),
+    "Total Reserved(MB)": ("total_reserved_mb", FLOAT),
+    "Total Active(MB)": ("total_active_mb", FLOAT),
+    "Stream Ptr": ("stream_ptr", STR), "Device Type": ("device_type", STR),
+}
+
+
+def read_memory_record(path: Path, rank: int) -> pa.Table:
+    """memory_record.csv (spec §A.8) -> :data:`~ascendprof.schemas.MEMORY_RECORD` (MB = 2^20 B).
+
+    Raises InputError."""
+    path = Path(path)
+    raw = read_csv(path, required=("Component", "Timestamp(us)"))
+    return _build(path, raw, rank, MEMORY_RECORD_COLUMNS, S.MEMORY_RECORD)
+
+
+OPERATOR_MEMORY_COLUMNS = {
+    "Name": ("name", STR), "Size(KB)": ("size_kb", FLOAT),
+    "Allocation Time(us)": ("alloc_ns", NS), "Release Time(us)": ("release_ns", NS),
+    "Duration(us)": ("dur_ns", NS),
+    "Allocation Total Allocated(MB)": ("alloc_total_allocated_mb", FLOAT),
+    "Allocation Total Reserved(MB)": ("alloc_total_reserved_mb", FLOAT),
+    "Release Total Allocated(MB)": ("release_total_allocated_mb", FLOAT),
+    "Release Total Reserved(MB)": ("release_total_reserved_mb", FLOAT),
+    "Device Type": ("device_type", STR),
+}
+
+
+def read_operator_memory(path: Path, rank: int) -> pa.Table:
+    """operator_memory.csv (spec §A.8) -> :data:`~ascendprof.schemas.OPERATOR_MEMORY`.
+
+    Release time / duration are null for blocks not released inside the collection. Raises
+    InputError."""
+    path = Path(path)
+    raw = read_csv(path, required=("Name", "Size(KB)", "Allocation Time(us)"))
+    return _build(path, raw, rank, OPERATOR_MEMORY_COLUMNS, S.OPERATOR_MEMORY)
+
+
+NPU_MODULE_MEM_COLUMNS = {
+    "Device_id": ("device_id", INT), "Component": ("component", STR),
+    "Timestamp(us)": ("ts_ns", NS), "Total Reserved(MB)": ("total_reserved_mb", FLOAT),
+    "Device": ("device", STR),
+}
+
+
+def read_npu_module_mem(path: Path, rank: int) -> pa.Table:
+    """npu_module_mem.csv (spec §A.9) -> :data:`~ascendprof.schemas.NPU_MODULE_MEM`.
+
+    torch_npu writes ``Total Reserved(MB)``; the CANN original ``Total Reserved(KB)`` is accepted
+    and divided by 1024. ``Device_id`` is optional. Raises InputError."""
+    path = Path(path)
+    raw = read_csv(path, required=("Component", "Timestamp(us)"))
+    extra = {}
+    if "Total Reserved(MB)" not in raw.column_names:
+        if "Total Reserved(KB)" not in raw.column_names:
+            raise InputError(path, "missing column(s) Total Reserved(MB)")
+        kb = _convert(path, "Total Reserved(KB)", raw.column("Total Reserved(KB)"), FLOAT)
+        extra["total_reserved_mb"] = pc.divide(kb, 1024.0)
+    return _build(path, raw, rank, NPU_MODULE_MEM_COLUMNS, S.NPU_MODULE_MEM, extra)
+
+
+#: file name -> (table name, parser) for the CSVs of ASCEND_PROFILER_OUTPUT.
+CSV_PARSERS = {
+    KERNEL_DETAILS: (S.KERNELS, read_kernel_details),
+    STEP_TRACE_TIME: (S.STEP_TRACE, read_step_trace_time),
+    OP_STATISTIC: (S.OP_STATISTIC, read_op_statistic),
+    API_STATISTIC: (S.API_STATISTIC, read_api_statistic),
+    MEMORY_RECORD: (S.MEMORY_RECORD, read_memory_record),
+    OPERATOR_MEMORY: (S.OPERATOR_MEMORY, read_operator_memory),
+    NPU_MODULE_MEM: (S.NPU_MODULE_MEM, read_npu_module_mem),
+}
+
+
+# ----------------------------------------------------------------------------- metadata
+
+_INFO_RE = re.compile(r"^profiler_info(?:_(\d+))?\.json$")
+
+
+def read_metadata(directory: Path, problems: Problems | None = None, rank: int | None = None) -> dict:
+    """The JSON metadata beside ``ASCEND_PROFILER_OUTPUT`` (spec §A.12, §A.13).
+
+    Returns ``{"profiler_info": {...}, "profiler_metadata": {...}}`` with only the keys whose
+    file exists (``profiler_info_<N>.json`` preferred over ``profiler_info.json``; the first by
+    name if several). An invalid JSON file raises InputError, or, when ``problems`` is given, is
+    recorded there and left out.
+    """
+    directory = Path(directory)
+    out: dict = {}
+    try:
+        names = sorted(p.name for p in directory.iterdir() if p.is_file())
+    except OSError as e:
+        raise InputError(directory, f"cannot list: {e.strerror or e}") from None
+    infos = sorted((n for n in names if _INFO_RE.match(n)), key=lambda n: (n == "profiler_info.json", n))
+    wanted = [("profiler_info", infos[0])] if infos else []
+    if "profiler_metadata.json" in names:
+        wanted.append(("profiler_metadata", "profiler_metadata.json"))
+    for key, name in wanted:
+        try:
+            obj = read_json(directory / name)
+        except InputError as e:
+            if problems is None:
+                raise
+            problems.add_error(e, rank=rank, affects=("metadata",))
+            continue
+        if not isinstance(obj, dict):
+            err = InputError(directory / name, "not a JSON object")
+            if problems is None:
+                raise err
+            problems.add_error(err, rank=rank, affects=("metadata",))
+            continue
+        out[key] = obj
+    return out
+
+
+# ----------------------------------------------------------------------------- whole source
+
+def steps_from_kernels(kernels: pa.Table, rank: int) -> pa.Table:
+    """STEPS from the kernels' ``step`` column: per step min start and max end (start + dur), origin
+    ``"kernel Step Id span"``. Empty when no kernel has a step. Used when trace_view.json (the
+    ProfilerStep# windows, §7.1.a) is not available."""
+    k = kernels.select(["step", "start_ns", "dur_ns"]).filter(pc.is_valid(kernels["step"]))
+    k = k.filter(pc.and_(pc.is_valid(k["start_ns"]), pc.is_valid(k["dur_ns"])))
+    if k.num_rows == 0:
+        return S.empty(S.STEPS)
+    k = k.append_column("end_ns", pc.add(k["start_ns"], k["dur_ns"]))
+    g = k.group_by("step").aggregate([("start_ns", "min"), ("end_ns", "max")]).sort_by("step")
+    n = g.num_rows
+    return S.conform(S.STEPS, pa.table({
+        "rank": pa.array(np.full(n, rank, dtype=np.int32)), "step": g["step"],
+        "start_ns": g["start_ns_min"], "end_ns": g["end_ns_max"],
+        "origin": pa.array(["kernel Step Id span"] * n, pa.string())}))
+
+
+def assign_steps(kernels: pa.Table, steps: pa.Table) -> pa.Table:
+    """Fill a null ``step`` of KERNELS from STEPS windows: a kernel belongs to step S when
+    ``S.start_ns <= start_ns <= S.end_ns`` (spec §A.2 Step Id rule, compared numerically). Kernels
+    that already have a step keep it; kernels outside every window stay null."""
+    if steps is None or steps.num_rows == 0 or kernels.num_rows == 0:
+        return kernels
+    st = steps.filter(pc.and_(pc.is_valid(steps["step"]), pc.is_valid(steps["start_ns"]))
+                      ).sort_by("start_ns")
+    if st.num_rows == 0:
+        return kernels
+    starts = st["start_ns"].to_numpy()
+    ends = st["end_ns"].fill_null(np.iinfo(np.int64).max).to_numpy() if st["end_ns"].null_count \
+        else st["end_ns"].to_numpy()
+    ids = st["step"].to_numpy()
+    ks = kernels["start_ns"].fill_null(np.iinfo(np.int64).min).to_numpy()
+    idx = np.searchsorted(starts, ks, side="right") - 1
+    ok = idx >= 0
+    safe = np.where(ok, idx, 0)
+    ok &= ks <= ends[safe]
+    found = pa.array(np.where(ok, ids[safe], 0).astype(np.int32), mask=~ok)
+    step = pc.coalesce(kernels["step"], found)
+    return kernels.set_column(kernels.schema.get_field_index("step"), "step", step)
+
+
+def _call_external(problems: Problems, rank: int, path: Path, module: str, func: str, *args):
+    """Call ``module.func(*args)`` written by another reader module; None (and a recorded problem)
+    when that module is not available or the file is damaged."""
+    try:
+        fn = getattr(import_module(module), func)
+    except (ImportError, AttributeError) as e:
+        problems.add(path, f"reader not available ({module}.{func}: {e})", rank=rank,
+                     affects=AFFECTS.get(path.name, ()))
+        return None
+    try:
+        return fn(*args)
+    except InputError as e:
+        problems.add_error(e, rank=rank, affects=AFFECTS.get(path.name, ()))
+        return None
+
+
+def read_output_dir(source) -> "RankData":  # noqa: F821 (import below avoids a cycle)
+    """Read every known file of a torch_npu or MindSpore text source (spec §0, §A) into a RankData.
+
+    ``source`` is a :class:`~ascendprof.scan.Source` of kind torch_npu or mindspore. Each CSV
+    parser above fills its table; communication.json / communication_matrix.json go to
+    :mod:`ascendprof.readers.communication`, trace_view.json to
+    :mod:`ascendprof.readers.trace_view`. A file that raises InputError is recorded in
+    ``problems`` (with the analyses it affects) and the rest is read; every absent
+    :data:`ANALYSIS_INPUTS` file is listed in ``missing``. When trace_view gives no STEPS, STEPS
+    come from the kernels' Step Id span; kernels without Step Id get their step from STEPS.
+
+    Raises InputError only when the rank is unknown or ``ASCEND_PROFILER_OUTPUT`` is not a
+    directory (nothing of the rank is readable).
+    """
+    from ascendprof.rankdata import RankData
+
+    base = Path(source.path)
+    if source.rank is None:
+        raise InputError(base, "rank unknown; not read")
+    rank = int(source.rank)
+    out = base / OUTPUT_DIR
+    if not out.is_dir():
+        raise InputError(base, f"no {OUTPUT_DIR} directory")
+    data = RankData(source=source, rank=rank)
+    data.meta = read_metadata(base, data.problems, rank)
+    present = {p.name for p in out.iterdir() if p.is_file()}
+    data.missing = [f for f in ANALYSIS_INPUTS if f not in present]
+
+    for fname, (table, parse) in CSV_PARSERS.items():
+        if fname not in present:
+            continue
+        try:
+            data.tables[table] = parse(out / fname, rank)
+        except InputError as e:
+            data.problems.add_error(e, rank=rank, affects=AFFECTS[fname])
+
+    comm_mod = "ascendprof.readers.communication"
+    if COMMUNICATION in present:
+        got = _call_external(data.problems, rank, out / COMMUNICATION, comm_mod,
+                             "read_communication", out / COMMUNICATION, rank)
+        for name, t in (got or {}).items():
+            data.tables[name] = t
+    if COMMUNICATION_MATRIX in present:
+        got = _call_external(data.problems, rank, out / COMMUNICATION_MATRIX, comm_mod,
+                             "read_matrix", out / COMMUNICATION_MATRIX, rank)
+        if got is not None:
+            data.tables[S.COMM_LINKS] = got
+    if TRACE_VIEW in present:
+        got = _call_external(data.problems, rank, out / TRACE_VIEW,
+                             "ascendprof.readers.trace_view", "read_trace_view",
+                             out / TRACE_VIEW, rank)
+        for name, t in (got or {}).items():
+            data.tables[name] = t
+
+    kernels = data.tables.get(S.KERNELS)
+    if kernels is not None:
+        if not data.has(S.STEPS):
+            steps = steps_from_kernels(kernels, rank)
+            if steps.num_rows:
+                data.tables[S.STEPS] = steps
+        elif kernels["step"].null_count == kernels.num_rows:
+            data.tables[S.KERNELS] = assign_steps(kernels, data.tables[S.STEPS])
+    return data
