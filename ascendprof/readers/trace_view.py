@@ -1,0 +1,329 @@
+"""Streaming reader of trace_view.json (Chrome trace events, spec §A.7; msprof_*.json §C.8).
+
+The file can be hundreds of MB, so it is never loaded whole: events are parsed one at a time with
+ijson and only the rows kept for the TIMELINE table (plus the async_npu flow ends needed for step
+windows) stay in memory. Framework events (those with a ``cat``) are dropped at once unless they
+are ``ProfilerStep#N``; device events whose process is not yet known (``M`` metadata may come after
+the ``X`` events) are buffered per pid as compact tuples and resolved at the end, and the pids of
+processes we do not keep are then dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import Iterator
+
+import ijson
+import numpy as np
+import pyarrow as pa
+
+from ascendprof import schemas as S
+from ascendprof.errors import InputError
+from ascendprof.units import us_text_to_ns
+
+#: process name -> TIMELINE track (spec §A.7). "Communication" is the newer CANN name of "HCCL".
+TRACK_OF_PROCESS = {
+    "Overlap Analysis": "overlap",
+    "HCCL": "communication",
+    "Communication": "communication",
+    "Ascend Hardware": "hardware",
+}
+OVERLAP_THREADS = ("Computing", "Communication", "Communication(Not Overlapped)", "Free")
+_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+_NPU_LABEL = re.compile(r"^NPU(?:\s+(\d+))?$")
+_CHUNK = 1 << 16
+
+
+class _CountingReader:
+    """File wrapper counting the bytes handed to the parser (for error positions)."""
+
+    def __init__(self, f):
+        self._f = f
+        self.consumed = 0
+
+    def read(self, n=-1):
+        b = self._f.read(n)
+        self.consumed += len(b)
+        return b
+
+
+def _items_prefix(path: Path) -> str:
+    """'item' for a bare event array, 'traceEvents.item' for the object form."""
+    with open(path, "rb") as f:
+        head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+    if head.startswith(b"["):
+        return "item"
+    if head.startswith(b"{"):
+        return "traceEvents.item"
+    if not head:
+        raise InputError(path, "empty file", 0)
+    raise InputError(path, "not a JSON trace (expected '[' or '{')", 0)
+
+
+def _error_offset(path: Path) -> int:
+    """Exact byte offset where the JSON first becomes invalid (re-parses; error path only)."""
+    def fresh():
+        sink = ijson.sendable_list()
+        return ijson.basic_parse_coro(sink), sink
+
+    coro, sink = fresh()
+    good = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            try:
+                coro.send(chunk)
+                sink.clear()
+                good += len(chunk)
+                continue
+            except ijson.JSONError:
+                pass
+            # Replay the good prefix, then feed the failing chunk byte by byte.
+            coro, sink = fresh()
+            f.seek(0)
+            left = good
+            while left:
+                coro.send(f.read(min(left, _CHUNK)))
+                sink.clear()
+                left = max(0, left - _CHUNK)
+            for i in range(len(chunk)):
+                try:
+                    coro.send(chunk[i:i + 1])
+                    sink.clear()
+                except ijson.JSONError:
+                    return good + i
+            return good + len(chunk)
+    return good  # premature end of file
+
+
+def iter_events(path: Path) -> Iterator[dict]:
+    """Yield each trace event (a dict) of ``path`` in file order, streaming.
+
+    Accepts a JSON array of events or ``{"traceEvents": [...]}``. Raises :class:`InputError`
+    ``(path, reason, byte offset)`` when the file cannot be read or is not valid JSON (including a
+    truncated file, whose offset is its size); events yielded before the error stay valid.
+    """
+    path = Path(path)
+    try:
+        prefix = _items_prefix(path)
+        f = open(path, "rb")
+    except OSError as e:
+        raise InputError(path, f"cannot read: {e.strerror or e}") from None
+    with f:
+        reader = _CountingReader(f)
+        try:
+            for ev in ijson.items(reader, prefix, use_float=True, buf_size=_CHUNK):
+                if isinstance(ev, dict):
+                    yield ev
+        except ijson.JSONError as e:
+            msg = str(e).splitlines()[0] if str(e) else "invalid JSON"
+            reason = ("truncated JSON (premature end of file)" if "premature EOF" in msg
+                      else f"invalid JSON: {msg}")
+            raise InputError(path, reason, _error_offset(path)) from None
+        except UnicodeDecodeError as e:
+            raise InputError(path, "not UTF-8 text", reader.consumed) from None
+
+
+def _ns(path: Path, ev: dict, key: str) -> int:
+    v = ev.get(key)
+    try:
+        ns = us_text_to_ns(v)
+    except ValueError:
+        ns = None
+    if ns is None:
+        raise InputError(path, f"event {ev.get('name')!r} has a bad '{key}': {v!r}",
+                         f"event {ev.get('name')!r} pid {ev.get('pid')}")
+    return ns
+
+
+def _dur_ns(v) -> int:
+    """``dur`` is a float in us (or text); rounded to whole ns, missing -> 0."""
+    if v is None:
+        return 0
+    if isinstance(v, str):
+        return us_text_to_ns(v) or 0
+    return round(float(v) * 1000)
+
+
+def read_trace_view(path: Path, rank: int) -> dict[str, pa.Table]:
+    """Read one rank's trace_view.json into ``{TIMELINE: ..., STEPS: ...}`` (schemas.py).
+
+    TIMELINE rows: the X events of process "Overlap Analysis" (track ``overlap``, threads
+    Computing / Communication / Communication(Not Overlapped) / Free), "HCCL" or "Communication"
+    (track ``communication``: big ops on threads "Group <g> Communication", small tasks on
+    "Plane <k>"), "Ascend Hardware" (track ``hardware``, ``task_type`` = args "Task Type") and the
+    framework ``ProfilerStep#N`` events (track ``step``, step = N). ``start_ns`` is the exact
+    conversion of the ``ts`` text (us, 3 decimals); ``dur_ns`` = round(dur * 1000). ``step`` of a
+    device row = the step window containing its start (``start <= ts < end``, spec §7.1.c).
+
+    STEPS (spec §7.1.a, simplified): per ProfilerStep#N, the device tasks linked to it are the
+    hardware / HCCL tasks whose ``async_npu`` flow (torch_to_npu) starts inside the ProfilerStep
+    event. Window = [min start of linked tasks (else the ProfilerStep start), max(ProfilerStep end,
+    max end of linked tasks)]. Without any flows (e.g. flows not exported), linked tasks = device
+    tasks starting inside the ProfilerStep event. ``origin`` says which was used. torch_npu links
+    via the enqueue/dequeue correlation ids instead; the flow start is the dequeue-side launch, which
+    can differ for a task launched right at a step boundary.
+
+    The table metadata key ``device_ids`` holds a JSON list of the devices named by the
+    ``"NPU <n>"`` process labels (bare ``"NPU"`` -> -1).
+
+    Raises :class:`InputError` (path, reason, byte offset) for unreadable / invalid / truncated
+    JSON and for an event whose ``ts`` is not a number.
+    """
+    path = Path(path)
+    proc_name: dict[int, str] = {}
+    proc_label: dict[int, str] = {}
+    thread_name: dict[tuple[int, int], str] = {}
+    pending: dict[int, list] = defaultdict(list)  # pid -> [(tid, name, start, dur, task_type)]
+    steps: list[tuple[int, int, int, str, str]] = []  # (N, start, dur, process pid, tid)
+    flow_start: dict = {}  # async_npu id -> host ts
+    flow_end: dict = {}  # async_npu id -> (pid, tid, ts)
+
+    for ev in iter_events(path):
+        ph = ev.get("ph")
+        if ph == "X":
+            name = ev.get("name") or ""
+            if "cat" in ev:  # framework (CPU) event: only ProfilerStep#N is kept
+                m = _STEP_RE.match(name)
+                if m:
+                    steps.append((int(m.group(1)), _ns(path, ev, "ts"), _dur_ns(ev.get("dur")),
+                                  ev.get("pid"), ev.get("tid")))
+                continue
+            pid = ev.get("pid")
+            known = proc_name.get(pid)
+            if known is not None and known not in TRACK_OF_PROCESS:
+                continue
+            args = ev.get("args") or {}
+            tt = args.get("Task Type") or args.get("task type")
+            pending[pid].append((ev.get("tid"), name, _ns(path, ev, "ts"),
+                                 _dur_ns(ev.get("dur")), tt))
+        elif ph == "M":
+            pid, args = ev.get("pid"), ev.get("args") or {}
+            what = ev.get("name")
+            if what == "process_name":
+                proc_name[pid] = str(args.get("name"))
+                if proc_name[pid] not in TRACK_OF_PROCESS:
+                    pending.pop(pid, None)
+            elif what == "process_labels":
+                proc_label[pid] = str(args.get("labels"))
+            elif what == "thread_name":
+                thread_name[(pid, ev.get("tid"))] = str(args.get("name"))
+        elif ph in ("s", "f") and ev.get("cat") == "async_npu":
+            if ph == "s":
+                flow_start[ev.get("id")] = _ns(path, ev, "ts")
+            else:
+                flow_end[ev.get("id")] = (ev.get("pid"), ev.get("tid"), _ns(path, ev, "ts"))
+
+    rows = _resolve(pending, proc_name, thread_name)
+    steps_table, windows = _step_windows(rank, steps, rows, flow_start, flow_end)
+    timeline = _timeline_table(rank, rows, steps, proc_name, thread_name, windows)
+    devices = sorted({_device(lbl) for pid, lbl in proc_label.items()
+                      if proc_name.get(pid) in TRACK_OF_PROCESS and _NPU_LABEL.match(lbl.strip())})
+    timeline = timeline.replace_schema_metadata(
+        {**(timeline.schema.metadata or {}), b"device_ids": json.dumps(devices).encode()})
+    return {S.TIMELINE: timeline, S.STEPS: steps_table}
+
+
+def _device(label: str) -> int:
+    m = _NPU_LABEL.match(label.strip())
+    return int(m.group(1)) if m and m.group(1) else -1
+
+
+def _resolve(pending, proc_name, thread_name) -> dict[str, list]:
+    """Columns of the kept device rows (track, process, thread, name, start, dur, task_type, pid,
+    tid)."""
+    cols: dict[str, list] = {k: [] for k in
+                             ("track", "process", "thread", "name", "start_ns", "dur_ns",
+                              "task_type", "pid", "tid")}
+    for pid, evs in pending.items():
+        pname = proc_name.get(pid)
+        track = TRACK_OF_PROCESS.get(pname)
+        if track is None:
+            continue
+        for tid, name, start, dur, tt in evs:
+            tname = thread_name.get((pid, tid), f"Thread {tid}")
+            if track == "overlap" and tname not in OVERLAP_THREADS:
+                continue
+            cols["track"].append(track)
+            cols["process"].append(pname)
+            cols["thread"].append(tname)
+            cols["name"].append(name)
+            cols["start_ns"].append(start)
+            cols["dur_ns"].append(dur)
+            cols["task_type"].append(None if tt is None else str(tt))
+            cols["pid"].append(pid)
+            cols["tid"].append(tid)
+    return cols
+
+
+def _step_windows(rank, steps, rows, flow_start, flow_end):
+    """STEPS table and the sorted (N, start, end) windows (see read_trace_view)."""
+    if not steps:
+        return S.empty(S.STEPS), []
+    is_task = np.array([t in ("hardware", "communication") for t in rows["track"]], bool)
+    t_start = np.asarray(rows["start_ns"], np.int64)
+    t_end = t_start + np.asarray(rows["dur_ns"], np.int64)
+    # Host launch time of each device task, through its async_npu flow (pid, tid, ts) -> host ts.
+    host_of = {v: flow_start[k] for k, v in flow_end.items() if k in flow_start}
+    host = np.array([host_of.get((p, t, s), -1) for p, t, s in
+                     zip(rows["pid"], rows["tid"], rows["start_ns"])], np.int64)
+    linked = is_task & (host >= 0)
+    use_flows = bool(linked.any())
+    origin = ("trace_view ProfilerStep# + async_npu flows" if use_flows
+              else "trace_view ProfilerStep# (no async_npu flows: tasks starting in the step)")
+    out = {"rank": [], "step": [], "start_ns": [], "end_ns": [], "origin": []}
+    windows = []
+    for n, s0, dur, _, _ in sorted(steps, key=lambda x: x[1]):
+        s1 = s0 + dur
+        if use_flows:
+            mine = linked & (host >= s0) & (host <= s1)
+        else:
+            mine = is_task & (t_start >= s0) & (t_start <= s1)
+        start = int(t_start[mine].min()) if mine.any() else s0
+        end = max(s1, int(t_end[mine].max())) if mine.any() else s1
+        windows.append((n, start, end))
+        for k, v in (("rank", rank), ("step", n), ("start_ns", start), ("end_ns", end),
+                     ("origin", origin)):
+            out[k].append(v)
+    return S.conform(S.STEPS, pa.table(out)), windows
+
+
+def _timeline_table(rank, rows, steps, proc_name, thread_name, windows) -> pa.Table:
+    start = np.asarray(rows["start_ns"], np.int64)
+    step = _assign_steps(start, windows)
+    cols = {k: list(rows[k]) for k in ("track", "process", "thread", "name", "task_type")}
+    starts, durs, step_ids = list(start), list(rows["dur_ns"]), list(step)
+    for n, s0, dur, pid, tid in steps:
+        cols["track"].append("step")
+        cols["process"].append(proc_name.get(pid, f"Process {pid}"))
+        cols["thread"].append(thread_name.get((pid, tid), f"Thread {tid}"))
+        cols["name"].append(f"ProfilerStep#{n}")
+        cols["task_type"].append(None)
+        starts.append(s0)
+        durs.append(dur)
+        step_ids.append(n)
+    n_rows = len(starts)
+    t = pa.table({
+        "rank": pa.array(np.full(n_rows, rank, np.int32)),
+        "step": pa.array(step_ids, pa.int32()),
+        **{k: pa.array(v, pa.string()) for k, v in cols.items()},
+        "start_ns": pa.array(starts, pa.int64()),
+        "dur_ns": pa.array(durs, pa.int64()),
+    })
+    return S.conform(S.TIMELINE, t)
+
+
+def _assign_steps(ts: np.ndarray, windows) -> list:
+    """Step of each start: the first window with ``start <= ts < end`` (spec §7.1.c), else None."""
+    if not windows or ts.size == 0:
+        return [None] * ts.size
+    w = sorted(windows, key=lambda x: x[1])
+    ids = np.array([x[0] for x in w])
+    lo = np.array([x[1] for x in w], np.int64)
+    hi = np.array([x[2] for x in w], np.int64)
+    out = np.full(ts.size, -1, np.int64)
+    for i in range(len(w) - 1, -1, -1):  # earlier windows win where windows overlap
+        out[(ts >= lo[i]) & (ts < hi[i])] = ids[i]
+    return [None if v < 0 else int(v) for v in out]
