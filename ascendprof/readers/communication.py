@@ -1,0 +1,228 @@
+"""communication.json and communication_matrix.json of one rank -> COMM_* tables.
+
+Two layouts exist (spec §A.5, §A.6):
+
+- torch_npu / MindSpore re-packaging: ``{step_key: {"collective" | "p2p": {"<op>@<group>": INFO,
+  "Total Op Info": ...}}}`` with ``step_key`` = ``"step<N>"`` (or ``"step"`` without step info);
+- raw CANN (``PROF_*/.../communication*.json``): the flat ``{"<op>@<group>": INFO, "Total HCCL
+  Operators": ...}``. Its ops get step key ``"step"`` and are split into p2p / collective by the
+  op-name rule of §A.5, exactly as msprof-analyze's msprof adapters do.
+
+The profiler's own per-step totals (``Total Op Info``, ``Total HCCL Operators``, any key starting
+with ``Total``) are not rows; the cluster builders recompute them. Times are converted from ms to
+int ns (:func:`ascendprof.units.ms_to_ns`); sizes stay in MB (10^6 bytes) as written.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pyarrow as pa
+
+from ascendprof import schemas as S
+from ascendprof.errors import InputError
+from ascendprof.problems import Problems
+from ascendprof.textio import read_json
+from ascendprof.units import ms_to_ns, us_text_to_ns
+
+KINDS = ("collective", "p2p")
+#: lower-cased op-name prefixes of point-to-point ops (spec §A.5)
+P2P_PREFIXES = ("hcom_send", "hcom_receive", "hcom_batchsendrecv")
+FLAT_STEP_KEY = "step"
+_STEP_RE = re.compile(r"^step(\d+)$")
+
+TIME_INFO = "Communication Time Info"
+BANDWIDTH_INFO = "Communication Bandwidth Info"
+
+
+def step_number(step_key: str) -> int | None:
+    """``"step13"`` -> 13; ``"step"`` or anything else -> None."""
+    m = _STEP_RE.match(str(step_key))
+    return int(m.group(1)) if m else None
+
+
+def op_kind(op_key: str) -> str:
+    """'p2p' for send / receive / batchSendRecv ops, else 'collective' (spec §A.5)."""
+    return "p2p" if op_key.lower().startswith(P2P_PREFIXES) else "collective"
+
+
+def split_op_key(op_key: str) -> tuple[str, str]:
+    """``"hcom_allReduce__1_1@123"`` -> (``"hcom_allReduce__1_1"``, ``"123"``); the group is what
+    follows the last '@' (as msprof-analyze takes it), '' when there is none."""
+    name, at, group = op_key.rpartition("@")
+    return (name, group) if at else (op_key, "")
+
+
+def _is_total(key: str) -> bool:
+    return key.lower().startswith("total")
+
+
+def _is_flat(data: dict) -> bool:
+    """True for the raw CANN layout: top-level keys are op keys, not step keys."""
+    return any("@" in k or _is_total(k) for k in data)
+
+
+def _iter_ops(data: dict, path: Path, problems: Problems | None, rank: int):
+    """Yield (step_key, kind, op_key, info) for every op of either layout, in file order."""
+    if not isinstance(data, dict):
+        raise InputError(path, "top level is not a JSON object")
+    if _is_flat(data):
+        for op_key, info in data.items():
+            if not _is_total(op_key):
+                yield FLAT_STEP_KEY, op_kind(op_key), op_key, info
+        return
+    for step_key, step in data.items():
+        if not isinstance(step, dict):
+            if problems is not None:
+                problems.warn(path, f"step entry {step_key!r} is not an object; skipped", rank=rank)
+            continue
+        for kind, ops in step.items():
+            if not isinstance(ops, dict):
+                if problems is not None:
+                    problems.warn(path, f"{step_key}/{kind} is not an object; skipped", rank=rank)
+                continue
+            for op_key, info in ops.items():
+                if not _is_total(op_key):
+                    yield step_key, kind, op_key, info
+
+
+def _abs_us_to_ns(v) -> int | None:
+    """Absolute us (a JSON float of ~16 digits) to ns through its shortest decimal text, so
+    ``1764246877147674.5`` gives ``...674500`` and not the float product's ``...674624``."""
+    return None if v is None else us_text_to_ns(repr(float(v)) if isinstance(v, float) else v)
+
+
+def _num(d: dict, key: str):
+    v = d.get(key)
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def read_communication(path: Path, rank: int, problems: Problems | None = None
+                       ) -> dict[str, pa.Table]:
+    """Parse one rank's communication.json (spec §A.5) into three tables.
+
+    Returns ``{COMM_OPS, COMM_BANDWIDTH, COMM_SIZE_DIST}`` (schemas in :mod:`ascendprof.schemas`):
+
+    - COMM_OPS: one row per op and step, from ``Communication Time Info``: ``start_ns`` from
+      ``Start Timestamp(us)``, ``elapse/transit/wait/sync/idle_ns`` from the ``(ms)`` fields,
+      ``wait_ratio`` / ``sync_ratio`` as written;
+    - COMM_BANDWIDTH: one row per op and transport type (RDMA/HCCS/PCIE/SDMA/SIO …) of
+      ``Communication Bandwidth Info``, zero rows included;
+    - COMM_SIZE_DIST: one row per ``Size Distribution`` entry (packet size key kept as text).
+
+    ``step_key`` keeps the JSON key (``"step13"``; ``"step"`` for the flat CANN layout, step
+    null). ``rank`` fills the rank column. Raises :class:`InputError` when the file cannot be read,
+    is not valid JSON (with byte offset) or is not a JSON object; an op or step entry of the wrong
+    shape is skipped and recorded in ``problems`` when given.
+    """
+    path = Path(path)
+    data = read_json(path)
+    ops = {f.name: [] for f in S.SCHEMAS[S.COMM_OPS]}
+    bws = {f.name: [] for f in S.SCHEMAS[S.COMM_BANDWIDTH]}
+    sds = {f.name: [] for f in S.SCHEMAS[S.COMM_SIZE_DIST]}
+    for step_key, kind, op_key, info in _iter_ops(data, path, problems, rank):
+        if not isinstance(info, dict):
+            if problems is not None:
+                problems.warn(path, f"op {op_key!r} in {step_key} is not an object; skipped",
+                              rank=rank)
+            continue
+        name, group = split_op_key(op_key)
+        step = step_number(step_key)
+        common = {"rank": rank, "step": step, "step_key": step_key, "kind": kind,
+                  "op_name": name, "group": group}
+        t = info.get(TIME_INFO) or {}
+        if isinstance(t, dict):
+            row = dict(common)
+            row.update(
+                start_ns=_abs_us_to_ns(_num(t, "Start Timestamp(us)")),
+                elapse_ns=ms_to_ns(_num(t, "Elapse Time(ms)")),
+                transit_ns=ms_to_ns(_num(t, "Transit Time(ms)")),
+                wait_ns=ms_to_ns(_num(t, "Wait Time(ms)")),
+                sync_ns=ms_to_ns(_num(t, "Synchronization Time(ms)")),
+                idle_ns=ms_to_ns(_num(t, "Idle Time(ms)")),
+                wait_ratio=_num(t, "Wait Time Ratio"),
+                sync_ratio=_num(t, "Synchronization Time Ratio"),
+            )
+            for k in ops:
+                ops[k].append(row.get(k))
+        b = info.get(BANDWIDTH_INFO) or {}
+        if not isinstance(b, dict):
+            continue
+        for transport, tinfo in b.items():
+            if not isinstance(tinfo, dict):
+                continue
+            row = dict(common, transport=transport,
+                       size_mb=_num(tinfo, "Transit Size(MB)"),
+                       transit_ns=ms_to_ns(_num(tinfo, "Transit Time(ms)")),
+                       bandwidth_gbps=_num(tinfo, "Bandwidth(GB/s)"),
+                       large_packet_ratio=_num(tinfo, "Large Packet Ratio"))
+            for k in bws:
+                bws[k].append(row.get(k))
+            dist = tinfo.get("Size Distribution") or {}
+            if not isinstance(dist, dict):
+                continue
+            for size_key, pair in dist.items():
+                if not (isinstance(pair, (list, tuple)) and len(pair) >= 2):
+                    continue
+                row = dict(common, transport=transport, packet_size_mb=str(size_key),
+                           count=int(pair[0]) if isinstance(pair[0], (int, float)) else None,
+                           dur_ns=ms_to_ns(pair[1]) if isinstance(pair[1], (int, float)) else None)
+                for k in sds:
+                    sds[k].append(row.get(k))
+    return {
+        S.COMM_OPS: pa.Table.from_pydict(ops, schema=S.SCHEMAS[S.COMM_OPS]),
+        S.COMM_BANDWIDTH: pa.Table.from_pydict(bws, schema=S.SCHEMAS[S.COMM_BANDWIDTH]),
+        S.COMM_SIZE_DIST: pa.Table.from_pydict(sds, schema=S.SCHEMAS[S.COMM_SIZE_DIST]),
+    }
+
+
+def _local_rank(text: str) -> int | None:
+    try:
+        v = int(text)
+    except ValueError:
+        return None
+    return v if -2**31 <= v < 2**31 else None
+
+
+def read_matrix(path: Path, rank: int, problems: Problems | None = None) -> pa.Table:
+    """Parse one rank's communication_matrix.json (spec §A.6) into a COMM_LINKS table.
+
+    One row per (step, kind, link key, ``"<src>-<dst>"`` link). For the torch_npu layout
+    ``link_key`` is the JSON key (``"allreduce-top1@<group>"``) and ``op_name`` the link's
+    ``Op Name`` (null for ``-total@`` entries, which have none). For the flat CANN layout the
+    per-op records are kept as they are: ``link_key`` is the op key ``"<op>@<group>"`` and
+    ``op_name`` its op part, step key ``"step"`` (the cluster builder condenses them into
+    top1/middle/bottom/total like msprof-analyze). src/dst are the group-local ranks as written
+    (null when not an int32). Times ms -> int ns, sizes MB.
+
+    Raises :class:`InputError` when the file is unreadable, not valid JSON or not a JSON object;
+    entries of the wrong shape are skipped and recorded in ``problems`` when given.
+    """
+    path = Path(path)
+    data = read_json(path)
+    cols = {f.name: [] for f in S.SCHEMAS[S.COMM_LINKS]}
+    flat = isinstance(data, dict) and _is_flat(data)
+    for step_key, kind, link_key, links in _iter_ops(data, path, problems, rank):
+        if not isinstance(links, dict):
+            if problems is not None:
+                problems.warn(path, f"{link_key!r} in {step_key} is not an object; skipped",
+                              rank=rank)
+            continue
+        key_name, group = split_op_key(link_key)
+        for link, info in links.items():
+            if not isinstance(info, dict):
+                continue
+            src, _, dst = str(link).partition("-")
+            op_name = key_name if flat else info.get("Op Name")
+            row = {"rank": rank, "step": step_number(step_key), "step_key": step_key,
+                   "kind": kind, "link_key": link_key, "op_name": op_name, "group": group,
+                   "src_rank": _local_rank(src), "dst_rank": _local_rank(dst),
+                   "transport": info.get("Transport Type"),
+                   "size_mb": _num(info, "Transit Size(MB)"),
+                   "transit_ns": ms_to_ns(_num(info, "Transit Time(ms)")),
+                   "bandwidth_gbps": _num(info, "Bandwidth(GB/s)"),
+                   "large_packet_ratio": _num(info, "Large Packet Ratio")}
+            for k in cols:
+                cols[k].append(row.get(k))
+    return pa.Table.from_pydict(cols, schema=S.SCHEMAS[S.COMM_LINKS])
