@@ -1,0 +1,744 @@
+"""Verdicts: where step time goes, and which rank, pipeline stage or link is the bottleneck.
+
+Triage follows the MindSpore / MindStudio Insight guide (seeds 000 "定界、分析问题", 001):
+
+- **compute** problem: within one communication group the spread (max − min) of the share of the
+  step spent in Computing is large (some rank computes more than its peers);
+- **schedule** problem: within one communication group the spread of the Free share is large
+  (some rank idles while its peers work: uneven task distribution or host-bound dispatch);
+- **communication** problem: Communication(Not Overlapped) takes a large share of the step.
+
+A group whose ranks sit in different pipeline-parallel stages does different work by design, so
+its imbalance is reported once as a **stage** verdict (which stage computes most and which stages
+wait for it), not as a group verdict. Communication time is split into *transfer* (data moving:
+Transit Time, spec §7.2) and *waiting* (Elapse − transfer: Notify_Wait and idle gaps in the op);
+when waiting dominates the verdict names the stage or rank that is waited for. **slow_rank** uses
+a robust statistic of each step part over the ranks that do the same work (same stage);
+**slow_link** compares each src→dst link's bandwidth (communication_matrix.json, spec §A.6, §7.3)
+with the median of the links of the same transport type.
+
+Inputs (a :class:`ascendprof.pipeline.ClusterAnalysis`): ``step_trace`` / ``breakdown``
+(STEP_TRACE schema, ns), ``concat("comm_ops")``, ``concat("comm_bandwidth")``,
+``concat("comm_links")``, ``concat("op_statistic")`` and ``metadata`` (profiler_metadata.json,
+spec §A.13). Output: a list of verdict dicts (see :func:`derive`). Nothing here reads files.
+
+Communication group ids. The profiler writes a group as a number after ``@`` in op names
+(``hcom_allReduce__170_1_1@3985310491373102170``). It is the 64-bit "double hash" of the
+``parallel_group_info`` key in profiler_metadata.json (``"group_name_20"`` → 3985310491373102170):
+two 32-bit polynomial hashes of the key's characters with multipliers 29 and 131, the first in
+the high word. Checked on fixtures/qwen3-4rank-pp2dp2: every group id in communication.json maps to
+a key of some rank's parallel_group_info (e.g. pp of ranks 0,2 = group_name_19 =
+3985310405473756128); msprof-analyze joins the two the same way. ``global_ranks`` lists the
+group's global ranks in group-rank order, which maps the group-local src/dst of
+communication_matrix.json to global ranks.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+#: Compute problem: spread (max − min) of Computing as % of step time across a group's ranks,
+#: in percentage points. 5 points matches msprof-analyze's slow-rank gap ratio of 5%.
+COMPUTE_SPREAD_PCT = 5.0
+#: Schedule problem: spread of Free as % of step time across a group's ranks (percentage points).
+FREE_SPREAD_PCT = 5.0
+#: Communication problem: Communication(Not Overlapped) as % of the step time on a rank.
+COMM_SHARE_PCT = 30.0
+#: Share of communication time that is waiting (not transfer) above which communication is
+#: explained as waiting for a peer rather than slow transfer.
+WAIT_RATIO = 0.5
+#: Slow rank: a step part (Computing, Free, Communication(Not Overlapped), step time) exceeds the
+#: median of the other ranks of the same stage by at least this many percent of the step time
+#: (relative to the step, so a 20 % longer but tiny part is not a slow rank) ...
+SLOW_RANK_EXCESS_PCT = 5.0
+#: ... and, when at least 3 peers exist, its robust z-score 0.6745·(x − median)/MAD exceeds this
+#: (3.5 is the usual outlier cut of Iglewicz and Hoaglin). With 2 ranks MAD cannot single one
+#: out, so only the excess over the other rank applies.
+SLOW_RANK_MAD_Z = 3.5
+#: Slow link: bandwidth below this fraction of the median of comparable links (same transport).
+SLOW_LINK_BW_RATIO = 0.6
+#: Links that moved less than this many MB (10^6 bytes) per step are latency-bound; their
+#: bandwidth says nothing about the link and they are not judged.
+SLOW_LINK_MIN_MB = 1.0
+#: A finding is "critical" when it is this many times beyond its threshold.
+CRITICAL_FACTOR = 2.0
+
+_NAMES = ("COMPUTE_SPREAD_PCT", "FREE_SPREAD_PCT", "COMM_SHARE_PCT", "WAIT_RATIO",
+          "SLOW_RANK_EXCESS_PCT", "SLOW_RANK_MAD_Z", "SLOW_LINK_BW_RATIO", "SLOW_LINK_MIN_MB",
+          "CRITICAL_FACTOR")
+
+#: Group names (parallel_group_info ``group_name``) that denote the pipeline-parallel group.
+PP_GROUP_NAMES = ("pp", "pipeline", "pipeline_parallel", "pipeline_model_parallel")
+
+_PARTS = (("computing_ns", "Computing"), ("free_ns", "Free"),
+          ("cno_ns", "Communication(Not Overlapped)"), ("total_ns", "step time"))
+_SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
+
+
+def thresholds(overrides: dict | None = None) -> dict:
+    """The module constants as ``{lower-case name: value}``, updated by ``overrides``.
+
+    Keys of ``overrides`` are the lower-case constant names (``compute_spread_pct`` …); ``None``
+    values are ignored. Raises ``ValueError`` for an unknown key or a non-numeric / negative value.
+    """
+    th = {n.lower(): float(globals()[n]) for n in _NAMES}
+    for k, v in (overrides or {}).items():
+        if v is None:
+            continue
+        key = str(k).lower().replace("-", "_")
+        if key not in th:
+            raise ValueError(f"unknown threshold {k!r}; known: {', '.join(sorted(th))}")
+        try:
+            val = float(v)
+        except (TypeError, ValueError):
+            raise ValueError(f"threshold {k!r} must be a number, got {v!r}") from None
+        if not math.isfinite(val) or val < 0:
+            raise ValueError(f"threshold {k!r} must be a finite number >= 0, got {v!r}")
+        th[key] = val
+    return th
+
+
+# ---------------------------------------------------------------------------------------------
+# groups and stages from profiler_metadata.json
+
+
+def double_hash(text: str) -> int:
+    """The profiler's 64-bit id of a communication group key (see module docstring)."""
+    h0 = h1 = 0
+    for ch in text:
+        h0 = (h0 * 29 + ord(ch)) & 0xFFFFFFFF
+        h1 = (h1 * 131 + ord(ch)) & 0xFFFFFFFF
+    return (h0 << 32) | h1
+
+
+def group_directory(metadata: dict[int, dict]) -> dict[str, dict]:
+    """Communication groups named in profiler_metadata.json ``parallel_group_info`` (§A.13).
+
+    Returns ``{group id as the COMM tables write it: {"key", "name", "global_ranks"}}``; each
+    group is listed under its numeric id (double hash of the key) and under the key itself.
+    """
+    out: dict[str, dict] = {}
+    for meta in metadata.values():
+        pgi = (meta or {}).get("parallel_group_info") or {}
+        if not isinstance(pgi, dict):
+            continue
+        for key, info in pgi.items():
+            if not isinstance(info, dict):
+                continue
+            ranks = [int(r) for r in info.get("global_ranks") or []]
+            entry = {"key": str(key), "name": str(info.get("group_name") or key),
+                     "global_ranks": ranks}
+            out.setdefault(str(double_hash(str(key))), entry)
+            out.setdefault(str(key), entry)
+    return out
+
+
+def stages(metadata: dict[int, dict]) -> dict[int, int]:
+    """rank -> pipeline-parallel stage (0-based), from the ``pp`` group of parallel_group_info.
+
+    The stage is the rank's position in the pp group's ``global_ranks``. Empty when no rank's
+    metadata names a pipeline group of more than one rank.
+    """
+    out: dict[int, int] = {}
+    for meta in metadata.values():
+        pgi = (meta or {}).get("parallel_group_info") or {}
+        for info in pgi.values() if isinstance(pgi, dict) else ():
+            if not isinstance(info, dict):
+                continue
+            if str(info.get("group_name", "")).lower() not in PP_GROUP_NAMES:
+                continue
+            ranks = [int(r) for r in info.get("global_ranks") or []]
+            if len(ranks) < 2:
+                continue
+            for pos, r in enumerate(ranks):
+                out.setdefault(r, pos)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# tables
+
+
+def step_frame(step_trace, breakdown) -> pd.DataFrame:
+    """Per rank and step: ``computing_ns, cno_ns, overlapped_ns, free_ns, bubble_ns, total_ns``.
+
+    Reported values (``step_trace``, STEP_TRACE schema) are used for every rank that has them;
+    the recomputed ``breakdown`` fills ranks without reported rows (``source`` says which).
+    ``total_ns`` = Computing + Communication(Not Overlapped) + Free, the partition of the step's
+    device time (spec §7.1.c). Empty frame when neither table has rows.
+    """
+    parts = []
+    for table, source in ((step_trace, "reported"), (breakdown, "recomputed")):
+        if table is None or table.num_rows == 0:
+            continue
+        df = table.to_pandas()
+        if parts:
+            df = df[~df["rank"].isin(parts[0]["rank"].unique())]
+        df = df.assign(source=source)
+        parts.append(df)
+    cols = ["rank", "step", "computing_ns", "cno_ns", "overlapped_ns", "free_ns", "bubble_ns",
+            "total_ns", "source"]
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    df = pd.concat(parts, ignore_index=True)
+    df = df.rename(columns={"comm_not_overlapped_ns": "cno_ns"})
+    for c in ("computing_ns", "cno_ns", "overlapped_ns", "free_ns", "bubble_ns"):
+        df[c] = pd.to_numeric(df[c], errors="coerce").fillna(0).astype("int64")
+    df["total_ns"] = df["computing_ns"] + df["cno_ns"] + df["free_ns"]
+    df["step"] = pd.to_numeric(df["step"], errors="coerce").fillna(-1).astype("int64")
+    df["rank"] = df["rank"].astype("int64")
+    return df[cols]
+
+
+def rank_means(steps: pd.DataFrame) -> pd.DataFrame:
+    """Mean per step of every part, per rank (index rank), plus ``n_steps`` and share columns
+    ``computing_pct, free_pct, cno_pct`` (% of total_ns)."""
+    num = ["computing_ns", "cno_ns", "overlapped_ns", "free_ns", "bubble_ns", "total_ns"]
+    g = steps.groupby("rank")
+    m = g[num].mean()
+    m["n_steps"] = g.size()
+    tot = m["total_ns"].where(m["total_ns"] > 0)
+    for c, p in (("computing_ns", "computing_pct"), ("free_ns", "free_pct"), ("cno_ns", "cno_pct")):
+        m[p] = (100.0 * m[c] / tot).fillna(0.0)
+    return m
+
+
+def comm_components(comm_ops, comm_bandwidth, directory: dict[str, dict]) -> pd.DataFrame:
+    """Per rank, op kind and communication group: mean per step of op time split into transfer
+    and waiting.
+
+    Columns: ``rank, kind, group, group_name, elapse_ns, transfer_ns, wait_ns, sync_ns, idle_ns,
+    waiting_ns, n_ops``. ``transfer_ns`` is the op's Transit Time (COMM_OPS, §7.2); when that is 0
+    but the op's 'Communication Bandwidth Info' (COMM_BANDWIDTH) shows RDMA or SDMA transit (SDMA
+    already includes HCCS/PCIE/SIO, §7.2), that transit, capped at the op's elapse, is used:
+    profilers that report no master-plane transit still record the transfer per transport.
+    ``waiting_ns`` = elapse − transfer (Notify_Wait plus idle gaps inside the op).
+    """
+    cols = ["rank", "kind", "group", "group_name", "elapse_ns", "transfer_ns", "wait_ns",
+            "sync_ns", "idle_ns", "waiting_ns", "n_ops"]
+    if comm_ops is None or comm_ops.num_rows == 0:
+        return pd.DataFrame(columns=cols)
+    ops = comm_ops.to_pandas()
+    for c in ("elapse_ns", "transit_ns", "wait_ns", "sync_ns", "idle_ns"):
+        ops[c] = pd.to_numeric(ops[c], errors="coerce").fillna(0).astype("int64")
+    ops["step_key"] = ops["step_key"].fillna("").astype(str)
+    ops["op"] = ops["op_name"].astype(str).str.split("@").str[0]
+    ops["group"] = ops["group"].fillna("").astype(str)
+    if comm_bandwidth is not None and comm_bandwidth.num_rows:
+        bw = comm_bandwidth.to_pandas()
+        bw = bw[bw["transport"].astype(str).str.upper().isin(["RDMA", "SDMA"])]
+        bw = bw.assign(step_key=bw["step_key"].fillna("").astype(str),
+                       op=bw["op_name"].astype(str).str.split("@").str[0],
+                       group=bw["group"].fillna("").astype(str),
+                       bw_transit_ns=pd.to_numeric(bw["transit_ns"], errors="coerce").fillna(0))
+        bw = bw.groupby(["rank", "step_key", "op", "group"], as_index=False)["bw_transit_ns"].sum()
+        ops = ops.merge(bw, on=["rank", "step_key", "op", "group"], how="left")
+        ops["bw_transit_ns"] = ops["bw_transit_ns"].fillna(0)
+        fallback = ops[["bw_transit_ns", "elapse_ns"]].min(axis=1).astype("int64")
+        ops["transfer_ns"] = ops["transit_ns"].where(ops["transit_ns"] > 0, fallback)
+    else:
+        ops["transfer_ns"] = ops["transit_ns"]
+    ops["transfer_ns"] = ops[["transfer_ns", "elapse_ns"]].min(axis=1)
+    ops["waiting_ns"] = ops["elapse_ns"] - ops["transfer_ns"]
+    n_steps = ops.groupby("rank")["step_key"].nunique().rename("n_step_keys")
+    num = ["elapse_ns", "transfer_ns", "wait_ns", "sync_ns", "idle_ns", "waiting_ns"]
+    agg = ops.groupby(["rank", "kind", "group"], as_index=False).agg(
+        **{c: (c, "sum") for c in num}, n_ops=("elapse_ns", "size"))
+    agg = agg.merge(n_steps, left_on="rank", right_index=True)
+    for c in num:
+        agg[c] = agg[c] / agg["n_step_keys"]
+    agg["group_name"] = agg["group"].map(lambda g: directory.get(g, {}).get("name", g))
+    return agg[cols]
+
+
+def link_table(comm_links, directory: dict[str, dict]) -> pd.DataFrame:
+    """Per communication group, src→dst link and transport: size, transit time and bandwidth.
+
+    Uses the ``<type>-total@<group>`` entries of communication_matrix.json (sums over the op
+    instances of one op type, spec §A.6) when a rank/step/op type has them, otherwise sums every
+    entry. LOCAL links (on-chip copies, src = dst) are left out: they are not links between ranks.
+    Columns: ``group, group_name, src_local, dst_local, src_rank, dst_rank, transport, reported_by,
+    size_mb, transit_ns, bandwidth_gbps, ranks_known``; sizes and times are means per step;
+    ``src_rank/dst_rank`` are global when the group is in ``directory`` (else the local numbers).
+    """
+    cols = ["group", "group_name", "src_local", "dst_local", "src_rank", "dst_rank", "transport",
+            "reported_by", "size_mb", "transit_ns", "bandwidth_gbps", "ranks_known"]
+    if comm_links is None or comm_links.num_rows == 0:
+        return pd.DataFrame(columns=cols)
+    lk = comm_links.to_pandas()
+    lk["transport"] = lk["transport"].fillna("").astype(str).str.upper()
+    lk = lk[(lk["transport"] != "LOCAL") & (lk["src_rank"] != lk["dst_rank"])].copy()
+    if lk.empty:
+        return pd.DataFrame(columns=cols)
+    key = lk["link_key"].fillna("").astype(str)
+    lk["group"] = lk["group"].fillna("").astype(str)
+    lk["op_type"] = key.str.split("@").str[0].str.rsplit("-", n=1).str[0]
+    lk["is_total"] = key.str.split("@").str[0].str.endswith("-total")
+    lk["step_key"] = lk["step_key"].fillna("").astype(str)
+    unit = ["rank", "step_key", "group", "op_type"]
+    has_total = lk.groupby(unit)["is_total"].transform("any")
+    lk = lk[lk["is_total"] | ~has_total]
+    lk["size_mb"] = pd.to_numeric(lk["size_mb"], errors="coerce").fillna(0.0)
+    lk["transit_ns"] = pd.to_numeric(lk["transit_ns"], errors="coerce").fillna(0)
+    n_steps = lk.groupby("rank")["step_key"].nunique().rename("n_step_keys")
+    g = lk.groupby(["group", "src_rank", "dst_rank", "transport", "rank"], as_index=False)[
+        ["size_mb", "transit_ns"]].sum()
+    g = g.merge(n_steps, left_on="rank", right_index=True)
+    g["size_mb"] /= g["n_step_keys"]
+    g["transit_ns"] /= g["n_step_keys"]
+    g = g.rename(columns={"src_rank": "src_local", "dst_rank": "dst_local", "rank": "reported_by"})
+    # MB / ms = GB/s (10^6 B / 10^-3 s = 10^9 B/s), as the profiler computes it (§7.3)
+    g["bandwidth_gbps"] = (g["size_mb"] / (g["transit_ns"] / 1e6)).where(g["transit_ns"] > 0)
+
+    def to_global(group, local):
+        ranks = directory.get(group, {}).get("global_ranks") or []
+        return ranks[int(local)] if 0 <= int(local) < len(ranks) else int(local)
+
+    g["ranks_known"] = g["group"].map(lambda x: bool(directory.get(x, {}).get("global_ranks")))
+    g["src_rank"] = [to_global(a, b) for a, b in zip(g["group"], g["src_local"])]
+    g["dst_rank"] = [to_global(a, b) for a, b in zip(g["group"], g["dst_local"])]
+    g["group_name"] = g["group"].map(lambda x: directory.get(x, {}).get("name", x))
+    return g[cols]
+
+
+# ---------------------------------------------------------------------------------------------
+# small helpers
+
+
+def _ms(ns) -> float:
+    return round(float(ns) / 1e6, 3)
+
+
+def _pct(x) -> float:
+    return round(float(x), 2)
+
+
+def _severity(measure: float, threshold: float, factor: float, below: bool = False) -> str:
+    """warning past the threshold, critical ``factor`` times past it (or below 1/factor)."""
+    if below:
+        return "critical" if threshold > 0 and measure <= threshold / factor else "warning"
+    return "critical" if measure >= threshold * factor else "warning"
+
+
+def _verdict(category, scope, ranks, severity, evidence, threshold, message, next_step) -> dict:
+    return {"category": category, "scope": scope, "ranks": sorted(int(r) for r in ranks),
+            "severity": severity, "evidence": evidence, "threshold": threshold,
+            "message": message, "next_step": next_step}
+
+
+def _ranks_text(ranks) -> str:
+    ranks = sorted(int(r) for r in ranks)
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(str(r) for r in ranks)
+
+
+def _peer_sets(ranks: list[int], stage_of: dict[int, int]) -> dict:
+    """Ranks that do the same work: one set per pipeline stage, or all ranks."""
+    if not stage_of:
+        return {None: sorted(ranks)}
+    out: dict = {}
+    for r in sorted(ranks):
+        out.setdefault(stage_of.get(r), []).append(r)
+    return out
+
+
+def _op_type_diff(op_stat, rank: int, peers: list[int], top: int = 3) -> list[dict]:
+    """Op types whose total time on ``rank`` exceeds the peers' median the most (op_statistic)."""
+    if op_stat is None or op_stat.num_rows == 0:
+        return []
+    df = op_stat.to_pandas()
+    if rank not in set(df["rank"]):
+        return []
+    others = [p for p in peers if p != rank and p in set(df["rank"])]
+    if not others:
+        return []
+    per = df.groupby(["op_type", "rank"])["total_ns"].sum().unstack(fill_value=0)
+    diff = (per[rank] - per[others].median(axis=1)).sort_values(ascending=False)
+    return [{"op_type": str(k), "excess_ms": _ms(v)} for k, v in diff.head(top).items() if v > 0]
+
+
+# ---------------------------------------------------------------------------------------------
+# the verdicts
+
+
+def _stage_verdicts(m: pd.DataFrame, stage_of: dict[int, int], comp: pd.DataFrame,
+                    th: dict) -> list[dict]:
+    """Pipeline stages that compute more than others, and the stages that wait for them."""
+    have = [r for r in m.index if r in stage_of]
+    by_stage: dict[int, list[int]] = {}
+    for r in have:
+        by_stage.setdefault(stage_of[r], []).append(int(r))
+    if len(by_stage) < 2:
+        return []
+    p2p = comp[comp["kind"] == "p2p"].groupby("rank")[["elapse_ns", "waiting_ns", "wait_ns"]].sum() \
+        if not comp.empty else pd.DataFrame(columns=["elapse_ns", "waiting_ns", "wait_ns"])
+    rows = {}
+    for s, rs in sorted(by_stage.items()):
+        sub = m.loc[rs]
+        rows[s] = {
+            "ranks": sorted(rs),
+            "computing_ms": _ms(sub["computing_ns"].mean()),
+            "computing_pct": _pct(sub["computing_pct"].mean()),
+            "free_ms": _ms(sub["free_ns"].mean()),
+            "comm_not_overlapped_ms": _ms(sub["cno_ns"].mean()),
+            "step_ms": _ms(sub["total_ns"].mean()),
+            "p2p_elapse_ms": _ms(p2p.reindex(rs)["elapse_ns"].fillna(0).mean()),
+            "p2p_waiting_ms": _ms(p2p.reindex(rs)["waiting_ns"].fillna(0).mean()),
+            "p2p_wait_ms": _ms(p2p.reindex(rs)["wait_ns"].fillna(0).mean()),
+        }
+    slow = max(rows, key=lambda s: rows[s]["computing_ms"])
+    fast = min(rows, key=lambda s: rows[s]["computing_ms"])
+    spread = rows[slow]["computing_pct"] - rows[fast]["computing_pct"]
+    thr = th["compute_spread_pct"]
+    if spread < thr:
+        return []
+    waiting = [s for s in rows if s != slow]
+    waiting_ranks = sorted(r for s in waiting for r in rows[s]["ranks"])
+    ev = {"stages": {str(s): v for s, v in rows.items()},
+          "slowest_stage": int(slow), "slowest_stage_ranks": rows[slow]["ranks"],
+          "waiting_stages": sorted(int(s) for s in waiting), "waiting_ranks": waiting_ranks,
+          "computing_spread_pct": _pct(spread),
+          "computing_gap_ms": round(rows[slow]["computing_ms"] - rows[fast]["computing_ms"], 3)}
+    wait_text = "; ".join(
+        f"stage {s} ({_ranks_text(rows[s]['ranks'])}) spends {rows[s]['p2p_waiting_ms']:.1f} ms "
+        f"per step in pipeline send/receive not transferring data" for s in waiting)
+    msg = (f"Pipeline stages are unbalanced: stage {slow} ({_ranks_text(rows[slow]['ranks'])}) "
+           f"computes {rows[slow]['computing_ms']:.1f} ms per step, stage {fast} "
+           f"({_ranks_text(rows[fast]['ranks'])}) {rows[fast]['computing_ms']:.1f} ms "
+           f"(Computing share spread {spread:.1f} points). The other stages wait for stage {slow}: "
+           f"{wait_text}.")
+    nxt = (f"Move layers from stage {slow} to the lighter stages (pipeline layer split), or "
+           f"compare the op statistics of {_ranks_text(rows[slow]['ranks'])} with "
+           f"{_ranks_text(rows[fast]['ranks'])} to see which op types make stage {slow} heavier.")
+    return [_verdict("compute", "stage", rows[slow]["ranks"],
+                     _severity(spread, thr, th["critical_factor"]), ev,
+                     {"compute_spread_pct": thr}, msg, nxt)]
+
+
+def _group_verdicts(m: pd.DataFrame, stage_of: dict[int, int], directory: dict[str, dict],
+                    op_stat, th: dict) -> list[dict]:
+    """Compute / schedule triage per communication group (seed 000), one per distinct rank set."""
+    groups: dict[tuple, list[str]] = {}
+    for gid, info in directory.items():
+        if gid != info["key"]:
+            continue  # each group once (listed under id and key)
+        rs = tuple(sorted(r for r in set(info["global_ranks"]) if r in m.index))
+        if len(rs) >= 2:
+            names = groups.setdefault(rs, [])
+            if info["name"] not in names:
+                names.append(info["name"])
+    if not groups and len(m.index) >= 2 and not stage_of:
+        groups[tuple(sorted(int(r) for r in m.index))] = ["cluster"]
+    out = []
+    for rs, names in sorted(groups.items()):
+        if stage_of and len({stage_of.get(r) for r in rs}) > 1:
+            continue  # ranks of different stages: explained by the stage verdict
+        sub = m.loc[list(rs)]
+        label = "/".join(sorted(names))
+        for col, cat, key, what in (("computing_pct", "compute", "compute_spread_pct", "Computing"),
+                                    ("free_pct", "schedule", "free_spread_pct", "Free")):
+            hi, lo = sub[col].idxmax(), sub[col].idxmin()
+            spread = sub.loc[hi, col] - sub.loc[lo, col]
+            thr = th[key]
+            if spread < thr:
+                continue
+            median = sub[col].median()
+            culprits = [int(r) for r in rs if sub.loc[r, col] - median >= thr / 2] or [int(hi)]
+            ev = {"group": label, "group_ranks": list(rs),
+                  f"{what.lower()}_pct": {str(r): _pct(sub.loc[r, col]) for r in rs},
+                  f"{what.lower()}_ms": {str(r): _ms(sub.loc[r, col.replace('_pct', '_ns')])
+                                         for r in rs},
+                  "max_rank": int(hi), "min_rank": int(lo), "spread_pct": _pct(spread)}
+            if cat == "compute":
+                diff = _op_type_diff(op_stat, int(hi), list(rs))
+                if diff:
+                    ev["top_excess_op_types"] = diff
+                msg = (f"Compute imbalance in group {label} ({_ranks_text(rs)}): "
+                       f"{_ranks_text(culprits)} spend up to {sub.loc[hi, col]:.1f}% of the step "
+                       f"computing, rank {lo} {sub.loc[lo, col]:.1f}% (spread {spread:.1f} "
+                       f"points); the group's other ranks wait for {_ranks_text(culprits)}.")
+                nxt = (f"Compare the op statistics / kernels of rank {hi} with rank {lo}: more "
+                       f"data per rank (uneven batch or sequence length), heavier ops, or a "
+                       f"slower device (check its AI Core frequency and temperature).")
+            else:
+                msg = (f"Schedule imbalance in group {label} ({_ranks_text(rs)}): "
+                       f"{_ranks_text(culprits)} are idle (Free) for up to "
+                       f"{sub.loc[hi, col]:.1f}% of the step, rank {lo} {sub.loc[lo, col]:.1f}% "
+                       f"(spread {spread:.1f} points).")
+                nxt = (f"Open the timeline of rank {hi} next to rank {lo}: vertical host-to-device "
+                       f"launch lines mean the device outruns the host (dispatch-bound); look at "
+                       f"host-side work, data loading and synchronisation on rank {hi}.")
+            out.append(_verdict(cat, "group", culprits,
+                                _severity(spread, thr, th["critical_factor"]), ev, {key: thr},
+                                msg, nxt))
+    return out
+
+
+def _slow_rank_verdicts(m: pd.DataFrame, stage_of: dict[int, int], op_stat,
+                        th: dict) -> list[dict]:
+    """Ranks whose step parts exceed those of the ranks doing the same work (median / MAD)."""
+    out = []
+    ex_thr, z_thr = th["slow_rank_excess_pct"], th["slow_rank_mad_z"]
+    for stage, peers in _peer_sets([int(r) for r in m.index], stage_of).items():
+        if len(peers) < 2:
+            continue
+        sub = m.loc[peers]
+        for r in peers:
+            hits = {}
+            for col, label in _PARTS:
+                vals = sub[col].astype(float)
+                others = vals.drop(index=r)
+                base = float(others.median())
+                step = float(sub["total_ns"].drop(index=r).median())
+                if step <= 0:
+                    continue
+                excess = 100.0 * (float(vals[r]) - base) / step
+                mad = float((vals - vals.median()).abs().median())
+                z = 0.6745 * (float(vals[r]) - float(vals.median())) / mad if mad > 0 else None
+                if excess < ex_thr:
+                    continue
+                if len(peers) >= 3 and z is not None and z < z_thr:
+                    continue  # MAD 0 (most peers equal) leaves the excess alone to decide
+                hits[col] = {"part": label, "value_ms": _ms(vals[r]), "peer_median_ms": _ms(base),
+                             "excess_ms": _ms(float(vals[r]) - base),
+                             "excess_of_part_pct": _pct(100.0 * (float(vals[r]) - base) / base)
+                             if base > 0 else None,
+                             "excess_of_step_pct": _pct(excess),
+                             "robust_z": None if z is None else round(z, 2)}
+            if not hits:
+                continue
+            main = max(hits, key=lambda c: hits[c]["excess_of_step_pct"])
+            h = hits[main]
+            where = f"stage {stage} " if stage is not None else ""
+            ev = {"parts": {hits[c]["part"]: hits[c] for c in hits}, "peers": peers,
+                  "stage": stage, "n_steps": int(m.loc[r, "n_steps"])}
+            if "computing_ns" in hits:
+                diff = _op_type_diff(op_stat, r, peers)
+                if diff:
+                    ev["top_excess_op_types"] = diff
+            nxt = {"computing_ns": f"Compare rank {r}'s kernels and op statistics with its peers: "
+                                   f"same ops slower means a slow device; more ops or larger "
+                                   f"shapes mean more work assigned to it.",
+                   "free_ns": f"Open rank {r}'s timeline: long Free gaps mean the host does not "
+                              f"keep the device busy (dispatch, data loading, synchronisation).",
+                   "cno_ns": f"Check rank {r}'s communication: wait vs transit time of its ops "
+                             f"and the slow_link verdicts for its links.",
+                   "total_ns": f"Break rank {r}'s step time down on its timeline."}[main]
+            msg = (f"Rank {r} is slow among the {where}ranks doing the same work "
+                   f"({_ranks_text(peers)}): its {h['part']} is {h['value_ms']:.1f} ms per step, "
+                   f"{h['excess_ms']:.1f} ms ({h['excess_of_step_pct']:.1f}% of the step) above "
+                   f"the median of the others ({h['peer_median_ms']:.1f} ms).")
+            out.append(_verdict("slow_rank", "rank", [r],
+                                _severity(h["excess_of_step_pct"], ex_thr, th["critical_factor"]),
+                                ev,
+                                {"slow_rank_excess_pct": ex_thr, "slow_rank_mad_z": z_thr},
+                                msg, nxt))
+    return out
+
+
+def _waited_for_in_group(comp: pd.DataFrame, group: str, rank: int, m: pd.DataFrame,
+                         directory: dict[str, dict]) -> int | None:
+    """The member of ``group`` that waits least in its ops (it arrives last; others wait for it);
+    ties go to the member with most Computing. None when it is ``rank`` itself."""
+    members = comp[(comp["group"] == group)].set_index("rank")["waiting_ns"]
+    known = directory.get(group, {}).get("global_ranks") or []
+    for r in known:
+        if r not in members.index and r in m.index:
+            members.loc[r] = float("nan")
+    members = members.dropna()
+    if len(members) < 2:
+        return None
+    cand = members[members <= members.min() * 1.05 + 1e6].index
+    best = max(cand, key=lambda r: float(m.loc[r, "computing_ns"]) if r in m.index else 0.0)
+    return None if int(best) == int(rank) else int(best)
+
+
+def _comm_verdicts(m: pd.DataFrame, stage_of: dict[int, int], comp: pd.DataFrame,
+                   directory: dict[str, dict], th: dict) -> list[dict]:
+    """Ranks where Communication(Not Overlapped) is a large share, explained as waiting or
+    transfer, one verdict per stage (or for the cluster) and cause."""
+    thr, wthr = th["comm_share_pct"], th["wait_ratio"]
+    flagged = [int(r) for r in m.index if m.loc[r, "cno_pct"] >= thr]
+    if not flagged:
+        return []
+    stage_comp = {}
+    if stage_of:
+        for r in m.index:
+            if r in stage_of:
+                stage_comp.setdefault(stage_of[r], []).append(float(m.loc[r, "computing_ns"]))
+    slowest_stage = max(stage_comp, key=lambda s: sum(stage_comp[s]) / len(stage_comp[s])) \
+        if len(stage_comp) >= 2 else None
+    out = []
+    for stage, ranks in _peer_sets(flagged, stage_of).items():
+        sub_c = comp[comp["rank"].isin(ranks)] if not comp.empty else comp
+        n = len(ranks)
+        elapse = float(sub_c["elapse_ns"].sum()) / n if n else 0.0
+        waiting = float(sub_c["waiting_ns"].sum()) / n if n else 0.0
+        transfer = float(sub_c["transfer_ns"].sum()) / n if n else 0.0
+        ratio = waiting / elapse if elapse > 0 else 0.0
+        by = {}
+        if not sub_c.empty:
+            agg = sub_c.groupby(["kind", "group_name"])[["elapse_ns", "transfer_ns", "waiting_ns",
+                                                         "wait_ns", "idle_ns"]].sum() / n
+            for (kind, gname), row in agg.sort_values("waiting_ns", ascending=False).iterrows():
+                by[f"{kind}:{gname}"] = {"elapse_ms": _ms(row["elapse_ns"]),
+                                         "transfer_ms": _ms(row["transfer_ns"]),
+                                         "waiting_ms": _ms(row["waiting_ns"]),
+                                         "wait_ms": _ms(row["wait_ns"]),
+                                         "idle_ms": _ms(row["idle_ns"])}
+        cno = {str(r): _ms(m.loc[r, "cno_ns"]) for r in ranks}
+        share = {str(r): _pct(m.loc[r, "cno_pct"]) for r in ranks}
+        ev = {"comm_not_overlapped_ms": cno, "comm_not_overlapped_pct": share,
+              "op_elapse_ms": _ms(elapse), "transfer_ms": _ms(transfer),
+              "waiting_ms": _ms(waiting), "waiting_ratio": round(ratio, 3), "by_kind_group": by}
+        if stage is not None:
+            ev["stage"] = int(stage)
+        where = f"stage {stage} ({_ranks_text(ranks)})" if stage is not None else _ranks_text(ranks)
+        top_share = max(m.loc[ranks, "cno_pct"])
+        lead = (f"Communication(Not Overlapped) takes {min(m.loc[ranks, 'cno_pct']):.1f}–"
+                f"{top_share:.1f}% of the step on {where}" if n > 1 else
+                f"Communication(Not Overlapped) takes {top_share:.1f}% of the step on {where}")
+        if elapse > 0 and ratio >= wthr:
+            ev["cause"] = "waiting"
+            dom = sub_c.groupby(["kind"])["waiting_ns"].sum().idxmax()
+            waited_ranks: set[int] = set()
+            if dom == "p2p" and slowest_stage is not None and slowest_stage != stage:
+                ev["waited_for_stage"] = int(slowest_stage)
+                waited_ranks = {r for r, s in stage_of.items() if s == slowest_stage
+                                and r in m.index}
+                who = f"pipeline stage {slowest_stage} ({_ranks_text(waited_ranks)})"
+            else:
+                for r in ranks:
+                    rc = sub_c[(sub_c["rank"] == r) & (sub_c["kind"] == dom)]
+                    if rc.empty:
+                        continue
+                    g = rc.sort_values("waiting_ns").iloc[-1]["group"]
+                    w = _waited_for_in_group(comp, g, r, m, directory)
+                    if w is not None:
+                        waited_ranks.add(w)
+                who = _ranks_text(waited_ranks) if waited_ranks else None
+            if waited_ranks:
+                ev["waited_for_ranks"] = sorted(waited_ranks)
+            msg = (f"{lead}; {ratio:.0%} of the communication op time is waiting, not transfer "
+                   f"({_ms(waiting):.1f} of {_ms(elapse):.1f} ms per step, mostly in {dom} ops)"
+                   + (f": these ranks wait for {who}." if who else "."))
+            nxt = (f"Speed up or rebalance {who}; the waiting ranks are not limited by their "
+                   f"links." if who else
+                   "Find what delays the peers: compare arrival (start) times of the same op "
+                   "across the group's ranks on the timeline.")
+        else:
+            ev["cause"] = "transfer"
+            msg = (f"{lead}; most of it is data transfer ({_ms(transfer):.1f} of "
+                   f"{_ms(elapse):.1f} ms per step), not waiting.")
+            nxt = ("Check the slow_link verdicts and the bandwidth per transport type; overlap "
+                   "communication with computation (e.g. gradient bucketing / overlap options) "
+                   "or reduce the communicated volume.")
+        out.append(_verdict("communication", "stage" if stage is not None else "rank", ranks,
+                            _severity(top_share, thr, th["critical_factor"]), ev,
+                            {"comm_share_pct": thr, "wait_ratio": wthr}, msg, nxt))
+    return out
+
+
+def _slow_link_verdicts(links: pd.DataFrame, th: dict) -> list[dict]:
+    """Links whose bandwidth is well below the median of comparable links (same transport; same
+    group when it has at least 3 such links, otherwise all groups)."""
+    if links.empty:
+        return []
+    lk = links[(links["size_mb"] >= th["slow_link_min_mb"]) & links["bandwidth_gbps"].notna()]
+    out = []
+    ratio_thr = th["slow_link_bw_ratio"]
+    for transport, tdf in lk.groupby("transport"):
+        overall = float(tdf["bandwidth_gbps"].median())
+        for _, row in tdf.iterrows():
+            same = tdf[tdf["group"] == row["group"]]
+            base, basis = (float(same["bandwidth_gbps"].median()), "group") if len(same) >= 3 \
+                else (overall, "transport")
+            if len(tdf) < 2 or base <= 0:
+                continue
+            ratio = float(row["bandwidth_gbps"]) / base
+            if ratio >= ratio_thr:
+                continue
+            src, dst = int(row["src_rank"]), int(row["dst_rank"])
+            ev = {"transport": transport, "group": row["group_name"], "group_id": row["group"],
+                  "src_rank": src, "dst_rank": dst, "src_group_rank": int(row["src_local"]),
+                  "dst_group_rank": int(row["dst_local"]), "reported_by_rank":
+                      int(row["reported_by"]), "bandwidth_gbps": round(float(row["bandwidth_gbps"]), 4),
+                  "baseline_median_gbps": round(base, 4), "baseline": basis,
+                  "bandwidth_ratio": round(ratio, 3), "size_mb": round(float(row["size_mb"]), 3),
+                  "transit_ms": _ms(row["transit_ns"]), "global_ranks_known":
+                      bool(row["ranks_known"])}
+            rk = "" if row["ranks_known"] else " (group-local rank numbers)"
+            msg = (f"Slow {transport} link {src}→{dst}{rk} in group {row['group_name']}: "
+                   f"{row['bandwidth_gbps']:.2f} GB/s, {ratio:.0%} of the median "
+                   f"{base:.2f} GB/s of comparable {transport} links (transfer itself is slow, "
+                   f"independent of waiting).")
+            nxt = (f"Check the {transport} path between ranks {src} and {dst}: link health and "
+                   f"error counters, lane degradation, and for RDMA the NIC, switch port and "
+                   f"retransmissions; rerun a bandwidth test between these two devices.")
+            out.append(_verdict("slow_link", "link", sorted({src, dst}),
+                                _severity(ratio, ratio_thr, th["critical_factor"], below=True),
+                                ev, {"slow_link_bw_ratio": ratio_thr,
+                                     "slow_link_min_mb": th["slow_link_min_mb"]}, msg, nxt))
+    return out
+
+
+def _iteration_verdicts(ca) -> list[dict]:
+    """Legacy graph-mode iteration-trace findings (helper module, when present)."""
+    try:
+        from ascendprof.analyze import iteration_trace
+    except ImportError:
+        return []
+    its = ca.concat("iterations")
+    if its is None or its.num_rows == 0:
+        return []
+    fn = getattr(iteration_trace, "verdicts", None) or getattr(iteration_trace, "findings", None)
+    if fn is None:
+        return []
+    try:
+        res = fn(its)
+    except Exception as e:  # noqa: BLE001 - a helper's failure must not lose the other verdicts
+        ca.problems.warn("iterations", f"iteration-trace findings failed: {e}")
+        return []
+    return [v for v in (res or []) if isinstance(v, dict)]
+
+
+def derive(ca, th: dict) -> list[dict]:
+    """All verdicts for one :class:`~ascendprof.pipeline.ClusterAnalysis`, most severe first.
+
+    Each verdict is ``{"category": "compute"|"schedule"|"communication"|"slow_rank"|
+    "slow_link"|"balanced"|…, "scope": "rank"|"group"|"link"|"stage"|"cluster", "ranks": [global
+    ranks the finding points at], "severity": "info"|"warning"|"critical", "evidence": {…numbers
+    with unit-bearing keys, per step means…}, "threshold": {name: value}, "message": str,
+    "next_step": str}``. ``th`` comes from :func:`thresholds`. Never raises for missing tables:
+    each analysis runs on what exists; a cluster with data and no finding gets one "balanced"
+    verdict.
+    """
+    meta = ca.metadata or {}
+    directory = group_directory(meta)
+    stage_of = stages(meta)
+    steps = step_frame(ca.step_trace, ca.breakdown)
+    comp = comm_components(ca.concat("comm_ops"), ca.concat("comm_bandwidth"), directory)
+    op_stat = ca.concat("op_statistic")
+    out: list[dict] = []
+    if not steps.empty:
+        m = rank_means(steps)
+        out += _stage_verdicts(m, stage_of, comp, th)
+        out += _group_verdicts(m, stage_of, directory, op_stat, th)
+        out += _slow_rank_verdicts(m, stage_of, op_stat, th)
+        out += _comm_verdicts(m, stage_of, comp, directory, th)
+    out += _slow_link_verdicts(link_table(ca.concat("comm_links"), directory), th)
+    out += _iteration_verdicts(ca)
+    if not out and (not steps.empty or not comp.empty):
+        out.append(_verdict(
+            "balanced", "cluster", sorted(int(r) for r in steps["rank"].unique()), "info",
+            {"n_ranks": int(steps["rank"].nunique()), "n_steps": int(steps["step"].nunique())},
+            dict(th), "No compute, schedule or communication imbalance, slow rank or slow link "
+            "passed the thresholds.", "Look at the top kernels and op statistics for "
+            "single-rank optimisation."))
+    out.sort(key=lambda v: _SEVERITY_ORDER.get(v["severity"], 3))
+    return out
+
+
+__all__ = ["thresholds", "derive", "double_hash", "group_directory", "stages", "step_frame",
+           "rank_means", "comm_components", "link_table"] + list(_NAMES)
