@@ -1,0 +1,667 @@
+"""Reader for the SQLite exports (``export_type=db``, spec §B).
+
+A ``*_ascend_pt`` / ``*_ascend_ms`` directory whose ``ASCEND_PROFILER_OUTPUT`` holds
+``ascend_pytorch_profiler[_{rank}].db`` / ``ascend_mindspore_profiler[_{rank}].db`` /
+``msprof_*.db`` (the *profiler db*, §B.1-B.2) and/or ``analysis.db`` (§B.3).
+
+Every database is opened read-only and immutable (``file:...?mode=ro&immutable=1``), so SQLite
+never creates a ``-journal``/``-wal`` file in the input tree. Rows are fetched in batches.
+String columns of the CANN tables are ids into ``STRING_IDS``; they are resolved in SQL.
+
+Tables produced (all follow :mod:`ascendprof.schemas`):
+
+- ``kernels``: TASK ⋈ COMPUTE_TASK_INFO (one row per compute task; ``accelerator_core`` is
+  COMPUTE_TASK_INFO.taskType, as kernel_details' "Accelerator Core") plus one row per
+  COMMUNICATION_OP big op (``op_type`` = its opType, ``accelerator_core`` = :data:`COMM_CORE`), as
+  kernel_details lists them; ``step`` from the STEP_TIME windows.
+- ``steps``: STEP_TIME (id = step number, [startNs, endNs]).
+- ``timeline``: tracks 'overlap' (OVERLAP_ANALYSIS), 'communication' (COMMUNICATION_OP, thread
+  ``Group <groupName> Communication``), 'hardware' (every TASK row, thread ``Stream <id>``,
+  name = the compute op name or else the TASK taskType, as trace_view's Ascend Hardware
+  process names them, §A.7; ``task_type`` = COMPUTE_TASK_INFO.taskType for compute tasks
+  (AI_CORE, AI_VECTOR_CORE, MIX_AIV …, so a compute kernel is exactly a row whose task is in
+  COMPUTE_TASK_INFO, as §7.1.b counts it) else the TASK taskType (EVENT_RECORD, MEMCPY_ASYNC,
+  Notify Wait, SDMA …)) and 'step' (``ProfilerStep#<id>`` from STEP_TIME). HCCL small tasks
+  ("Plane <k>" threads of trace_view) are not emitted.
+- ``step_trace``: analysis.db StepTraceTime (us -> ns).
+- ``comm_ops`` / ``comm_bandwidth`` / ``comm_size_dist`` / ``comm_links``: analysis.db
+  CommAnalyzerTime / CommAnalyzerBandwidth / CommAnalyzerMatrix (ms -> ns, MB kept).
+- ``api_statistic``: CANN_API grouped by (type, name).
+- ``memory_record`` / ``operator_memory``: MEMORY_RECORD / OP_MEMORY (bytes -> binary MB / KB).
+
+Differences between the real databases and the spec, found on torch_npu 2.x data:
+
+- COMPUTE_TASK_INFO has ``blockDim``/``mixBlockDim`` (spec: blockNum/mixBlockNum) and no
+  opState/hf32Eligible; both spellings are accepted, absent columns become null.
+- analysis.db StepTraceTime may lack ``deviceId``; the device then comes from RANK_DEVICE_MAP.
+- analysis.db CommAnalyzerTime has no wait/synchronization ratios; they are derived as
+  communication.json does (§7.2: wait/(wait+transit), 4 dp, 0 when the denominator is 0).
+- CommAnalyzerBandwidth has one row per (op, transport, packet size): transport totals repeat on
+  every row and rows with ``count`` 0 carry no size distribution. It lists only transports that
+  carried data, while communication.json lists all five with zeros.
+- CommAnalyzerMatrix has no Large Packet Ratio (null here); ``group_name`` is the numeric group
+  hash used in the JSON keys, whereas COMMUNICATION_OP.groupName is the HCCL group name.
+- OVERLAP_ANALYSIS is not written by torch_npu itself (absent from the Level0/Level2 samples);
+  when absent the 'overlap' track is missing and recorded in ``missing``.
+- COMPUTE_TASK_INFO ``waitNs`` (seen only in a file post-processed by MindStudio Insight) feeds
+  ``wait_ns`` when present; otherwise ``wait_ns`` is null.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+from pathlib import Path
+from urllib.parse import quote
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ascendprof import schemas as S
+from ascendprof.errors import InputError
+from ascendprof.rankdata import RankData
+from ascendprof.scan import Source
+
+#: Accelerator Core given to COMMUNICATION_OP big-op rows of ``kernels`` (torch_npu writes
+#: ``HCCL`` in older and ``COMMUNICATION`` in newer kernel_details.csv; analyses accept both).
+COMM_CORE = "HCCL"
+#: Rows fetched per batch.
+BATCH = 50_000
+#: CANN's invalid-value marker (§B.1 ``DB_INVALID_VALUE``).
+DB_INVALID = 4294967295
+#: OVERLAP_ANALYSIS.type -> Overlap Analysis thread / event name (§B.1, §A.7).
+OVERLAP_NAMES = {0: "Computing", 1: "Communication", 2: "Communication(Not Overlapped)",
+                 3: "Free"}
+
+_PROFILER_DB_RE = re.compile(
+    r"^(ascend_pytorch_profiler|ascend_mindspore_profiler)(_\d+)?\.db$|^msprof_[\w.-]*\.db$")
+_ANALYSIS_DB_RE = re.compile(r"^(analysis|communication_analyzer)\.db$")
+_MB = 1 << 20
+_KB = 1 << 10
+
+
+# ----------------------------------------------------------------------------- database access
+
+class _Db:
+    """One read-only SQLite file; every sqlite3 error becomes an InputError naming it."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        uri = f"file:{quote(str(self.path.resolve()))}?mode=ro&immutable=1"
+        try:
+            self.conn = sqlite3.connect(uri, uri=True)
+            rows = self.conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        except sqlite3.Error as e:
+            raise InputError(self.path, f"not a readable SQLite database ({e})") from None
+        self.tables = {r[0] for r in rows}
+        self._cols: dict[str, list[str]] = {}
+
+    def close(self):
+        self.conn.close()
+
+    def has(self, table: str) -> bool:
+        return table in self.tables
+
+    def columns(self, table: str) -> list[str]:
+        if table not in self._cols:
+            self._cols[table] = [r[1] for r in self._run(f"PRAGMA table_info('{table}')")]
+        return self._cols[table]
+
+    def _run(self, sql: str, params=()):
+        try:
+            return self.conn.execute(sql, params).fetchall()
+        except sqlite3.Error as e:
+            raise InputError(self.path, f"cannot read ({e})", where=sql.split()[-1]) from None
+
+    def query(self, sql: str, names: list[str], types: dict[str, pa.DataType]) -> pa.Table:
+        """Run ``sql`` and return its rows as a table with columns ``names`` (fetched in
+        batches of :data:`BATCH`; ``types`` gives the Arrow type of each column)."""
+        schema = pa.schema([pa.field(n, types[n]) for n in names])
+        batches = []
+        try:
+            cur = self.conn.execute(sql)
+            while True:
+                rows = cur.fetchmany(BATCH)
+                if not rows:
+                    break
+                cols = list(zip(*rows))
+                batches.append(pa.record_batch(
+                    [_to_array(c, f.type) for c, f in zip(cols, schema)], schema=schema))
+        except sqlite3.Error as e:
+            raise InputError(self.path, f"cannot read ({e})") from None
+        return pa.Table.from_batches(batches, schema=schema)
+
+    def string(self, alias: str, col: str) -> str:
+        """SQL expression resolving id column ``alias.col`` through STRING_IDS (the raw id as
+        text when STRING_IDS is absent)."""
+        if self.has("STRING_IDS"):
+            return f"(SELECT value FROM STRING_IDS WHERE id = {alias}.{col})"
+        return f"CAST({alias}.{col} AS TEXT)"
+
+    def col_or_null(self, table: str, alias: str, *names: str) -> str:
+        """``alias.<first of names that table has>`` or ``NULL``."""
+        have = self.columns(table)
+        for n in names:
+            if n in have:
+                return f"{alias}.{n}"
+        return "NULL"
+
+
+def _to_array(values, typ: pa.DataType) -> pa.Array:
+    try:  # the common case: SQLite already returned values of the right kind
+        return pa.array(values, typ)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
+        pass
+    if pa.types.is_string(typ):
+        return pa.array([None if v is None else str(v) for v in values], typ)
+    if pa.types.is_integer(typ):
+        return pa.array([None if v is None or v == "" else int(v) for v in values], typ)
+    return pa.array([None if v is None or v == "" else float(v) for v in values], typ)
+
+
+# ----------------------------------------------------------------------------- entry point
+
+def read(source: Source) -> RankData:
+    """Read one db-export source into a :class:`RankData` (see the module docstring for tables).
+
+    Raises :class:`InputError` (naming the file) when no database of the source can be opened;
+    a damaged database next to a readable one is recorded in ``RankData.problems`` and the
+    tables that need it are absent. Tables a database lacks are listed in ``RankData.missing``
+    as ``"<file>:<TABLE>"``. The input files are never modified (read-only, immutable open).
+    """
+    rank = source.rank if source.rank is not None else -1
+    data = RankData(source=source, rank=rank)
+    profiler_path = analysis_path = None
+    for f in source.files:
+        base = os.path.basename(f)
+        if _PROFILER_DB_RE.match(base) and profiler_path is None:
+            profiler_path = Path(source.path) / f
+        elif _ANALYSIS_DB_RE.match(base) and analysis_path is None:
+            analysis_path = Path(source.path) / f
+    if profiler_path is None and analysis_path is None:
+        raise InputError(source.path, "no .db export found (ascend_pytorch_profiler*.db, "
+                                      "ascend_mindspore_profiler*.db, msprof_*.db, analysis.db)")
+    _read_json_meta(source, data)
+    errors: list[InputError] = []
+    opened = 0
+    for path, label, fill in ((profiler_path, "profiler .db", _fill_from_profiler_db),
+                              (analysis_path, "analysis.db", _fill_from_analysis_db)):
+        if path is None:
+            data.missing.append(label)
+            continue
+        try:
+            db = _Db(path)
+        except InputError as e:
+            errors.append(e)
+            continue
+        opened += 1
+        try:
+            fill(db, data)
+        except InputError as e:
+            errors.append(e)
+        finally:
+            db.close()
+    if not opened and errors:
+        raise errors[0]
+    for e in errors:
+        data.problems.add_error(e, rank=data.rank)
+    return data
+
+
+def _read_json_meta(source: Source, data: RankData) -> None:
+    from ascendprof.textio import read_json
+
+    for f in source.files:
+        base = os.path.basename(f)
+        key = ("profiler_info" if re.match(r"^profiler_info(_\d+)?\.json$", base)
+               else "profiler_metadata" if base == "profiler_metadata.json" else None)
+        if key and key not in data.meta and os.sep not in f.strip(os.sep):
+            try:
+                data.meta[key] = read_json(Path(source.path) / f)
+            except InputError as e:
+                data.problems.add_error(e, rank=data.rank)
+
+
+# ----------------------------------------------------------------------------- profiler db
+
+def _fill_from_profiler_db(db: _Db, data: RankData) -> None:
+    name = db.path.name
+
+    def need(table: str) -> bool:
+        if db.has(table):
+            return True
+        data.missing.append(f"{name}:{table}")
+        return False
+
+    if db.has("META_DATA"):
+        meta = {}
+        for k, v in db._run("SELECT name, value FROM META_DATA"):
+            try:
+                meta[k] = json.loads(v)
+            except (TypeError, ValueError):
+                meta[k] = v
+        data.meta.setdefault("profiler_metadata", {})
+        for k, v in meta.items():
+            data.meta["profiler_metadata"].setdefault(k, v)
+    device_id = data.source.device_id
+    if device_id is None and db.has("RANK_DEVICE_MAP"):
+        rows = db._run("SELECT rankId, deviceId FROM RANK_DEVICE_MAP")
+        match = [d for r, d in rows if r == data.rank] or [d for _, d in rows]
+        device_id = match[0] if match else None
+    data.meta["device_id"] = device_id
+
+    steps = _steps(db) if need("STEP_TIME") else None
+    if steps is not None:
+        data.tables[S.STEPS] = S.conform(S.STEPS, steps.append_column(
+            "rank", pa.array([data.rank] * steps.num_rows, pa.int32())).append_column(
+            "origin", pa.array(["db STEP_TIME"] * steps.num_rows, pa.string())))
+    windows = steps if steps is not None else S.empty(S.STEPS)
+
+    timeline_parts = []
+    if need("TASK"):
+        if need("COMPUTE_TASK_INFO"):
+            k = _kernels(db, windows, data.rank, device_id)
+            data.tables[S.KERNELS] = k
+        timeline_parts.append(_hardware_track(db))
+    if need("COMMUNICATION_OP"):
+        comm = _comm_big_ops(db)
+        if S.KERNELS in data.tables:
+            data.tables[S.KERNELS] = _append_comm_kernels(data.tables[S.KERNELS], comm, windows,
+                                                          data.rank, device_id)
+        timeline_parts.append(comm)
+    if need("OVERLAP_ANALYSIS"):
+        timeline_parts.append(_overlap_track(db))
+    if steps is not None and steps.num_rows:
+        timeline_parts.append(pa.table({
+            "track": pa.array(["step"] * steps.num_rows, pa.string()),
+            "process": pa.array(["Python"] * steps.num_rows, pa.string()),
+            "thread": pa.array(["Step"] * steps.num_rows, pa.string()),
+            "name": pc.binary_join_element_wise("ProfilerStep#", steps["step"].cast(pa.string()),
+                                                ""),
+            "start_ns": steps["start_ns"],
+            "dur_ns": pc.subtract(steps["end_ns"], steps["start_ns"]),
+        }))
+    if timeline_parts:
+        cols = ["track", "process", "thread", "name", "start_ns", "dur_ns", "task_type"]
+        tl = pa.concat_tables([_with_task_type(p).select(cols) for p in timeline_parts])
+        tl = tl.append_column("step", _step_of(tl["start_ns"], windows))
+        tl = tl.append_column("rank", pa.array(np.full(tl.num_rows, data.rank, np.int32)))
+        data.tables[S.TIMELINE] = S.conform(S.TIMELINE, tl)
+
+    if db.has("CANN_API"):
+        data.tables[S.API_STATISTIC] = _api_statistic(db, data.rank)
+    if db.has("MEMORY_RECORD"):
+        data.tables[S.MEMORY_RECORD] = _memory_record(db, data.rank)
+    if db.has("OP_MEMORY"):
+        data.tables[S.OPERATOR_MEMORY] = _operator_memory(db, data.rank)
+
+
+def _with_task_type(part: pa.Table) -> pa.Table:
+    if "task_type" in part.column_names:
+        return part
+    return part.append_column("task_type", pa.nulls(part.num_rows, pa.string()))
+
+
+def _steps(db: _Db) -> pa.Table:
+    t = db.query("SELECT id, startNs, endNs FROM STEP_TIME ORDER BY startNs",
+                 ["step", "start_ns", "end_ns"],
+                 {"step": pa.int32(), "start_ns": pa.int64(), "end_ns": pa.int64()})
+    return t
+
+
+def _step_of(ts: pa.ChunkedArray | pa.Array, windows: pa.Table) -> pa.Array:
+    """Step whose [start_ns, end_ns] holds each timestamp (null outside every window);
+    windows are taken as non-overlapping, the earliest-starting one wins a tie (§A.2)."""
+    t = np.asarray(pc.fill_null(ts, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    if windows.num_rows == 0:
+        return pa.nulls(len(t), pa.int32())
+    order = np.argsort(windows["start_ns"].to_numpy(), kind="stable")
+    starts = windows["start_ns"].to_numpy()[order]
+    ends = windows["end_ns"].to_numpy()[order]
+    ids = windows["step"].to_numpy()[order]
+    idx = np.searchsorted(starts, t, side="right") - 1
+    ok = (idx >= 0) & (t <= ends[np.clip(idx, 0, None)])
+    return pa.array(np.where(ok, ids[np.clip(idx, 0, None)], 0).astype(np.int32), pa.int32(),
+                    mask=~ok)
+
+
+def _kernels(db: _Db, windows: pa.Table, rank: int, device_id) -> pa.Table:
+    s, c = db.string, "COMPUTE_TASK_INFO"
+    col = db.col_or_null
+    sql = f"""
+        SELECT t.deviceId, t.modelId, t.taskId, t.streamId, t.contextId,
+               {s('c', 'name')}, {s('c', 'opType')}, {_str_or_id(db, c, 'opState')},
+               {s('c', 'taskType')}, t.startNs, t.endNs - t.startNs,
+               {col(c, 'c', 'waitNs')},
+               {col(c, 'c', 'blockNum', 'blockDim')}, {col(c, 'c', 'mixBlockNum', 'mixBlockDim')},
+               {_str_or_id(db, c, 'hf32Eligible')},
+               {s('c', 'inputShapes')}, {s('c', 'inputDataTypes')}, {s('c', 'inputFormats')},
+               {s('c', 'outputShapes')}, {s('c', 'outputDataTypes')}, {s('c', 'outputFormats')}
+        FROM TASK t JOIN COMPUTE_TASK_INFO c ON t.globalTaskId = c.globalTaskId
+        ORDER BY t.startNs"""
+    names = ["device_id", "model_id", "task_id", "stream_id", "context_id", "name", "op_type",
+             "op_state", "accelerator_core", "start_ns", "dur_ns", "wait_ns", "block_num",
+             "mix_block_num", "hf32_eligible", "input_shapes", "input_dtypes", "input_formats",
+             "output_shapes", "output_dtypes", "output_formats"]
+    types = {n: S.SCHEMAS[S.KERNELS].field(n).type for n in names}
+    t = db.query(sql, names, types)
+    # kernel_details writes an invalid context id as N/A
+    ctx = t["context_id"]
+    t = t.set_column(t.schema.get_field_index("context_id"), "context_id",
+                     pc.if_else(pc.equal(ctx, DB_INVALID), pa.scalar(None, pa.int64()), ctx))
+    if device_id is not None:
+        t = t.set_column(0, "device_id", pc.fill_null(t["device_id"], device_id))
+    t = t.append_column("step", _step_of(t["start_ns"], windows))
+    t = t.append_column("rank", pa.array(np.full(t.num_rows, rank, np.int32)))
+    return S.conform(S.KERNELS, t)
+
+
+def _str_or_id(db: _Db, table: str, col: str) -> str:
+    """opState / hf32Eligible: a STRING_IDS id in CANN tables; NULL when the column is absent."""
+    return db.string("c", col) if col in db.columns(table) else "NULL"
+
+
+def _comm_big_ops(db: _Db) -> pa.Table:
+    s = db.string
+    dev = db.col_or_null("COMMUNICATION_OP", "o", "deviceId")
+    op_type = s("o", "opType") if "opType" in db.columns("COMMUNICATION_OP") else "NULL"
+    t = db.query(
+        f"SELECT {s('o', 'opName')}, {s('o', 'groupName')}, {op_type}, {dev}, o.startNs, "
+        f"o.endNs - o.startNs FROM COMMUNICATION_OP o ORDER BY o.startNs",
+        ["name", "group", "op_type", "device_id", "start_ns", "dur_ns"],
+        {"name": pa.string(), "group": pa.string(), "op_type": pa.string(),
+         "device_id": pa.int32(), "start_ns": pa.int64(), "dur_ns": pa.int64()})
+    n = t.num_rows
+    thread = pc.binary_join_element_wise("Group ", pc.fill_null(t["group"], ""), " Communication",
+                                         "")
+    return (t.append_column("track", pa.array(["communication"] * n, pa.string()))
+            .append_column("process", pa.array(["Communication"] * n, pa.string()))
+            .append_column("thread", thread))
+
+
+def _append_comm_kernels(kernels: pa.Table, comm: pa.Table, windows: pa.Table, rank: int,
+                         device_id) -> pa.Table:
+    n = comm.num_rows
+    dev = comm["device_id"]
+    if device_id is not None:
+        dev = pc.fill_null(dev, device_id)
+    rows = pa.table({
+        "rank": pa.array(np.full(n, rank, np.int32)),
+        "step": _step_of(comm["start_ns"], windows),
+        "device_id": dev,
+        "name": comm["name"], "op_type": comm["op_type"],
+        "accelerator_core": pa.array([COMM_CORE] * n, pa.string()),
+        "start_ns": comm["start_ns"], "dur_ns": comm["dur_ns"],
+    })
+    out = pa.concat_tables([kernels, S.conform(S.KERNELS, rows)])
+    return out.take(pc.sort_indices(out, [("start_ns", "ascending")]))
+
+
+def _hardware_track(db: _Db) -> pa.Table:
+    s = db.string
+    if db.has("COMPUTE_TASK_INFO"):
+        name = f"COALESCE({s('c', 'name')}, {s('t', 'taskType')})"
+        task_type = f"COALESCE({s('c', 'taskType')}, {s('t', 'taskType')})"
+        join = "LEFT JOIN COMPUTE_TASK_INFO c ON t.globalTaskId = c.globalTaskId"
+    else:
+        name = task_type = s("t", "taskType")
+        join = ""
+    t = db.query(
+        f"SELECT 'Stream ' || t.streamId, {name}, {task_type}, t.startNs, t.endNs - t.startNs "
+        f"FROM TASK t {join} ORDER BY t.startNs",
+        ["thread", "name", "task_type", "start_ns", "dur_ns"],
+        {"thread": pa.string(), "name": pa.string(), "task_type": pa.string(),
+         "start_ns": pa.int64(), "dur_ns": pa.int64()})
+    n = t.num_rows
+    return (t.append_column("track", pa.array(["hardware"] * n, pa.string()))
+            .append_column("process", pa.array(["Ascend Hardware"] * n, pa.string())))
+
+
+def _overlap_track(db: _Db) -> pa.Table:
+    t = db.query("SELECT type, startNs, endNs - startNs FROM OVERLAP_ANALYSIS ORDER BY startNs",
+                 ["type", "start_ns", "dur_ns"],
+                 {"type": pa.int64(), "start_ns": pa.int64(), "dur_ns": pa.int64()})
+    keys = pa.array(list(OVERLAP_NAMES), pa.int64())
+    vals = pa.array(list(OVERLAP_NAMES.values()), pa.string())
+    name = pc.take(vals, pc.index_in(t["type"], keys))
+    n = t.num_rows
+    return pa.table({"track": pa.array(["overlap"] * n, pa.string()),
+                     "process": pa.array(["Overlap Analysis"] * n, pa.string()),
+                     "thread": name, "name": name,
+                     "start_ns": t["start_ns"], "dur_ns": t["dur_ns"]}).filter(
+        pc.is_valid(name))
+
+
+def _api_statistic(db: _Db, rank: int) -> pa.Table:
+    """CANN_API grouped by (level, name) as api_statistic.csv does (§A.4); variance in us^2
+    (population variance)."""
+    level = ("(SELECT name FROM ENUM_API_TYPE WHERE id = a.type)" if db.has("ENUM_API_TYPE")
+             else "CAST(a.type AS TEXT)")
+    t = db.query(
+        f"""SELECT {level}, {db.string('a', 'name')}, SUM(a.endNs - a.startNs), COUNT(*),
+                   MIN(a.endNs - a.startNs), MAX(a.endNs - a.startNs),
+                   SUM(CAST(a.endNs - a.startNs AS REAL) * (a.endNs - a.startNs))
+            FROM CANN_API a GROUP BY a.type, a.name ORDER BY 3 DESC""",
+        ["level", "api_name", "total_ns", "count", "min_ns", "max_ns", "sumsq"],
+        {"level": pa.string(), "api_name": pa.string(), "total_ns": pa.int64(),
+         "count": pa.int64(), "min_ns": pa.int64(), "max_ns": pa.int64(), "sumsq": pa.float64()})
+    total = t["total_ns"].to_numpy().astype(float)
+    cnt = t["count"].to_numpy().astype(float)
+    mean_ns = total / np.maximum(cnt, 1)
+    var_us2 = np.maximum(t["sumsq"].to_numpy() / np.maximum(cnt, 1) - mean_ns ** 2, 0) / 1e6
+    t = t.drop_columns(["sumsq"]).append_column(
+        "avg_ns", pa.array(np.round(mean_ns).astype(np.int64))).append_column(
+        "variance", pa.array(var_us2)).append_column(
+        "rank", pa.array(np.full(t.num_rows, rank, np.int32)))
+    return S.conform(S.API_STATISTIC, t)
+
+
+def _device_type(col: pa.ChunkedArray) -> pa.Array:
+    return pc.binary_join_element_wise("NPU:", col.cast(pa.string()), "")
+
+
+def _memory_record(db: _Db, rank: int) -> pa.Table:
+    """MEMORY_RECORD: bytes -> MB (2^20), as memory_record.csv (§A.8, §B.2)."""
+    t = db.query(
+        f"""SELECT {db.string('m', 'component')}, m.timestamp, m.totalAllocated,
+                   m.totalReserved, m.totalActive, m.streamPtr, m.deviceId
+            FROM MEMORY_RECORD m ORDER BY m.timestamp""",
+        ["component", "ts_ns", "a", "r", "act", "stream_ptr", "dev"],
+        {"component": pa.string(), "ts_ns": pa.int64(), "a": pa.float64(), "r": pa.float64(),
+         "act": pa.float64(), "stream_ptr": pa.string(), "dev": pa.int64()})
+    return S.conform(S.MEMORY_RECORD, pa.table({
+        "rank": pa.array(np.full(t.num_rows, rank, np.int32)),
+        "component": t["component"], "ts_ns": t["ts_ns"],
+        "total_allocated_mb": pc.divide(t["a"], _MB), "total_reserved_mb": pc.divide(t["r"], _MB),
+        "total_active_mb": pc.divide(t["act"], _MB), "stream_ptr": t["stream_ptr"],
+        "device_type": _device_type(t["dev"])}))
+
+
+def _operator_memory(db: _Db, rank: int) -> pa.Table:
+    """OP_MEMORY: size bytes -> KB (2^10), totals bytes -> MB (2^20) (§A.8, §B.2)."""
+    t = db.query(
+        f"""SELECT {db.string('m', 'name')}, m.size, m.allocationTime, m.releaseTime, m.duration,
+                   m.allocationTotalAllocated, m.allocationTotalReserved,
+                   m.releaseTotalAllocated, m.releaseTotalReserved, m.deviceId
+            FROM OP_MEMORY m ORDER BY m.allocationTime""",
+        ["name", "size", "alloc_ns", "release_ns", "dur_ns", "aa", "ar", "ra", "rr", "dev"],
+        {"name": pa.string(), "size": pa.float64(), "alloc_ns": pa.int64(),
+         "release_ns": pa.int64(), "dur_ns": pa.int64(), "aa": pa.float64(),
+         "ar": pa.float64(), "ra": pa.float64(), "rr": pa.float64(), "dev": pa.int64()})
+    return S.conform(S.OPERATOR_MEMORY, pa.table({
+        "rank": pa.array(np.full(t.num_rows, rank, np.int32)), "name": t["name"],
+        "size_kb": pc.divide(t["size"], _KB), "alloc_ns": t["alloc_ns"],
+        "release_ns": t["release_ns"], "dur_ns": t["dur_ns"],
+        "alloc_total_allocated_mb": pc.divide(t["aa"], _MB),
+        "alloc_total_reserved_mb": pc.divide(t["ar"], _MB),
+        "release_total_allocated_mb": pc.divide(t["ra"], _MB),
+        "release_total_reserved_mb": pc.divide(t["rr"], _MB),
+        "device_type": _device_type(t["dev"])}))
+
+
+# ----------------------------------------------------------------------------- analysis.db
+
+def _fill_from_analysis_db(db: _Db, data: RankData) -> None:
+    name = db.path.name
+    readers = (("StepTraceTime", S.STEP_TRACE, _step_trace),
+               ("CommAnalyzerTime", S.COMM_OPS, _comm_ops),
+               ("CommAnalyzerBandwidth", None, _comm_bandwidth),
+               ("CommAnalyzerMatrix", S.COMM_LINKS, _comm_links))
+    for table, out, fn in readers:
+        if not db.has(table):
+            data.missing.append(f"{name}:{table}")
+            continue
+        result = fn(db, data)
+        if out is None:
+            data.tables.update(result)
+        else:
+            data.tables[out] = result
+
+
+def _int_step(step_text: pa.ChunkedArray) -> pa.Array:
+    """'step13' / '13' -> 13; '' / 'step' / None -> null."""
+    digits = pc.extract_regex(pc.fill_null(step_text.cast(pa.string()), ""), r"^(?:step)?(?P<n>\d+)$")
+    n = pc.struct_field(digits, "n")
+    return pc.if_else(pc.is_valid(digits), n, pa.scalar(None, pa.string())).cast(pa.int32())
+
+
+def _rank_col(n: int, rank: int) -> pa.Array:
+    return pa.array(np.full(n, rank, np.int32))
+
+
+def _us_to_ns(col) -> pa.Array:
+    return pc.round(pc.multiply(col.cast(pa.float64()), 1000)).cast(pa.int64())
+
+
+def _ms_to_ns(col) -> pa.Array:
+    return pc.round(pc.multiply(col.cast(pa.float64()), 1_000_000)).cast(pa.int64())
+
+
+_STEP_TRACE_COLS = (("computing", "computing_ns"),
+                    ("communication_not_overlapped", "comm_not_overlapped_ns"),
+                    ("overlapped", "overlapped_ns"), ("communication", "communication_ns"),
+                    ("free", "free_ns"), ("stage", "stage_ns"), ("bubble", "bubble_ns"),
+                    ("communication_not_overlapped_and_exclude_receive",
+                     "comm_not_overlapped_excl_receive_ns"),
+                    ("preparing", "preparing_ns"))
+
+
+def _step_trace(db: _Db, data: RankData) -> pa.Table:
+    """StepTraceTime (§B.3): values in us -> whole ns; rows ordered by step number."""
+    have = db.columns("StepTraceTime")
+    src = [c for c, _ in _STEP_TRACE_COLS]
+    sel = ", ".join(f'"{c}"' if c in have else "NULL" for c in src)
+    dev = '"deviceId"' if "deviceId" in have else "NULL"
+    types = {"device_id": pa.int64(), "step": pa.string(), **{c: pa.float64() for c in src}}
+    t = db.query(f"SELECT {dev}, step, {sel} FROM StepTraceTime", ["device_id", "step", *src],
+                 types)
+    dev_col = t["device_id"]
+    fallback = data.meta.get("device_id", data.source.device_id)
+    if fallback is not None:
+        dev_col = pc.fill_null(dev_col, fallback)
+    out = {"rank": _rank_col(t.num_rows, data.rank), "step": _int_step(t["step"]),
+           "device_id": dev_col}
+    for c, dst in _STEP_TRACE_COLS:
+        out[dst] = _us_to_ns(t[c])
+    res = S.conform(S.STEP_TRACE, pa.table(out))
+    return res.take(pc.sort_indices(res, [("step", "ascending")]))
+
+
+def _comm_ops(db: _Db, data: RankData) -> pa.Table:
+    """CommAnalyzerTime (§B.3) in the COMM_OPS schema: ms -> ns, start us -> ns."""
+    t = db.query(
+        """SELECT step, type, hccl_op_name, group_name, start_timestamp, elapse_time,
+                  transit_time, wait_time, synchronization_time, idle_time
+           FROM CommAnalyzerTime ORDER BY start_timestamp""",
+        ["step_key", "kind", "op_name", "group", "start", "elapse", "transit", "wait", "sync",
+         "idle"],
+        {"step_key": pa.string(), "kind": pa.string(), "op_name": pa.string(),
+         "group": pa.string(), **{c: pa.float64() for c in
+                                  ("start", "elapse", "transit", "wait", "sync", "idle")}})
+    transit = t["transit"].to_numpy(zero_copy_only=False)
+    wait = t["wait"].to_numpy(zero_copy_only=False)
+    sync = t["sync"].to_numpy(zero_copy_only=False)
+    out = {"rank": _rank_col(t.num_rows, data.rank), "step": _int_step(t["step_key"]),
+           "step_key": t["step_key"], "kind": t["kind"], "op_name": t["op_name"],
+           "group": t["group"], "start_ns": _us_to_ns(t["start"]),
+           "elapse_ns": _ms_to_ns(t["elapse"]), "transit_ns": _ms_to_ns(t["transit"]),
+           "wait_ns": _ms_to_ns(t["wait"]), "sync_ns": _ms_to_ns(t["sync"]),
+           "idle_ns": _ms_to_ns(t["idle"]),
+           "wait_ratio": pa.array(_ratio(wait, transit)),
+           "sync_ratio": pa.array(_ratio(sync, transit))}
+    return S.conform(S.COMM_OPS, pa.table(out))
+
+
+def _ratio(part: np.ndarray, transit: np.ndarray) -> np.ndarray:
+    """§7.2: part / (part + transit), 4 dp, 0 when the denominator is 0."""
+    den = part + transit
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(den != 0, part / np.where(den != 0, den, 1), 0.0)
+    return np.round(r, 4)
+
+
+def _comm_bandwidth(db: _Db, data: RankData) -> dict[str, pa.Table]:
+    """CommAnalyzerBandwidth (§B.3) -> COMM_BANDWIDTH (one row per op and transport) and
+    COMM_SIZE_DIST (rows with a packet count > 0; packet size key as Python writes the float,
+    like the JSON key)."""
+    t = db.query(
+        """SELECT step, type, hccl_op_name, group_name, transport_type, transit_size,
+                  transit_time, bandwidth, large_packet_ratio, package_size, count,
+                  total_duration
+           FROM CommAnalyzerBandwidth""",
+        ["step_key", "kind", "op_name", "group", "transport", "size_mb", "transit_ms",
+         "bandwidth_gbps", "large_packet_ratio", "packet", "count", "dur_ms"],
+        {"step_key": pa.string(), "kind": pa.string(), "op_name": pa.string(),
+         "group": pa.string(), "transport": pa.string(), "size_mb": pa.float64(),
+         "transit_ms": pa.float64(), "bandwidth_gbps": pa.float64(),
+         "large_packet_ratio": pa.float64(), "packet": pa.float64(), "count": pa.float64(),
+         "dur_ms": pa.float64()})
+    keys = ["step_key", "kind", "op_name", "group", "transport"]
+    first = t.group_by(keys, use_threads=False).aggregate(
+        [(c, "first") for c in ("size_mb", "transit_ms", "bandwidth_gbps",
+                                "large_packet_ratio")])
+    first = first.rename_columns([c.removesuffix("_first") for c in first.column_names])
+    bw = {"rank": _rank_col(first.num_rows, data.rank), "step": _int_step(first["step_key"]),
+          **{k: first[k] for k in keys}, "size_mb": first["size_mb"],
+          "transit_ns": _ms_to_ns(first["transit_ms"]),
+          "bandwidth_gbps": first["bandwidth_gbps"],
+          "large_packet_ratio": first["large_packet_ratio"]}
+    dist = t.filter(pc.greater(pc.fill_null(t["count"], 0), 0))
+    packet = pa.array([None if v is None else repr(float(v)) for v in dist["packet"].to_pylist()],
+                      pa.string())
+    sd = {"rank": _rank_col(dist.num_rows, data.rank), "step": _int_step(dist["step_key"]),
+          **{k: dist[k] for k in keys}, "packet_size_mb": packet,
+          "count": dist["count"].cast(pa.int64()), "dur_ns": _ms_to_ns(dist["dur_ms"])}
+    return {S.COMM_BANDWIDTH: S.conform(S.COMM_BANDWIDTH, pa.table(bw)),
+            S.COMM_SIZE_DIST: S.conform(S.COMM_SIZE_DIST, pa.table(sd))}
+
+
+def _comm_links(db: _Db, data: RankData) -> pa.Table:
+    """CommAnalyzerMatrix (§B.3) -> COMM_LINKS; link_key '<hccl_op_name>@<group_name>' as the
+    communication_matrix.json key; Large Packet Ratio is not in the table (null)."""
+    have = db.columns("CommAnalyzerMatrix")
+    op = "op_name" if "op_name" in have else "NULL"
+    t = db.query(
+        f"""SELECT step, type, hccl_op_name, {op}, group_name, src_rank, dst_rank,
+                   transport_type, transit_size, transit_time, bandwidth
+            FROM CommAnalyzerMatrix""",
+        ["step_key", "kind", "link_op", "op_name", "group", "src", "dst", "transport",
+         "size_mb", "transit_ms", "bandwidth_gbps"],
+        {"step_key": pa.string(), "kind": pa.string(), "link_op": pa.string(),
+         "op_name": pa.string(), "group": pa.string(), "src": pa.int32(), "dst": pa.int32(),
+         "transport": pa.string(), "size_mb": pa.float64(), "transit_ms": pa.float64(),
+         "bandwidth_gbps": pa.float64()})
+    out = {"rank": _rank_col(t.num_rows, data.rank), "step": _int_step(t["step_key"]),
+           "step_key": t["step_key"], "kind": t["kind"],
+           "link_key": pc.binary_join_element_wise(t["link_op"], t["group"], "@"),
+           # '-total' links have no single op: '' in the db, no "Op Name" in the JSON
+           "op_name": pc.if_else(pc.equal(t["op_name"], ""), pa.scalar(None, pa.string()),
+                                 t["op_name"]),
+           "group": t["group"], "src_rank": t["src"],
+           "dst_rank": t["dst"], "transport": t["transport"], "size_mb": t["size_mb"],
+           "transit_ns": _ms_to_ns(t["transit_ms"]), "bandwidth_gbps": t["bandwidth_gbps"]}
+    return S.conform(S.COMM_LINKS, pa.table(out))

@@ -1,0 +1,339 @@
+"""The SQLite export reader (ascendprof.readers.db, spec §B) against real data.
+
+Expected values come only from the profiler's own files, read here independently with the
+stdlib (csv, json, sqlite3): kernel_details.csv / step_trace_time.csv / communication*.json
+of the text export, and the StepTraceTime rows of analysis.db.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import shutil
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from ascendprof import schemas as S
+from ascendprof.errors import InputError
+from ascendprof.pipeline import load
+from ascendprof.problems import Problems
+from ascendprof.readers import db as dbreader
+from ascendprof.scan import DB, TORCH_TEXT, Source, one_per_rank, scan
+
+OUT = "ASCEND_PROFILER_OUTPUT"
+LEVELS = ("level0", "level1", "level2")
+
+
+def _source(rank_dir: Path) -> Source:
+    found = scan(rank_dir, Problems())
+    assert len(found) == 1 and found[0].kind == DB, found
+    return found[0]
+
+
+def _levels(shared_data: Path) -> Path:
+    return shared_data / "torch_npu-2rank-levels"
+
+
+def _sha(paths) -> dict[str, str]:
+    return {str(p): hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in paths}
+
+
+def _ro(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+
+
+# ----------------------------------------------------------------------------- kernels
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("rank", (0, 1))
+def test_kernels_match_text_export_of_the_same_level(shared_data, level, rank):
+    """db and text exports of one level are two separate runs of the same job (different
+    timestamps, see the step windows), so times differ; what the job launched must not.
+
+    Tolerance: the multiset of (op type, accelerator core) must be equal, and so must the count
+    per op type. This run shape is fully deterministic (a fixed CNN, one step), so "as two runs of
+    one job differ" means zero difference here; a difference of one kernel would already reveal a
+    lost or duplicated row.
+    """
+    base = _levels(shared_data)
+    data = dbreader.read(_source(base / "db" / level / f"rank{rank}_ascend_pt"))
+    k = data.tables[S.KERNELS]
+    got = Counter(zip(k["op_type"].to_pylist(), k["accelerator_core"].to_pylist()))
+
+    text = base / "text" / level / f"rank{rank}_ascend_pt" / OUT / "kernel_details.csv"
+    with open(text, newline="", encoding="utf-8-sig") as f:
+        rows = list(csv.DictReader(f))
+    want = Counter((r["Type"], r["Accelerator Core"]) for r in rows)
+
+    assert sorted(got) == sorted(want)
+    assert Counter(t for t, _ in got.elements()) == Counter(t for t, _ in want.elements())
+    assert got == want
+    # every kernel of the one collected step is inside its STEP_TIME window
+    assert set(k["step"].to_pylist()) == {int(r["Step Id"]) for r in rows} == {50}
+
+
+def test_kernel_columns_resolved_from_string_ids(shared_data):
+    """Names, shapes and types are STRING_IDS values, not ids; times are ns from TASK."""
+    path = _levels(shared_data) / "db" / "level2" / "rank0_ascend_pt"
+    dbfile = path / OUT / "ascend_pytorch_profiler_0.db"
+    data = dbreader.read(_source(path))
+    k = data.tables[S.KERNELS]
+    assert k.schema.names[: len(S.SCHEMAS[S.KERNELS])] == S.SCHEMAS[S.KERNELS].names
+    with _ro(dbfile) as c:
+        name, shapes, start, end = c.execute(
+            """SELECT n.value, sh.value, t.startNs, t.endNs FROM TASK t
+               JOIN COMPUTE_TASK_INFO ci ON ci.globalTaskId = t.globalTaskId
+               JOIN STRING_IDS n ON n.id = ci.name JOIN STRING_IDS sh ON sh.id = ci.inputShapes
+               ORDER BY t.startNs LIMIT 1""").fetchone()
+    first = [r for r in k.to_pylist() if r["accelerator_core"] != dbreader.COMM_CORE][0]
+    assert (first["name"], first["input_shapes"]) == (name, shapes)
+    assert (first["start_ns"], first["dur_ns"]) == (start, end - start)
+    assert first["rank"] == 0 and first["device_id"] == 0
+
+
+# ----------------------------------------------------------------------------- step trace
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_step_trace_equals_step_trace_time_table(shared_data, level):
+    rank_dir = _levels(shared_data) / "db" / level / "rank1_ascend_pt"
+    data = dbreader.read(_source(rank_dir))
+    st = data.tables[S.STEP_TRACE].to_pylist()
+    with _ro(rank_dir / OUT / "analysis.db") as c:
+        c.row_factory = sqlite3.Row
+        rows = [dict(r) for r in c.execute("SELECT * FROM StepTraceTime")]
+    assert len(st) == len(rows) == 1
+    got, want = st[0], rows[0]
+    assert got["step"] == int(want["step"]) == 50
+    assert got["device_id"] == 1  # StepTraceTime has no deviceId here: RANK_DEVICE_MAP
+    for src, dst in (("computing", "computing_ns"), ("free", "free_ns"),
+                     ("communication_not_overlapped", "comm_not_overlapped_ns"),
+                     ("overlapped", "overlapped_ns"), ("communication", "communication_ns"),
+                     ("stage", "stage_ns"), ("bubble", "bubble_ns"), ("preparing", "preparing_ns"),
+                     ("communication_not_overlapped_and_exclude_receive",
+                      "comm_not_overlapped_excl_receive_ns")):
+        assert got[dst] == round(want[src] * 1000), src
+
+
+# Stage and Preparing of step_trace_time.csv come from float microsecond timestamps near
+# 1.76e15 us, whose float64 spacing is 0.25 us (the CSV values are multiples of 0.25), while
+# analysis.db computes them from integer ns. So those two may differ by up to 0.25 us; every
+# other column is a sum of durations and matches to 3 decimals.
+_FLOAT_TS_TOLERANCE_US = 0.25
+
+
+@pytest.mark.parametrize("rank", (0, 1, 2, 3))
+def test_qwen3_analysis_db_step_trace_vs_csv(qwen3, rank):
+    rank_dir = qwen3 / f"rank_{rank}_ascend_pt"
+    src = Source(path=str(rank_dir), kind=DB, rank=rank,
+                 files=[f"{OUT}/analysis.db", f"profiler_info_{rank}.json"])
+    data = dbreader.read(src)
+    assert "profiler .db" in data.missing  # only analysis.db in this fixture
+    got = data.tables[S.STEP_TRACE].to_pylist()
+    with open(rank_dir / OUT / "step_trace_time.csv", newline="") as f:
+        want = list(csv.DictReader(f))
+    assert len(got) == len(want) == 1
+    g, w = got[0], want[0]
+    assert g["step"] == int(w["Step"]) and g["device_id"] == int(w["Device_id"])
+    exact = {"Computing": "computing_ns", "Communication(Not Overlapped)": "comm_not_overlapped_ns",
+             "Overlapped": "overlapped_ns", "Communication": "communication_ns", "Free": "free_ns",
+             "Bubble": "bubble_ns",
+             "Communication(Not Overlapped and Exclude Receive)":
+                 "comm_not_overlapped_excl_receive_ns"}
+    for col, dst in exact.items():
+        assert g[dst] / 1000 == pytest.approx(float(w[col]), abs=0.0005), col
+    for col, dst in (("Stage", "stage_ns"), ("Preparing", "preparing_ns")):
+        assert abs(g[dst] / 1000 - float(w[col])) <= _FLOAT_TS_TOLERANCE_US, col
+
+
+# ----------------------------------------------------------------------------- communication
+
+def _qwen3_db(qwen3: Path, rank: int):
+    rank_dir = qwen3 / f"rank_{rank}_ascend_pt"
+    src = Source(path=str(rank_dir), kind=DB, rank=rank, files=[f"{OUT}/analysis.db"])
+    return rank_dir, dbreader.read(src)
+
+
+@pytest.mark.parametrize("rank", (0, 1, 2, 3))
+def test_qwen3_comm_ops_vs_communication_json(qwen3, rank):
+    rank_dir, data = _qwen3_db(qwen3, rank)
+    doc = json.loads((rank_dir / OUT / "communication.json").read_text())
+    want = {}
+    for step_key, kinds in doc.items():
+        for kind, ops in kinds.items():
+            for key, info in ops.items():
+                if key == "Total Op Info":
+                    continue
+                op, group = key.rsplit("@", 1)
+                want[(step_key, kind, op, group)] = info
+    ops = data.tables[S.COMM_OPS].to_pylist()
+    assert {(o["step_key"], o["kind"], o["op_name"], o["group"]) for o in ops} == set(want)
+    for o in ops:
+        t = want[(o["step_key"], o["kind"], o["op_name"], o["group"])]["Communication Time Info"]
+        assert o["step"] == int(o["step_key"].removeprefix("step"))
+        assert o["start_ns"] == round(t["Start Timestamp(us)"] * 1000)
+        for field, col in (("Elapse Time(ms)", "elapse_ns"), ("Transit Time(ms)", "transit_ns"),
+                           ("Wait Time(ms)", "wait_ns"), ("Synchronization Time(ms)", "sync_ns"),
+                           ("Idle Time(ms)", "idle_ns")):
+            assert o[col] == round(t[field] * 1e6), field
+        assert o["wait_ratio"] == pytest.approx(t["Wait Time Ratio"], abs=1e-9)
+        assert o["sync_ratio"] == pytest.approx(t["Synchronization Time Ratio"], abs=1e-9)
+
+    # bandwidth: the db lists the transports that carried data; the JSON all five with zeros
+    bw = {(b["op_name"], b["group"], b["transport"]): b
+          for b in data.tables[S.COMM_BANDWIDTH].to_pylist() if b["size_mb"]}
+    want_bw = {}
+    want_dist = Counter()
+    for (step_key, kind, op, group), info in want.items():
+        for transport, v in info["Communication Bandwidth Info"].items():
+            if v["Transit Size(MB)"]:
+                want_bw[(op, group, transport)] = v
+            for size, (count, dur_ms) in v["Size Distribution"].items():
+                want_dist[(op, transport, size, count, round(dur_ms * 1e6))] += 1
+    assert set(bw) == set(want_bw)
+    for key, v in want_bw.items():
+        assert bw[key]["size_mb"] == pytest.approx(v["Transit Size(MB)"], rel=1e-12)
+        assert bw[key]["transit_ns"] == round(v["Transit Time(ms)"] * 1e6)
+        assert bw[key]["bandwidth_gbps"] == pytest.approx(v["Bandwidth(GB/s)"], rel=1e-12)
+        assert bw[key]["large_packet_ratio"] == pytest.approx(v["Large Packet Ratio"])
+    got_dist = Counter((d["op_name"], d["transport"], d["packet_size_mb"], d["count"], d["dur_ns"])
+                       for d in data.tables[S.COMM_SIZE_DIST].to_pylist())
+    assert got_dist == want_dist
+
+
+@pytest.mark.parametrize("rank", (1, 3))
+def test_qwen3_comm_links_vs_communication_matrix_json(qwen3, rank):
+    rank_dir, data = _qwen3_db(qwen3, rank)
+    doc = json.loads((rank_dir / OUT / "communication_matrix.json").read_text())
+    want = {}
+    for step_key, kinds in doc.items():
+        for kind, ops in kinds.items():
+            for key, links in ops.items():
+                for link, v in links.items():
+                    src, dst = link.split("-")
+                    want[(step_key, kind, key, int(src), int(dst))] = v
+    got = {(r["step_key"], r["kind"], r["link_key"], r["src_rank"], r["dst_rank"]): r
+           for r in data.tables[S.COMM_LINKS].to_pylist()}
+    assert set(got) == set(want)
+    for k, v in want.items():
+        assert got[k]["transport"] == v["Transport Type"]
+        assert got[k]["op_name"] == v.get("Op Name")  # absent for '-total' links
+        assert got[k]["size_mb"] == pytest.approx(v["Transit Size(MB)"], rel=1e-12)
+        assert got[k]["transit_ns"] == round(v["Transit Time(ms)"] * 1e6)
+        assert got[k]["bandwidth_gbps"] == pytest.approx(v["Bandwidth(GB/s)"], rel=1e-12)
+
+
+# ----------------------------------------------------------------------------- timeline
+
+def test_timeline_tracks_follow_trace_view_conventions(shared_data):
+    """level1 rank0 db holds OVERLAP_ANALYSIS; counts per type from the table itself."""
+    rank_dir = _levels(shared_data) / "db" / "level1" / "rank0_ascend_pt"
+    dbfile = rank_dir / OUT / "ascend_pytorch_profiler_0.db"
+    tl = dbreader.read(_source(rank_dir)).tables[S.TIMELINE]
+    with _ro(dbfile) as c:
+        by_type = dict(c.execute("SELECT type, COUNT(*) FROM OVERLAP_ANALYSIS GROUP BY type"))
+        n_task = c.execute("SELECT COUNT(*) FROM TASK").fetchone()[0]
+        groups = [r[0] for r in c.execute(
+            "SELECT s.value FROM COMMUNICATION_OP o JOIN STRING_IDS s ON s.id = o.groupName")]
+        n_compute = c.execute("SELECT COUNT(*) FROM COMPUTE_TASK_INFO").fetchone()[0]
+    rows = tl.to_pylist()
+    overlap = Counter(r["thread"] for r in rows if r["track"] == "overlap")
+    assert overlap == {"Computing": by_type[0], "Communication": by_type[1],
+                       "Communication(Not Overlapped)": by_type[2], "Free": by_type[3]}
+    assert all(r["name"] == r["thread"] for r in rows if r["track"] == "overlap")
+    hw = [r for r in rows if r["track"] == "hardware"]
+    assert len(hw) == n_task and all(r["thread"].startswith("Stream ") for r in hw)
+    assert sum(r["task_type"] in ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIV", "DSA_SQE")
+               and not r["name"].isupper() for r in hw) == n_compute
+    comm = [r for r in rows if r["track"] == "communication"]
+    assert [r["thread"] for r in comm] == [f"Group {g} Communication" for g in groups]
+    assert [r["name"] for r in rows if r["track"] == "step"] == ["ProfilerStep#50"]
+
+
+def test_missing_overlap_table_is_recorded(shared_data):
+    rank_dir = _levels(shared_data) / "db" / "level2" / "rank0_ascend_pt"
+    data = dbreader.read(_source(rank_dir))
+    assert "ascend_pytorch_profiler_0.db:OVERLAP_ANALYSIS" in data.missing
+    assert "overlap" not in set(data.tables[S.TIMELINE]["track"].to_pylist())
+
+
+# ----------------------------------------------------------------------------- input safety
+
+def test_input_databases_unchanged_after_reading(shared_data, qwen3):
+    dirs = [_levels(shared_data) / "db" / lv / f"rank{r}_ascend_pt" for lv in LEVELS
+            for r in (0, 1)]
+    files = [p for d in dirs for p in sorted(d.rglob("*"))]
+    before = _sha(p for p in files if p.is_file())
+    for d in dirs:
+        dbreader.read(_source(d))
+    after_files = [p for d in dirs for p in sorted(d.rglob("*"))]
+    assert after_files == files  # no -journal / -wal / -shm appeared
+    assert _sha(p for p in after_files if p.is_file()) == before
+
+
+def test_corrupt_database_raises_input_error_naming_it(tmp_path):
+    rank_dir = tmp_path / "rank0_ascend_pt"
+    (rank_dir / OUT).mkdir(parents=True)
+    bad = rank_dir / OUT / "ascend_pytorch_profiler_0.db"
+    bad.write_bytes(b"SQLite format 3\x00" + b"\xff" * 200)
+    src = Source(path=str(rank_dir), kind=DB, rank=0, files=[f"{OUT}/{bad.name}"])
+    with pytest.raises(InputError) as err:
+        dbreader.read(src)
+    assert str(bad) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_corrupt_analysis_db_next_to_good_profiler_db_is_a_problem(shared_data, tmp_path):
+    good = _levels(shared_data) / "db" / "level0" / "rank0_ascend_pt"
+    rank_dir = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(good, rank_dir)
+    (rank_dir / OUT / "analysis.db").write_bytes(b"not a database at all" * 10)
+    data = dbreader.read(_source(rank_dir))
+    assert S.KERNELS in data.tables and S.STEP_TRACE not in data.tables
+    assert any(p.path.endswith("analysis.db") for p in data.problems)
+
+
+# ----------------------------------------------------------------------------- mixed trees
+
+def test_mixed_tree_uses_text_once_and_says_so(shared_data, tmp_path):
+    """Text and db copies of the same two ranks side by side: each rank is analysed once, from
+    the text export, and the dropped db copy is named in a warning."""
+    base = _levels(shared_data)
+    for kind in ("text", "db"):
+        for r in (0, 1):
+            src = base / kind / "level1" / f"rank{r}_ascend_pt"
+            dst = tmp_path / kind / f"rank{r}_ascend_pt"
+            (dst / OUT).mkdir(parents=True)
+            shutil.copy2(src / f"profiler_info_{r}.json", dst)
+            wanted = ("step_trace_time.csv",) if kind == "text" else ("analysis.db",)
+            for f in wanted:
+                shutil.copy2(src / OUT / f, dst / OUT / f)
+    # make the db copies the newest, so kind (not age) must decide
+    for p in (tmp_path / "db").rglob("*"):
+        p.touch()
+    problems = Problems()
+    found = scan(tmp_path, problems)
+    assert sorted((s.rank, s.kind) for s in found) == [(0, DB), (0, TORCH_TEXT), (1, DB),
+                                                        (1, TORCH_TEXT)]
+    chosen = load(tmp_path, problems)
+    assert [(s.rank, s.kind) for s in chosen] == [(0, TORCH_TEXT), (1, TORCH_TEXT)]
+    assert all(DB in s.also for s in chosen)
+    for r in (0, 1):
+        dropped = [p for p in problems if p.path == str(tmp_path / "db" / f"rank{r}_ascend_pt")]
+        assert dropped and dropped[0].severity == "warning"
+        assert str(tmp_path / "text" / f"rank{r}_ascend_pt") in dropped[0].reason
+        assert "torch_npu text" in dropped[0].reason
+
+
+def test_one_directory_with_text_and_db_is_read_as_text(shared_data, tmp_path):
+    base = _levels(shared_data)
+    d = tmp_path / "rank0_ascend_pt"
+    (d / OUT).mkdir(parents=True)
+    shutil.copy2(base / "text/level1/rank0_ascend_pt/profiler_info_0.json", d)
+    shutil.copy2(base / "text/level1/rank0_ascend_pt" / OUT / "step_trace_time.csv", d / OUT)
+    shutil.copy2(base / "db/level1/rank0_ascend_pt" / OUT / "analysis.db", d / OUT)
+    problems = Problems()
+    (s,) = one_per_rank(scan(tmp_path, problems), problems)
+    assert s.kind == TORCH_TEXT and s.also == [DB]
