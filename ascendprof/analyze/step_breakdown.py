@@ -1,0 +1,431 @@
+"""The per-step time breakdown (Computing, Communication(Not Overlapped), Free, ...), recomputed
+from lower-level data, and its cross-check against what the profiler reported.
+
+Spec §7.1: CANN builds, per device, the compute sections C (union of compute-kernel intervals) and
+communication sections M (union of communication big ops), then Communication(Not Overlapped) =
+M \\ C and Free = busy extent \\ (C ∪ M) (§7.1.b); torch_npu credits each resulting piece wholly to
+the step whose window contains its start and sums per step (§7.1.c). :func:`recompute` does the
+same from whatever lower-level input the rank has, in this order of preference:
+
+1. ``timeline``: TIMELINE 'hardware' compute tasks + 'communication' big ops (threads
+   "Group <g> Communication") -- the true recomputation;
+2. ``overlap``: the TIMELINE 'overlap' track (the profiler's own Overlap Analysis pieces) summed
+   per step -- a weaker check (same arithmetic as torch_npu, not independent data);
+3. ``kernels``: KERNELS compute rows + communication big ops (KERNELS rows with Accelerator Core
+   COMMUNICATION/HCCL, else COMM_OPS start + Elapse Time).
+
+Deviation from §7.1.b, found on the torch_npu-2rank-levels data: the busy extent there is the hull
+of C ∪ M (the MEMCPY_ASYNC tasks before the first kernel are not inside the profiler's Free), so
+the hull of C ∪ M is used, not the span of all non-kernel tasks.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ascendprof import schemas as S
+from ascendprof.analyze import intervals as I
+
+#: The nine step_trace_time.csv metrics: (CSV column, STEP_TRACE column) (spec §A.1).
+METRICS = (
+    ("Computing", "computing_ns"),
+    ("Communication(Not Overlapped)", "comm_not_overlapped_ns"),
+    ("Overlapped", "overlapped_ns"),
+    ("Communication", "communication_ns"),
+    ("Free", "free_ns"),
+    ("Stage", "stage_ns"),
+    ("Bubble", "bubble_ns"),
+    ("Communication(Not Overlapped and Exclude Receive)", "comm_not_overlapped_excl_receive_ns"),
+    ("Preparing", "preparing_ns"),
+)
+
+#: Task types of compute kernels (kernel_details 'Accelerator Core', trace 'Task Type').
+COMPUTE_TYPES = {
+    "AI_CORE", "AI_VECTOR_CORE", "AIV", "AIC", "MIX_AIC", "MIX_AIV", "AI_CPU", "AICPU",
+    "DSA", "DSA_SQE", "FFTS_PLUS", "KERNEL_AICORE", "KERNEL_AIVEC", "KERNEL_AICPU",
+    "KERNEL_MIX_AIC", "KERNEL_MIX_AIV", "WRITE_BACK",
+}
+#: Runtime / communication task types and names that are not compute (trace 'Task Type' or name).
+_NON_COMPUTE = re.compile(
+    r"^(EVENT_|MEMCPY|PCIE_DMA|SDMA|NOTIFY|WRITE VALUE|WRITE_VALUE|PLACE_HOLDER|PROFILING_|RDMA|"
+    r"REDUCE_INLINE|HCCL|COMMUNICATION|STARS_COMMON|CAPTURE_|MODEL_|STREAM_|LABEL_|BARRIER|"
+    r"HCOM_)", re.IGNORECASE)
+_RUNTIME_NAME = re.compile(r"^[A-Z0-9_]+$|\s")
+#: §7.1.b: MC2 helper kernels that CANN leaves out of the compute sections.
+_EXCLUDED_SUFFIX = ("AicpuKernel", "AivKernel")
+_COMM_CORES = {"COMMUNICATION", "HCCL"}
+_BIG_OP_THREAD = re.compile(r"^Group .* Communication$")
+
+METHOD_TIMELINE = "timeline: Ascend Hardware compute tasks + HCCL big ops (interval union/difference)"
+METHOD_OVERLAP = "overlap: profiler's Overlap Analysis events summed per step (weaker check)"
+METHOD_KERNELS = "kernels: kernel_details compute rows + {comm} (interval union/difference)"
+
+
+def is_compute(task_type, name) -> bool:
+    """Whether a device task counts as compute for §7.1.b (from its task type, else its name)."""
+    name = name or ""
+    if name.endswith(_EXCLUDED_SUFFIX) or name.lower().startswith("hcom_"):
+        return False
+    if task_type:
+        t = str(task_type).strip().upper()
+        if t in COMPUTE_TYPES:
+            return True
+        if _NON_COMPUTE.match(t):
+            return False
+    return not (_RUNTIME_NAME.search(name) or _NON_COMPUTE.match(name))
+
+
+# --------------------------------------------------------------------------------------------
+# the breakdown arithmetic
+
+
+def breakdown(compute: I.Intervals, comm: I.Intervals, receive: I.Intervals,
+              windows: list[tuple[int | None, int, int]],
+              fwk_start: dict | None = None) -> list[dict]:
+    """Per-window metrics in ns from compute / communication / hcom_receive intervals.
+
+    ``windows``: (step, lo, hi) -- a piece belongs to the first window with ``lo <= start < hi``
+    (§7.1.c, no clipping). ``fwk_start``: step -> ProfilerStep start for Preparing (else null).
+    Returns one dict per window with the STEP_TRACE ``*_ns`` keys and ``step``.
+    """
+    C, M = I.union(compute), I.union(comm)
+    CM = I.union_of(C, M)
+    cno = I.difference(M, C)
+    free = I.difference(I.hull(CM), CM)
+    rec = I.make(*receive)
+    order = sorted(range(len(windows)), key=lambda k: windows[k][1])
+    lo = np.array([windows[k][1] for k in order], np.int64)
+    hi = np.array([windows[k][2] for k in order], np.int64)
+
+    def owner(starts: np.ndarray) -> np.ndarray:
+        """Index into ``order`` of the first window holding each start, -1 if none."""
+        out = np.full(starts.size, -1, np.int64)
+        for j in range(len(lo)):
+            out[(starts >= lo[j]) & (starts < hi[j]) & (out < 0)] = j
+        return out
+
+    def per_window(s: I.Intervals) -> np.ndarray:
+        w = owner(s[0])
+        return np.bincount(w[w >= 0], weights=(s[1] - s[0])[w >= 0],
+                           minlength=len(lo)).astype(np.int64)
+
+    comp_w, comm_w, cno_w, free_w, rec_w = (per_window(x) for x in (C, M, cno, free, rec))
+    # Stage: e2e span of every piece torch_npu looks at, per window of its start
+    rows = []
+    ev_s = np.concatenate([C[0], M[0], cno[0], free[0], rec[0]])
+    ev_e = np.concatenate([C[1], M[1], cno[1], free[1], rec[1]])
+    ev_w = owner(ev_s)
+    task_s = np.concatenate([C[0], M[0]])
+    task_w = owner(task_s)
+    for j, k in enumerate(order):
+        step = windows[k][0]
+        mine = ev_w == j
+        stage = int(ev_e[mine].max() - ev_s[mine].min()) if mine.any() else 0
+        first = task_s[task_w == j]
+        prep = None
+        if fwk_start and step in fwk_start and first.size:
+            prep = int(first.min() - fwk_start[step])
+        bubble = int(rec_w[j])
+        rows.append({
+            "step": step,
+            "computing_ns": int(comp_w[j]),
+            "comm_not_overlapped_ns": int(cno_w[j]),
+            "overlapped_ns": int(comm_w[j] - cno_w[j]),
+            "communication_ns": int(comm_w[j]),
+            "free_ns": int(free_w[j]),
+            "stage_ns": stage - bubble,
+            "bubble_ns": bubble,
+            "comm_not_overlapped_excl_receive_ns": max(int(cno_w[j]) - bubble, 0),
+            "preparing_ns": prep,
+        })
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+# choosing the input
+
+
+def _rank_rows(t: pa.Table | None, rank: int) -> pa.Table | None:
+    if t is None or t.num_rows == 0:
+        return None
+    if "rank" in t.column_names:
+        t = t.filter(pc.equal(t["rank"], rank))
+    return t if t.num_rows else None
+
+
+def _col(t: pa.Table, name: str) -> list:
+    return t.column(name).to_pylist()
+
+
+def _ivals(t: pa.Table, mask=None, dur="dur_ns") -> I.Intervals:
+    s = t.column("start_ns").to_numpy(zero_copy_only=False)
+    d = t.column(dur).fill_null(0).to_numpy(zero_copy_only=False)
+    if mask is not None:
+        mask = np.asarray(mask, bool)
+        s, d = s[mask], d[mask]
+    ok = ~np.isnan(s.astype(float)) if s.dtype.kind == "f" else np.ones(s.size, bool)
+    return I.from_durations(s[ok].astype(np.int64), d[ok].astype(np.int64))
+
+
+def _windows(tables, rank, data_span: tuple[int, int] | None):
+    """(step, lo, hi) windows and a description. STEPS first, else kernel Step Id spans, else one
+    window over all the data."""
+    steps = _rank_rows(tables.get(S.STEPS), rank)
+    if steps is not None:
+        w = [(s, int(a), int(b)) for s, a, b in zip(_col(steps, "step"), _col(steps, "start_ns"),
+                                                     _col(steps, "end_ns")) if a is not None]
+        if w:
+            origin = ", ".join(sorted({o for o in _col(steps, "origin") if o})) or "STEPS"
+            return w, f"step windows from {origin}"
+    k = _rank_rows(tables.get(S.KERNELS), rank)
+    if k is not None and k["step"].null_count < k.num_rows:
+        k = k.filter(pc.is_valid(k["step"]))
+        end = pc.add(k["start_ns"], pc.fill_null(k["dur_ns"], 0))
+        g = pa.table({"step": k["step"], "s": k["start_ns"], "e": end}).group_by("step").aggregate(
+            [("s", "min"), ("e", "max")])
+        w = [(st, a, b + 1) for st, a, b in zip(_col(g, "step"), _col(g, "s_min"), _col(g, "e_max"))]
+        if data_span is not None and len(w) == 1:  # a single step owns everything
+            w = [(w[0][0], min(w[0][1], data_span[0]), max(w[0][2], data_span[1] + 1))]
+        return w, "step windows from kernel_details Step Id spans"
+    if data_span is None:
+        return [], ""
+    return [(None, data_span[0], data_span[1] + 1)], "one window over all data (no step windows)"
+
+
+def _fwk_starts(tables, rank) -> dict:
+    tl = _rank_rows(tables.get(S.TIMELINE), rank)
+    if tl is None:
+        return {}
+    st = tl.filter(pc.equal(tl["track"], "step"))
+    return {s: a for s, a in zip(_col(st, "step"), _col(st, "start_ns")) if s is not None}
+
+
+def _receive_mask(names: list) -> np.ndarray:
+    return np.array([bool(n) and n.lower().startswith("hcom_receive") for n in names], bool)
+
+
+def _span(*sets: I.Intervals) -> tuple[int, int] | None:
+    h = I.hull(I.union_of(*sets))
+    return (int(h[0][0]), int(h[1][0])) if h[0].size else None
+
+
+def _from_timeline(tables, rank):
+    tl = _rank_rows(tables.get(S.TIMELINE), rank)
+    if tl is None:
+        return None, "no trace_view timeline"
+    track = np.array(_col(tl, "track"), dtype=object)
+    hw = tl.filter(pa.array(track == "hardware"))
+    if hw.num_rows == 0:
+        return None, "timeline has no Ascend Hardware tasks"
+    comp_mask = [is_compute(t, n) for t, n in zip(_col(hw, "task_type"), _col(hw, "name"))]
+    if not any(comp_mask):
+        return None, "timeline has no compute kernels among the Ascend Hardware tasks"
+    cm = tl.filter(pa.array(track == "communication"))
+    big = np.array([bool(t) and bool(_BIG_OP_THREAD.match(t)) for t in _col(cm, "thread")], bool)
+    compute = _ivals(hw, comp_mask)
+    comm = _ivals(cm, big)
+    receive = _ivals(cm, big & _receive_mask(_col(cm, "name")))
+    note = "" if big.any() else "; no HCCL big ops in the timeline (communication = 0)"
+    return (compute, comm, receive), METHOD_TIMELINE + note
+
+
+def _from_overlap(tables, rank):
+    tl = _rank_rows(tables.get(S.TIMELINE), rank)
+    if tl is None:
+        return None, "no trace_view timeline"
+    ov = tl.filter(pc.equal(tl["track"], "overlap"))
+    if ov.num_rows == 0:
+        return None, "timeline has no Overlap Analysis events"
+    return ov, METHOD_OVERLAP
+
+
+def _from_kernels(tables, rank):
+    k = _rank_rows(tables.get(S.KERNELS), rank)
+    if k is None:
+        return None, "no kernel_details (KERNELS) for this rank"
+    cores = [str(c or "").upper() for c in _col(k, "accelerator_core")]
+    names = _col(k, "name")
+    is_comm = np.array([c in _COMM_CORES or (n or "").lower().startswith("hcom_")
+                        for c, n in zip(cores, names)], bool)
+    comp_mask = np.array([not ic and is_compute(c, n) for ic, c, n in zip(is_comm, cores, names)],
+                         bool)
+    if not comp_mask.any():
+        return None, "kernel_details has no compute rows"
+    if is_comm.any():
+        comm = _ivals(k, is_comm)
+        receive = _ivals(k, is_comm & _receive_mask(names))
+        src = "kernel_details COMMUNICATION rows (big ops)"
+    else:
+        ops = _rank_rows(tables.get(S.COMM_OPS), rank)
+        if ops is None:
+            comm, receive = I.empty(), I.empty()
+            src = "no communication ops (communication = 0)"
+        else:
+            comm = _ivals(ops, dur="elapse_ns")
+            receive = _ivals(ops, _receive_mask(_col(ops, "op_name")), dur="elapse_ns")
+            src = "communication.json ops (Start Timestamp + Elapse Time)"
+    return (_ivals(k, comp_mask), comm, receive), METHOD_KERNELS.format(comm=src)
+
+
+def _device_id(tables, rank):
+    for name in (S.STEP_TRACE, S.KERNELS):
+        t = _rank_rows(tables.get(name), rank)
+        if t is not None and "device_id" in t.column_names:
+            v = pc.drop_null(t["device_id"])
+            if len(v):
+                return v[0].as_py()
+    return None
+
+
+def recompute(tables: dict[str, pa.Table], rank: int) -> tuple[pa.Table | None, str]:
+    """The nine step_trace_time metrics per step, recomputed (STEP_TRACE schema, int ns).
+
+    Input: one rank's tables (TIMELINE / KERNELS / COMM_OPS / STEPS / STEP_TRACE, any subset).
+    Chooses the best available method (module doc) and returns ``(table, method)`` where method
+    names the input used and the step windows; when nothing suffices returns ``(None, reason)``
+    naming what is missing. Preparing is null unless the ProfilerStep start is known (TIMELINE
+    'step' track). Never raises for missing data.
+    """
+    reasons = []
+    fwk = _fwk_starts(tables, rank)
+    for build in (_from_timeline, _from_overlap, _from_kernels):
+        got, how = build(tables, rank)
+        if got is None:
+            reasons.append(how)
+            continue
+        if build is _from_overlap:
+            return _overlap_table(tables, rank, got, fwk, how)
+        compute, comm, receive = got
+        windows, wdesc = _windows(tables, rank, _span(compute, comm))
+        rows = breakdown(compute, comm, receive, windows, fwk)
+        return _table(rows, rank, _device_id(tables, rank)), f"{how}; {wdesc}"
+    return None, "cannot recompute: " + "; ".join(dict.fromkeys(reasons))
+
+
+def _overlap_table(tables, rank, ov, fwk, how):
+    threads = np.array(_col(ov, "thread"), dtype=object)
+    sets = {t: _ivals(ov, threads == t) for t in
+            ("Computing", "Communication", "Communication(Not Overlapped)", "Free")}
+    tl = _rank_rows(tables.get(S.TIMELINE), rank)
+    cm = tl.filter(pc.equal(tl["track"], "communication"))
+    big = np.array([bool(t) and bool(_BIG_OP_THREAD.match(t)) for t in _col(cm, "thread")], bool)
+    receive = _ivals(cm, big & _receive_mask(_col(cm, "name")))
+    windows, wdesc = _windows(tables, rank, _span(*sets.values()))
+    rows = _sum_overlap(sets, receive, windows, fwk)
+    return _table(rows, rank, _device_id(tables, rank)), f"{how}; {wdesc}"
+
+
+def _sum_overlap(sets, receive, windows, fwk) -> list[dict]:
+    """§7.1.c verbatim: sum each event's duration into the step holding its start."""
+    order = sorted(range(len(windows)), key=lambda k: windows[k][1])
+    rows = []
+    for k in order:
+        step, lo, hi = windows[k]
+        sums, s_min, e_max, first = {}, [], [], []
+        for name, (s, e) in list(sets.items()) + [("receive", receive)]:
+            m = (s >= lo) & (s < hi)
+            sums[name] = int((e[m] - s[m]).sum())
+            if m.any():
+                s_min.append(s[m].min())
+                e_max.append(e[m].max())
+                if name in ("Computing", "Communication"):
+                    first.append(s[m].min())
+        bubble = sums["receive"]
+        cno = sums["Communication(Not Overlapped)"]
+        stage = int(max(e_max) - min(s_min)) if s_min else 0
+        prep = int(min(first) - fwk[step]) if first and step in fwk else None
+        rows.append({
+            "step": step, "computing_ns": sums["Computing"], "comm_not_overlapped_ns": cno,
+            "overlapped_ns": sums["Communication"] - cno, "communication_ns": sums["Communication"],
+            "free_ns": sums["Free"], "stage_ns": stage - bubble, "bubble_ns": bubble,
+            "comm_not_overlapped_excl_receive_ns": max(cno - bubble, 0), "preparing_ns": prep,
+        })
+    return rows
+
+
+def _table(rows: list[dict], rank: int, device_id) -> pa.Table:
+    cols = {k: [r[k] for r in rows] for k in rows[0]} if rows else {}
+    t = pa.table({"rank": pa.array([rank] * len(rows), pa.int32()),
+                  "device_id": pa.array([device_id] * len(rows), pa.int32()),
+                  **{k: pa.array(v, pa.int32() if k == "step" else pa.int64())
+                     for k, v in cols.items()}})
+    return S.conform(S.STEP_TRACE, t)
+
+
+# --------------------------------------------------------------------------------------------
+# cross-check
+
+CHECK_COLUMNS = ["Rank", "Step", "Metric", "Reported(us)", "Recomputed(us)", "Deviation(%)",
+                 "Method", "Note"]
+#: Deviation above which a row gets a note (percent).
+NOTE_THRESHOLD_PCT = 1.0
+
+
+def _by_step(t: pa.Table | None) -> dict:
+    if t is None or t.num_rows == 0:
+        return {}
+    return {r["step"]: r for r in t.to_pylist()}
+
+
+def _pair_steps(rep: dict, rec: dict) -> list:
+    """Steps of both sides; a lone unnamed recomputed window pairs with a lone reported step."""
+    if len(rep) == 1 and len(rec) == 1 and None in rec and None not in rep:
+        only = next(iter(rep))
+        rec[only] = rec.pop(None)
+    steps = list(dict.fromkeys(list(rep) + list(rec)))
+    return sorted(steps, key=lambda s: (s is None, s if s is not None else 0))
+
+
+def check_table(per_rank: dict[int, tuple]):
+    """The step_trace_check table: reported vs recomputed, one row per rank / step / metric.
+
+    ``per_rank``: rank -> (reported STEP_TRACE table or None, recomputed STEP_TRACE table or None,
+    method string from :func:`recompute`). Returns a pandas DataFrame with :data:`CHECK_COLUMNS`:
+    values in us (float), Deviation(%) = (recomputed - reported) / reported * 100, empty when the
+    reported value is 0 or either side is missing. Note says why a value is missing and flags
+    deviations above :data:`NOTE_THRESHOLD_PCT`. A rank that could not be recomputed gets rows whose
+    Note is the reason (``method``).
+    """
+    import pandas as pd
+
+    out = []
+    for rank in sorted(per_rank):
+        reported, recomputed, method = per_rank[rank]
+        rep, rec = _by_step(reported), _by_step(recomputed)
+        if not rep and not rec:
+            for col, _ in METRICS:
+                out.append([rank, None, col, None, None, None, method,
+                            "not reported and not recomputed: " + (method or "no data")])
+            continue
+        for step in _pair_steps(rep, rec):
+            r_row, c_row = rep.get(step), rec.get(step)
+            for col, key in METRICS:
+                rv = None if r_row is None or r_row.get(key) is None else r_row[key] / 1000
+                cv = None if c_row is None or c_row.get(key) is None else c_row[key] / 1000
+                dev, note = None, ""
+                if recomputed is None or not rec:
+                    note = method or "not recomputed"
+                elif c_row is None:
+                    note = "step not found in the recomputed data"
+                elif cv is None:
+                    note = ("ProfilerStep start unknown (no framework events in the input)"
+                            if key == "preparing_ns" else "not recomputable from this input")
+                elif rv is None:
+                    note = "not reported by the profiler" if r_row is None else "reported value missing"
+                elif rv == 0:
+                    note = "" if cv == 0 else f"reported 0, recomputed {cv:.3f} us"
+                else:
+                    dev = (cv - rv) / rv * 100
+                    if abs(dev) > NOTE_THRESHOLD_PCT:
+                        note = (f"recomputed differs by {dev:+.2f}% ({cv - rv:+.3f} us) beyond "
+                                f"{NOTE_THRESHOLD_PCT:g}%")
+                out.append([rank, step, col, rv, cv, dev, method, note])
+    df = pd.DataFrame(out, columns=CHECK_COLUMNS)
+    df["Step"] = df["Step"].astype("Int64")
+    for c in ("Reported(us)", "Recomputed(us)", "Deviation(%)"):
+        df[c] = df[c].astype("float64")
+    return df
