@@ -1,0 +1,163 @@
+"""Op statistics from kernels, computed the way CANN's op_statistic.csv is (spec §A.3, §7.4),
+per rank and for the whole cluster, plus the cluster's top kernels.
+
+Work is split for distribution: :func:`rank_partial` / :func:`kernel_partial` reduce one rank's
+KERNELS table to small aggregates on the worker; :func:`combine` / :func:`top_kernels` build the
+outputs from those partials only, never from the raw kernels of all ranks.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+#: Accelerator Core values of communication rows (kernel_details adds the comm big ops with
+#: COMMUNICATION, older versions with HCCL); the profiler's op_statistic leaves them out.
+COMMUNICATION_CORES = ("COMMUNICATION", "HCCL")
+#: Task types CANN never counts as ops (spec §A.3).
+NON_OP_CORES = ("WRITE_BACK", "INVALID")
+
+_AGGS = [("dur_ns", "count"), ("dur_ns", "sum"), ("dur_ns", "min"), ("dur_ns", "max")]
+
+OP_STATISTICS_COLUMNS = ["Rank", "OP Type", "Accelerator Core", "Count", "Total Time(us)",
+                         "Min Time(us)", "Avg Time(us)", "Max Time(us)", "Ratio(%)"]
+TOP_KERNELS_COLUMNS = ["Name", "Input Shapes", "OP Type", "Accelerator Core", "Count", "Ranks",
+                       "Total Time(us)", "Avg Time(us)", "Max Time(us)"]
+
+
+def _not_comm(kernels: pa.Table) -> pa.Table:
+    core = kernels["accelerator_core"]
+    keep = pc.invert(pc.fill_null(pc.is_in(core, pa.array(COMMUNICATION_CORES)), False))
+    return kernels.filter(pc.and_(keep, pc.is_valid(kernels["dur_ns"])))
+
+
+def _aggregate(t: pa.Table, keys: list[str]) -> pa.Table:
+    g = t.select(keys + ["dur_ns"]).group_by(keys, use_threads=False).aggregate(_AGGS)
+    g = g.rename_columns([{"dur_ns_count": "count", "dur_ns_sum": "total_ns", "dur_ns_min": "min_ns",
+                           "dur_ns_max": "max_ns"}.get(c, c) for c in g.column_names])
+    return g.select(keys + ["count", "total_ns", "min_ns", "max_ns"]).cast(pa.schema(
+        [t.schema.field(k) for k in keys]
+        + [pa.field(c, pa.int64()) for c in ("count", "total_ns", "min_ns", "max_ns")]))
+
+
+def rank_partial(kernels: pa.Table) -> pa.Table:
+    """One rank's op statistics aggregate from a KERNELS table (spec §A.3 grouping).
+
+    In: KERNELS (``rank, op_type, accelerator_core, dur_ns`` used). Rows left out, as the
+    profiler does: communication rows (Accelerator Core COMMUNICATION / HCCL), op type 'N/A'
+    (null after reading; all Level0 rows), core types WRITE_BACK / INVALID, null durations.
+    Out: ``rank int32, op_type, accelerator_core, count, total_ns, min_ns, max_ns`` (int64 ns),
+    one row per (rank, op_type, accelerator_core); empty when nothing is left.
+    """
+    t = _not_comm(kernels)
+    op = t["op_type"]
+    keep = pc.and_(pc.is_valid(op), pc.not_equal(pc.fill_null(op, ""), "N/A"))
+    keep = pc.and_(keep, pc.invert(pc.fill_null(
+        pc.is_in(t["accelerator_core"], pa.array(NON_OP_CORES)), False)))
+    return _aggregate(t.filter(keep), ["rank", "op_type", "accelerator_core"])
+
+
+def kernel_partial(kernels: pa.Table) -> pa.Table:
+    """One rank's per-kernel aggregate from a KERNELS table, for :func:`top_kernels`.
+
+    Groups by ``(rank, name, input_shapes, op_type, accelerator_core)`` (null keys form their own
+    group, so Level0 kernels without op type count too); communication rows are left out.
+    Out: those keys plus ``count, total_ns, min_ns, max_ns`` (int64 ns).
+    """
+    return _aggregate(_not_comm(kernels),
+                      ["rank", "name", "input_shapes", "op_type", "accelerator_core"])
+
+
+def _us(ns: pd.Series) -> pd.Series:
+    return (ns.astype("float64") / 1000.0).round(3)
+
+
+def _finish(g: pd.DataFrame, rank_label) -> pd.DataFrame:
+    total_all = g["total_ns"].sum()
+    out = pd.DataFrame({
+        "Rank": [rank_label] * len(g),
+        "OP Type": g["op_type"].to_numpy(),
+        "Accelerator Core": g["accelerator_core"].to_numpy(),
+        "Count": g["count"].astype("int64").to_numpy(),
+        "Total Time(us)": _us(g["total_ns"]).to_numpy(),
+        "Min Time(us)": _us(g["min_ns"]).to_numpy(),
+        "Avg Time(us)": (g["total_ns"].astype("float64") / g["count"] / 1000.0).round(3).to_numpy(),
+        "Max Time(us)": _us(g["max_ns"]).to_numpy(),
+        "Ratio(%)": ((g["total_ns"].astype("float64") / total_all * 100.0).round(3).to_numpy()
+                     if total_all else [0.0] * len(g)),
+    })
+    out["_total"] = g["total_ns"].to_numpy()
+    return out.sort_values(["_total", "OP Type", "Accelerator Core"],
+                           ascending=[False, True, True], kind="stable")
+
+
+def _group(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    return df.groupby(keys, dropna=False, sort=True).agg(
+        count=("count", "sum"), total_ns=("total_ns", "sum"), min_ns=("min_ns", "min"),
+        max_ns=("max_ns", "max")).reset_index()
+
+
+def combine(partials: list[pa.Table]) -> pd.DataFrame:
+    """op_statistics.csv from :func:`rank_partial` tables of any number of ranks.
+
+    Out columns :data:`OP_STATISTICS_COLUMNS`: ``Rank`` (the rank number, or ``"cluster"`` for
+    rows summed over all ranks), ``OP Type``, ``Accelerator Core``, ``Count``, ``Total / Min /
+    Avg / Max Time(us)`` (3 decimals), ``Ratio(%)`` = share of that rank's (or the cluster's)
+    total op time, 3 decimals, as in the profiler's op_statistic.csv (spec §A.3). Sorted by rank
+    (cluster last), then Total desc. Partials of the same rank are merged. Empty input -> an
+    empty frame with these columns.
+    """
+    parts = [p for p in partials if p is not None and p.num_rows]
+    if not parts:
+        return pd.DataFrame(columns=OP_STATISTICS_COLUMNS)
+    df = pa.concat_tables(parts).to_pandas()
+    df[["op_type", "accelerator_core"]] = df[["op_type", "accelerator_core"]].astype(object)
+    frames = []
+    per_rank = _group(df, ["rank", "op_type", "accelerator_core"])
+    for rank, g in per_rank.groupby("rank", sort=True):
+        frames.append(_finish(g, int(rank)))
+    frames.append(_finish(_group(df, ["op_type", "accelerator_core"]), "cluster"))
+    out = pd.concat(frames, ignore_index=True).drop(columns="_total")
+    out["Rank"] = out["Rank"].astype(object)
+    return out[OP_STATISTICS_COLUMNS]
+
+
+def compact_ranks(ranks) -> str:
+    """Sorted distinct ranks as ranges: ``[3, 0, 1, 2, 8] -> "0-3,8"``."""
+    rs = sorted({int(r) for r in ranks})
+    out, i = [], 0
+    while i < len(rs):
+        j = i
+        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
+            j += 1
+        out.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def top_kernels(partials: list[pa.Table], n: int = 20) -> pd.DataFrame:
+    """top_kernels.csv: the ``n`` kernels with the largest total time over the cluster.
+
+    In: :func:`kernel_partial` tables. A kernel is (name, input shapes, op type, accelerator
+    core), summed over ranks. Out columns :data:`TOP_KERNELS_COLUMNS`: ``Count`` (all ranks),
+    ``Ranks`` (the ranks that ran it, as ranges "0-3,8"), ``Total / Avg / Max Time(us)``
+    (3 decimals). Missing text keys are written 'N/A'. Sorted by Total desc, then Name.
+    """
+    parts = [p for p in partials if p is not None and p.num_rows]
+    if not parts:
+        return pd.DataFrame(columns=TOP_KERNELS_COLUMNS)
+    keys = ["name", "input_shapes", "op_type", "accelerator_core"]
+    df = pa.concat_tables(parts).to_pandas()
+    df[keys] = df[keys].astype(object).where(df[keys].notna(), "N/A")
+    g = _group(df, keys).sort_values(["total_ns", "name"], ascending=[False, True], kind="stable")
+    g = g.head(n)
+    ranks = df.merge(g[keys], on=keys).groupby(keys, sort=False)["rank"].agg(compact_ranks)
+    g = g.join(ranks.rename("ranks"), on=keys)
+    return pd.DataFrame({
+        "Name": g["name"], "Input Shapes": g["input_shapes"], "OP Type": g["op_type"],
+        "Accelerator Core": g["accelerator_core"], "Count": g["count"].astype("int64"),
+        "Ranks": g["ranks"], "Total Time(us)": _us(g["total_ns"]),
+        "Avg Time(us)": (g["total_ns"].astype("float64") / g["count"] / 1000.0).round(3),
+        "Max Time(us)": _us(g["max_ns"]),
+    }).reset_index(drop=True)
