@@ -1,0 +1,455 @@
+"""Cluster communication files in msprof-analyze's layout, built from the COMM_* tables.
+
+Reproduces what ``msprof-analyze cluster -m all`` (26.2.0, text data) writes
+(spec §8; msprof_analyze/cluster_analyse: communication_group/base_communication_group.py,
+analysis/communication_analysis.py, analysis/comm_matrix_analysis.py, analysis/base_analysis.py):
+
+- ``communication_group.json``: the rank sets of every collective and p2p communication group,
+  plus ``comm_group_parallel_info`` joining each group with ``parallel_group_info`` of
+  profiler_metadata.json (§A.13); the profiler names a group by ``double_hash(group id)``.
+- ``cluster_communication.json``: ``{"(r0, r1, ...)": {step_key: {"<op>@<group>": {rank: OPINFO},
+  "Total Op Info@<group>": {rank: TOTAL}}}}`` — per op the rank's own record (§A.5); per group
+  the sums of the time fields, Wait Time Ratio = wait/(wait+transit), Synchronization Time Ratio
+  = sync/(sync+transit), per transport summed size/time/size distribution and Bandwidth(GB/s) =
+  MB/ms, all ratios rounded to 4 decimals (0 when the denominator is 0).
+- ``cluster_communication_matrix.json``: the same group/step nesting, each link summed over the
+  ranks and re-keyed from group-local to global ranks; local ranks are mapped through the
+  self-links ``"i-i"`` each rank reports in the same step (what msprof-analyze effectively does:
+  its parallel_group_info lookup never matches), unmappable links are dropped; per group a
+  ``Total Op Info@<group>`` sums the ``-total@`` (and raw per-op) entries.
+
+Group keys are ``str(tuple(set_of_ranks))`` as msprof-analyze writes them. msprof-analyze adds
+ranks in the order it finds the rank directories; we add them in ascending rank order, and list
+groups, ops and ranks in that order too (same keys and values; list order can differ).
+Everything takes tables and returns plain dicts / DataFrames; nothing touches files.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import defaultdict
+
+import pandas as pd
+import pyarrow as pa
+
+EPS = 1e-15
+TIME_INFO = "Communication Time Info"
+BANDWIDTH_INFO = "Communication Bandwidth Info"
+TOTAL_OP_INFO = "Total Op Info"
+_TIME_FIELDS = (("Elapse Time(ms)", "elapse_ns"), ("Transit Time(ms)", "transit_ns"),
+                ("Wait Time(ms)", "wait_ns"), ("Synchronization Time(ms)", "sync_ns"),
+                ("Idle Time(ms)", "idle_ns"))
+_MATRIX_TYPE_RE = ("send|reduce|invalid|broadcast|allreduce|receive|allgather|reducescatter|"
+                   "scatter|alltoall|alltoallv|alltoallvc|batchsendrecv")
+
+
+# --- helpers shared by the three files ---------------------------------------------------------
+
+def double_hash(text: str) -> int:
+    """The profiler's name for a communication group: two 32-bit polynomial hashes (primes 29 and
+    131) of the group id (``"group_name_5"``) joined into one 64-bit number."""
+    h0 = h1 = 0
+    for ch in text:
+        h0 = (h0 * 29 + ord(ch)) & 0xFFFFFFFF
+        h1 = (h1 * 131 + ord(ch)) & 0xFFFFFFFF
+    return (h0 << 32) | h1
+
+
+def ratio(dividend: float, divisor: float) -> float:
+    """dividend/divisor rounded to 4 decimals, 0 when the divisor is (almost) 0."""
+    if divisor is None or abs(divisor) < EPS:
+        return 0
+    return round((dividend or 0) / divisor, 4)
+
+
+def parallel_groups(metadata: dict[int, dict]) -> dict[str, dict]:
+    """group name as the profiler writes it (``str(double_hash(group id))``) -> ``{"group_id",
+    "pg_name", "global_ranks"}`` from every rank's ``parallel_group_info`` (§A.13); the first
+    rank (ascending) that lists a group id wins."""
+    out: dict[str, dict] = {}
+    for rank in sorted(metadata):
+        info = (metadata.get(rank) or {}).get("parallel_group_info")
+        if not isinstance(info, dict):
+            continue
+        for gid, g in info.items():
+            key = str(double_hash(str(gid)))
+            if key in out or not isinstance(g, dict):
+                continue
+            ranks = g.get("global_ranks")
+            out[key] = {"group_id": gid, "pg_name": g.get("group_name", "") or "",
+                        "global_ranks": sorted(ranks) if isinstance(ranks, list) else []}
+    return out
+
+
+def _rows(table: pa.Table | None) -> list[dict]:
+    if table is None or table.num_rows == 0:
+        return []
+    return table.to_pylist()
+
+
+def _by_rank(rows: list[dict]) -> dict[int, list[dict]]:
+    out: dict[int, list[dict]] = defaultdict(list)
+    for r in rows:
+        out[r["rank"]].append(r)
+    return out
+
+
+def group_membership(comm_ops: pa.Table | None, comm_links: pa.Table | None = None
+                     ) -> tuple[dict[str, set], dict[str, set]]:
+    """(collective, p2p): group name -> set of global ranks that report an op of it in
+    communication.json or a link in communication_matrix.json, in first-seen order (ranks
+    ascending, each rank's ops in file order, then its links)."""
+    coll: dict[str, set] = {}
+    p2p: dict[str, set] = {}
+    ops, links = _by_rank(_rows(comm_ops)), _by_rank(_rows(comm_links))
+    for rank in sorted(set(ops) | set(links)):
+        for r in ops.get(rank, []) + links.get(rank, []):
+            target = coll if r["kind"] == "collective" else p2p if r["kind"] == "p2p" else None
+            if target is not None:
+                target.setdefault(r["group"], set()).add(rank)
+    return coll, p2p
+
+
+def group_key(ranks) -> str:
+    """``"(0, 1)"``: msprof-analyze's key, the tuple of a Python set of ranks."""
+    s: set = set()
+    for r in sorted(ranks):
+        s.add(r)
+    return str(tuple(s))
+
+
+def _key_for(kind: str, group: str, coll: dict, p2p: dict) -> str:
+    return group_key((p2p if kind == "p2p" else coll).get(group, ()))
+
+
+# --- communication_group.json ------------------------------------------------------------------
+
+def build_groups(comm_ops: pa.Table | None, metadata: dict[int, dict],
+                 comm_links: pa.Table | None = None) -> dict:
+    """communication_group.json as msprof-analyze writes it.
+
+    In: COMM_OPS (and optionally COMM_LINKS, which msprof-analyze also reads for membership),
+    rank -> profiler_metadata object. Out: ``{"collective": [[ranks]...], "p2p": [[ranks]...],
+    "comm_group_parallel_info": [{"type", "rank_set", "group_name", "group_id", "pg_name"}...]}``;
+    ``rank_set`` is the group's ``global_ranks`` when parallel_group_info knows the group, else the
+    ranks seen. With no communication data all three lists are empty (msprof-analyze still writes
+    the file then).
+    """
+    coll, p2p = group_membership(comm_ops, comm_links)
+    pg = parallel_groups(metadata)
+    info = []
+    for kind, groups in (("collective", coll), ("p2p", p2p)):
+        for name, ranks in groups.items():
+            known = pg.get(name)
+            rank_set = sorted(ranks)
+            if known and known["global_ranks"]:
+                rank_set = list(known["global_ranks"])
+            info.append({"type": kind, "rank_set": rank_set, "group_name": name,
+                         "group_id": known["group_id"] if known else "",
+                         "pg_name": known["pg_name"] if known else ""})
+    return {"collective": [list(_as_set(s)) for s in coll.values()],
+            "p2p": [list(_as_set(s)) for s in p2p.values()],
+            "comm_group_parallel_info": info}
+
+
+def _as_set(ranks) -> set:
+    s: set = set()
+    for r in sorted(ranks):
+        s.add(r)
+    return s
+
+
+# --- cluster_communication.json ----------------------------------------------------------------
+
+def _ms(ns):
+    return None if ns is None else ns / 1e6
+
+
+def _op_info(op: dict, bandwidth: list[dict], dist: dict[str, dict]) -> dict:
+    t = {}
+    if op.get("start_ns") is not None:
+        t["Start Timestamp(us)"] = op["start_ns"] / 1000
+    for label, col in _TIME_FIELDS:
+        if op.get(col) is not None:
+            t[label] = _ms(op[col])
+    wait, transit, sync = (_ms(op.get("wait_ns")) or 0, _ms(op.get("transit_ns")) or 0,
+                           _ms(op.get("sync_ns")) or 0)
+    t["Wait Time Ratio"] = (op["wait_ratio"] if op.get("wait_ratio") is not None
+                            else ratio(wait, wait + transit))
+    t["Synchronization Time Ratio"] = (op["sync_ratio"] if op.get("sync_ratio") is not None
+                                       else ratio(sync, sync + transit))
+    b = {}
+    for row in bandwidth:
+        size, time_ms = row.get("size_mb"), _ms(row.get("transit_ns"))
+        entry = {"Transit Size(MB)": size or 0, "Transit Time(ms)": time_ms or 0,
+                 "Bandwidth(GB/s)": (row["bandwidth_gbps"] if row.get("bandwidth_gbps") is not None
+                                     else ratio(size or 0, time_ms or 0))}
+        if row.get("large_packet_ratio") is not None:
+            entry["Large Packet Ratio"] = row["large_packet_ratio"]
+        entry["Size Distribution"] = dist.get(row["transport"], {})
+        b[row["transport"]] = entry
+    return {TIME_INFO: t, BANDWIDTH_INFO: b}
+
+
+def _op_infos(comm_ops, comm_bandwidth, comm_size_dist) -> list[tuple[dict, dict]]:
+    """[(COMM_OPS row, OPINFO dict)] in rank then file order."""
+    def k(r):
+        return (r["rank"], r["step_key"], r["kind"], r["op_name"], r["group"])
+
+    bw: dict[tuple, list[dict]] = defaultdict(list)
+    for r in _rows(comm_bandwidth):
+        bw[k(r)].append(r)
+    dist: dict[tuple, dict[str, dict]] = defaultdict(lambda: defaultdict(dict))
+    for r in _rows(comm_size_dist):
+        dist[k(r)][r["transport"]][r["packet_size_mb"]] = [r["count"] or 0,
+                                                           _ms(r["dur_ns"]) or 0]
+    ops = sorted(_rows(comm_ops), key=lambda r: r["rank"])  # stable: file order within a rank
+    return [(r, _op_info(r, bw.get(k(r), []), dist.get(k(r), {}))) for r in ops]
+
+
+def _total_info(rank_infos: list[dict]) -> dict:
+    """Sum of one rank's OPINFOs of one group in one step (CommunicationAnalysis totals)."""
+    t: dict[str, float] = defaultdict(float)
+    b: dict[str, dict] = {}
+    for info in rank_infos:
+        for label, v in info.get(TIME_INFO, {}).items():
+            if label not in ("Wait Time Ratio", "Synchronization Time Ratio",
+                             "Start Timestamp(us)"):
+                t[label] += v
+        for transport, part in info.get(BANDWIDTH_INFO, {}).items():
+            tot = b.setdefault(transport, {"Transit Time(ms)": 0, "Transit Size(MB)": 0,
+                                           "Size Distribution": defaultdict(lambda: [0, 0])})
+            tot["Transit Time(ms)"] += part.get("Transit Time(ms)", 0)
+            tot["Transit Size(MB)"] += part.get("Transit Size(MB)", 0)
+            for size, (count, dur) in part.get("Size Distribution", {}).items():
+                tot["Size Distribution"][size][0] += count
+                tot["Size Distribution"][size][1] += dur
+    t = dict(t)
+    wait, transit, sync = (t.get("Wait Time(ms)", 0), t.get("Transit Time(ms)", 0),
+                           t.get("Synchronization Time(ms)", 0))
+    t["Wait Time Ratio"] = ratio(wait, wait + transit)
+    t["Synchronization Time Ratio"] = ratio(sync, sync + transit)
+    for tot in b.values():
+        tot["Size Distribution"] = dict(tot["Size Distribution"])
+        tot["Bandwidth(GB/s)"] = ratio(tot["Transit Size(MB)"], tot["Transit Time(ms)"])
+    return {TIME_INFO: t, BANDWIDTH_INFO: b}
+
+
+def build_communication(comm_ops: pa.Table, comm_bandwidth: pa.Table | None,
+                        comm_size_dist: pa.Table | None, metadata: dict[int, dict],
+                        comm_links: pa.Table | None = None) -> dict:
+    """cluster_communication.json as msprof-analyze writes it (see the module docstring).
+
+    In: all ranks' COMM_OPS, COMM_BANDWIDTH, COMM_SIZE_DIST (int ns, MB), optionally COMM_LINKS
+    (only for group membership, as msprof-analyze reads both files), rank -> profiler_metadata.
+    Out: ``{group key: {step key: {op key: {str(rank): OPINFO}, "Total Op Info@<group>":
+    {str(rank): TOTAL}}}}`` with times in ms and Start Timestamp in us, as in the profiler's
+    communication.json. A missing ratio or bandwidth (db input) is recomputed as in spec §7.2.
+    Returns ``{}`` when there are no ops. Raises nothing for well-formed tables.
+    """
+    coll, p2p = group_membership(comm_ops, comm_links)
+    out: dict = {}
+    for row, info in _op_infos(comm_ops, comm_bandwidth, comm_size_dist):
+        gk = _key_for(row["kind"], row["group"], coll, p2p)
+        op_key = f"{row['op_name']}@{row['group']}"
+        out.setdefault(gk, {}).setdefault(row["step_key"], {}).setdefault(op_key, {}) \
+            .setdefault(str(row["rank"]), info)
+    for steps in out.values():
+        for step_ops in steps.values():
+            per_group: dict[str, dict[str, list]] = {}
+            for op_key, ranks in step_ops.items():
+                group = op_key.split("@")[-1]
+                for rank, info in ranks.items():
+                    per_group.setdefault(group, {}).setdefault(rank, []).append(info)
+            for group, ranks in per_group.items():
+                step_ops[f"{TOTAL_OP_INFO}@{group}"] = {r: _total_info(v) for r, v in ranks.items()}
+    return out
+
+
+# --- cluster_communication_matrix.json ---------------------------------------------------------
+
+def _is_raw_op_row(r: dict) -> bool:
+    """A flat-CANN matrix record (link_key is the op key itself), not a torch_npu summary."""
+    return r.get("op_name") is not None and r["link_key"].rpartition("@")[0] == r["op_name"]
+
+
+def _matrix_type(op_name: str) -> str:
+    import re
+
+    m = re.search(_MATRIX_TYPE_RE, op_name.lower())
+    return m.group() if m else op_name.split("__")[0]
+
+
+def _condense_raw(rows: list[dict]) -> list[dict]:
+    """Per rank and step, turn raw per-op link records into the ``<type>-top1/middle/bottom1/
+    bottom2/bottom3/total@<group>`` records torch_npu writes (spec §A.6; msprof-analyze's
+    MsprofCommunicationMatrixAdapter does the same for PROF_ data)."""
+    out, raw = [], defaultdict(list)
+    for r in rows:
+        if _is_raw_op_row(r):
+            raw[(r["rank"], r["step_key"], r["kind"])].append(r)
+        else:
+            out.append(r)
+    for (rank, step_key, kind), recs in raw.items():
+        by_link: dict[tuple, list[dict]] = {}
+        for r in recs:
+            by_link.setdefault((_matrix_type(r["op_name"]), r["group"], r["src_rank"],
+                                r["dst_rank"]), []).append(r)
+        for (typ, group, src, dst), data in by_link.items():
+            data = sorted(data, key=lambda x: x.get("bandwidth_gbps") or 0, reverse=True)
+            picks = [("top1", data[0]), ("middle", data[len(data) // 2]), ("bottom1", data[-1])]
+            size = sum(x.get("size_mb") or 0 for x in data)
+            time_ns = sum(x.get("transit_ns") or 0 for x in data)
+            total = dict(data[0], op_name=None, size_mb=size, transit_ns=time_ns,
+                         bandwidth_gbps=ratio(size, time_ns / 1e6), large_packet_ratio=None)
+            picks.append(("total", total))
+            if len(data) >= 2:
+                picks.append(("bottom2", data[-2]))
+            if len(data) >= 3:
+                picks.append(("bottom3", data[-3]))
+            for label, rec in picks:
+                out.append(dict(rec, link_key=f"{typ}-{label}@{group}"))
+    return out
+
+
+def _check_add_op(op_key: str) -> bool:
+    """msprof-analyze's filter for matrix totals: skip top/middle/bottom summaries."""
+    return not any(s in op_key for s in ("middle", "top", "bottom"))
+
+
+def _new_link() -> dict:
+    return {"Transport Type": "", "Transit Time(ms)": 0, "Transit Size(MB)": 0, "Op Name": ""}
+
+
+def _add_link(acc: dict, rec: dict) -> None:
+    acc["Transport Type"] = rec["Transport Type"]
+    acc["Op Name"] = rec.get("Op Name") or ""
+    acc["Transit Time(ms)"] += rec.get("Transit Time(ms)", 0)
+    acc["Transit Size(MB)"] += rec.get("Transit Size(MB)", 0)
+
+
+def _merge_step(step_ops: dict[str, dict[int, dict[str, dict]]]) -> dict:
+    """One (group key, step) of the matrix: sum each link over ranks, map local -> global ranks
+    through the self-links, add per-group totals (CommMatrixAnalysis.compute_total_info)."""
+    local_to_global: dict[str, dict[int, int]] = {}
+    for op_key, ranks in step_ops.items():
+        group = op_key.split("@")[-1]
+        for rank, links in ranks.items():
+            for (src, dst) in links:
+                if src == dst:
+                    local_to_global.setdefault(group, {}).setdefault(src, rank)
+    merged: dict[str, dict] = {}
+    for op_key, ranks in step_ops.items():
+        rmap = local_to_global.get(op_key.split("@")[-1], {})
+        acc: dict[tuple, dict] = {}
+        for links in ranks.values():
+            for link, rec in links.items():
+                _add_link(acc.setdefault(link, _new_link()), rec)
+        glob = {}
+        for (src, dst), d in acc.items():
+            if src not in rmap or dst not in rmap:
+                continue
+            d["Bandwidth(GB/s)"] = ratio(d["Transit Size(MB)"], d["Transit Time(ms)"])
+            glob[f"{rmap[src]}-{rmap[dst]}"] = d
+        merged[op_key] = glob
+    totals: dict[str, dict[str, dict]] = {}
+    for op_key, links in merged.items():
+        if not _check_add_op(op_key):
+            continue
+        for link, d in links.items():
+            _add_link(totals.setdefault(op_key.split("@")[-1], {}).setdefault(link, _new_link()), d)
+    for group, links in totals.items():
+        for d in links.values():
+            d["Bandwidth(GB/s)"] = ratio(d["Transit Size(MB)"], d["Transit Time(ms)"])
+        merged[f"{TOTAL_OP_INFO}@{group}"] = links
+    return merged
+
+
+def build_matrix(comm_links: pa.Table, metadata: dict[int, dict],
+                 comm_ops: pa.Table | None = None) -> dict:
+    """cluster_communication_matrix.json as msprof-analyze writes it (see the module docstring).
+
+    In: all ranks' COMM_LINKS (group-local src/dst, int ns, MB), optionally COMM_OPS (group
+    membership, as msprof-analyze reads both files), rank -> profiler_metadata (kept for the
+    interface; msprof-analyze's lookup of parallel_group_info never matches, so it does not
+    change the result). Raw flat-CANN per-op records are first condensed to top1/middle/bottom/
+    total like msprof-analyze does for PROF_ data. Out: ``{group key: {step key: {link key:
+    {"<global src>-<global dst>": {"Transport Type", "Transit Time(ms)", "Transit Size(MB)",
+    "Op Name", "Bandwidth(GB/s)"}}, "Total Op Info@<group>": {...}}}}``; ``{}`` without links.
+    Links whose ranks are null (not an int in the input) or cannot be mapped are left out.
+    """
+    rows = _condense_raw(_rows(comm_links))
+    coll, p2p = group_membership(comm_ops, comm_links)
+    struct: dict = {}
+    for r in sorted(rows, key=lambda r: r["rank"]):
+        if r["src_rank"] is None or r["dst_rank"] is None:
+            continue
+        gk = _key_for(r["kind"], r["group"], coll, p2p)
+        ranks = struct.setdefault(gk, {}).setdefault(r["step_key"], {}) \
+            .setdefault(r["link_key"], {})
+        links = ranks.setdefault(r["rank"], {})
+        links.setdefault((r["src_rank"], r["dst_rank"]), {
+            "Transport Type": r["transport"], "Transit Size(MB)": r["size_mb"] or 0,
+            "Transit Time(ms)": _ms(r["transit_ns"]) or 0, "Op Name": r["op_name"] or ""})
+    return {gk: {step: _merge_step(ops) for step, ops in steps.items()}
+            for gk, steps in struct.items()}
+
+
+# --- per-group table for the verdicts ----------------------------------------------------------
+
+def group_table(comm_ops: pa.Table | None, metadata: dict[int, dict],
+                comm_links: pa.Table | None = None) -> pd.DataFrame:
+    """One row per (communication group, step, rank) with the rank's summed op times.
+
+    Columns: ``group_key`` (msprof-analyze's ``"(0, 1)"``), ``group`` (the profiler's group name),
+    ``global_ranks`` (tuple: parallel_group_info's global ranks when known, else the ranks seen),
+    ``group_name`` (parallel group name such as ``"dp_cp"``, ``"pp"``; ``""`` when unknown),
+    ``group_id`` (``"group_name_5"`` or ``""``), ``kinds`` (``"collective"``, ``"p2p"`` or
+    ``"collective+p2p"``), ``step_key``, ``step``, ``rank``, ``op_count`` and int64 ns sums
+    ``elapse_ns``, ``transit_ns``, ``wait_ns``, ``sync_ns``, ``idle_ns``, plus ``wait_ratio`` =
+    wait/(wait+transit) and ``sync_ratio`` = sync/(sync+transit) (0 when the sum is 0).
+    A high wait ratio means a rank mostly waited for its peers; a low one with long transit
+    points at a slow link. Empty frame with these columns when there are no ops.
+    """
+    cols = ["group_key", "group", "global_ranks", "group_name", "group_id", "kinds", "step_key",
+            "step", "rank", "op_count", "elapse_ns", "transit_ns", "wait_ns", "sync_ns", "idle_ns",
+            "wait_ratio", "sync_ratio"]
+    rows = _rows(comm_ops)
+    if not rows:
+        return pd.DataFrame(columns=cols)
+    coll, p2p = group_membership(comm_ops, comm_links)
+    pg = parallel_groups(metadata)
+    df = pd.DataFrame(rows)
+    for c in ("elapse_ns", "transit_ns", "wait_ns", "sync_ns", "idle_ns"):
+        df[c] = df[c].fillna(0).astype("int64")
+    df["step"] = df["step"].astype("Int64")
+    g = df.groupby(["group", "step_key", "rank"], sort=False, dropna=False)
+    out = g.agg(step=("step", "first"), op_count=("op_name", "size"),
+                kinds=("kind", lambda s: "+".join(sorted(set(s)))),
+                elapse_ns=("elapse_ns", "sum"), transit_ns=("transit_ns", "sum"),
+                wait_ns=("wait_ns", "sum"), sync_ns=("sync_ns", "sum"),
+                idle_ns=("idle_ns", "sum")).reset_index()
+
+    def key(row):
+        kind = "p2p" if row["kinds"] == "p2p" else "collective"
+        return _key_for(kind, row["group"], coll, p2p)
+
+    def members(group):
+        known = pg.get(group)
+        if known and known["global_ranks"]:
+            return tuple(known["global_ranks"])
+        return tuple(sorted(coll.get(group, set()) | p2p.get(group, set())))
+
+    out["group_key"] = out.apply(key, axis=1)
+    out["global_ranks"] = out["group"].map(members)
+    out["group_name"] = out["group"].map(lambda g: pg.get(g, {}).get("pg_name", ""))
+    out["group_id"] = out["group"].map(lambda g: pg.get(g, {}).get("group_id", ""))
+    w, t, s = (out[c].astype("float64") for c in ("wait_ns", "transit_ns", "sync_ns"))
+    out["wait_ratio"] = (w / (w + t)).where((w + t) > 0, 0.0)
+    out["sync_ratio"] = (s / (s + t)).where((s + t) > 0, 0.0)
+    out = out.sort_values(["group_key", "step", "rank"], kind="stable").reset_index(drop=True)
+    return out[cols]
+
+
+__all__ = ["build_communication", "build_matrix", "build_groups", "group_table", "double_hash",
+           "parallel_groups", "group_membership", "group_key", "ratio"]

@@ -1,0 +1,194 @@
+"""cluster_step_trace_time.csv in msprof-analyze 26.2.0's layout, from all ranks' STEP_TRACE.
+
+What msprof-analyze's StepTraceTimeAnalysis writes for text data (spec §8;
+msprof_analyze/cluster_analyse/analysis/step_trace_time_analysis.py, stage_group_analysis.py,
+cluster_utils/parallel_strategy_calculator.py, parallel_algorithm.py):
+
+- columns ``Step, Type, Index``, the nine step_trace_time.csv time columns in us (§A.1), and
+  ``DP Index, PP Index, TP Index`` when a rank's profiler_metadata.json has usable
+  ``distributed_args`` (Megatron rank layout; §A.13);
+- one ``rank`` row per (step, rank) with that rank's own values; ``Index`` is the global rank
+  (from profiler_info_{rank}.json, not step_trace's Device_id);
+- one ``stage`` row per (step, pipeline stage) with the column-wise max over the stage's ranks;
+  ``Index`` is ``str(tuple(ranks))``. Stages are the unions of collective communication groups
+  that hold at most one rank of each pipeline (p2p groups whose parallel group name starts with
+  ``pp``); without such p2p groups there are no stage rows. Ranks in no stage form the stage
+  ``()``, as in msprof-analyze.
+
+Rank rows are sorted by (step, rank) (msprof-analyze keeps its directory order), stage rows
+follow in order of first appearance.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pyarrow as pa
+
+from ascendprof.analyze.cluster_communication import parallel_groups
+
+#: (output column, STEP_TRACE column)
+TIME_COLUMNS = (
+    ("Computing", "computing_ns"),
+    ("Communication(Not Overlapped)", "comm_not_overlapped_ns"),
+    ("Overlapped", "overlapped_ns"),
+    ("Communication", "communication_ns"),
+    ("Free", "free_ns"),
+    ("Stage", "stage_ns"),
+    ("Bubble", "bubble_ns"),
+    ("Communication(Not Overlapped and Exclude Receive)", "comm_not_overlapped_excl_receive_ns"),
+    ("Preparing", "preparing_ns"),
+)
+PARALLEL_HEADERS = ["DP Index", "PP Index", "TP Index"]
+
+
+# --- DP/PP/TP index (Megatron layout) ----------------------------------------------------------
+
+def parallel_index(args: dict) -> list | None:
+    """rank -> (DP Index, PP Index, TP Index) for Megatron ``distributed_args``, or None when
+    msprof-analyze would reject them (non-int sizes, world_size != tp*pp*dp, dp not divisible by
+    ep, …). Entries are None for ranks the layout does not place."""
+    try:
+        world = args.get("world_size", 1)
+        tp = args.get("tensor_model_parallel_size", 1)
+        pp = args.get("pipeline_model_parallel_size", 1)
+        dp = args.get("data_parallel_size", 1)
+        cp = args.get("context_parallel_size", 1)
+        ep = args.get("expert_model_parallel_size", 1)
+        if not all(isinstance(v, int) for v in (world, tp, pp, dp, cp, ep)):
+            return None
+        tp, pp, dp, ep = (v or 1 for v in (tp, pp, dp, ep))
+        if dp % ep or (dp * cp) % ep or world != tp * pp * dp:
+            return None
+        per_stage = world // pp
+        dp_groups = []
+        for i in range(pp):
+            for k in range(tp * cp):
+                dp_groups.append(list(range(per_stage * i + k, per_stage * (i + 1), tp * cp)))
+        model_groups = [[g[i] for g in dp_groups] for i in range(dp)]
+    except (IndexError, ValueError, ZeroDivisionError, TypeError):
+        return None
+    index: list = [None] * world
+    for dp_i, group in enumerate(model_groups):
+        for pp_i, j in enumerate(range(0, len(group), tp)):
+            for tp_i, r in enumerate(group[j:j + tp]):
+                index[r] = (dp_i, pp_i, tp_i)
+    return index
+
+
+def _distributed_args(metadata: dict[int, dict]):
+    for rank in sorted(metadata):
+        args = (metadata.get(rank) or {}).get("distributed_args")
+        if args:
+            return args
+    return None
+
+
+# --- stages ------------------------------------------------------------------------------------
+
+def _pyset(ranks) -> set:
+    s: set = set()
+    for r in sorted(ranks):
+        s.add(r)
+    return s
+
+
+def stages_from_groups(groups: dict) -> list[list[int]]:
+    """Pipeline stages from communication_group.json's ``comm_group_parallel_info``
+    (StageInfoAnalysis): p2p groups named ``pp*`` are unioned into pipelines; every collective
+    group holding at most one rank of each pipeline is merged with the stages it touches.
+    Returns stages sorted by first rank; ``[]`` when there is no pp p2p group."""
+    info = groups.get("comm_group_parallel_info") or []
+    collective = {}
+    for rec in info:
+        if rec.get("type") == "collective":
+            collective[rec.get("group_name")] = _pyset(rec.get("rank_set", []))
+    links = [_pyset(rec.get("rank_set", [])) for rec in info
+             if rec.get("type") == "p2p" and str(rec.get("pg_name") or "").lower().startswith("pp")]
+    if not links:
+        return []
+    links.sort(key=lambda s: min(s) if s else 0)
+    pipelines = []
+    while links:
+        union, removed = set(links[0]), [links[0]]
+        for other in links[1:]:
+            if other & union:
+                union |= other
+                removed.append(other)
+        pipelines.append(union)
+        links = [s for s in links if s not in removed]
+    stage_by_first: dict[int, set] = {}
+    for ranks in collective.values():
+        if any(len(ranks & p) > 1 for p in pipelines) or not ranks:
+            continue
+        touching = [first for first, st in stage_by_first.items() if st & ranks]
+        merged = set(ranks)
+        for first in touching:
+            merged |= stage_by_first.pop(first)
+        stage_by_first[min(merged)] = merged
+    return [list(_pyset(stage_by_first[f])) for f in sorted(stage_by_first)]
+
+
+def _stages_from_metadata(metadata: dict[int, dict]) -> list[list[int]]:
+    """Fallback when no communication groups are given: treat every parallel group of
+    profiler_metadata as seen, ``pp*`` ones as p2p. Differs from msprof-analyze only when a group
+    the metadata lists never communicated."""
+    info = []
+    for name, g in parallel_groups(metadata).items():
+        kind = "p2p" if g["pg_name"].lower().startswith("pp") else "collective"
+        info.append({"type": kind, "rank_set": g["global_ranks"], "group_name": name,
+                     "pg_name": g["pg_name"]})
+    return stages_from_groups({"comm_group_parallel_info": info})
+
+
+# --- the table ---------------------------------------------------------------------------------
+
+def build(step_trace: pa.Table, metadata: dict[int, dict], groups: dict | None = None
+          ) -> pd.DataFrame:
+    """cluster_step_trace_time.csv as a DataFrame (write it with ``index=False``).
+
+    In: ``step_trace`` = all ranks' STEP_TRACE tables (int ns); ``metadata`` = rank ->
+    profiler_metadata.json object; ``groups`` = :func:`cluster_communication.build_groups` output
+    (communication_group.json), from which the pipeline stages come — when None they are inferred
+    from the metadata's parallel_group_info. Out columns: ``Step`` (int, or "" without step),
+    ``Type`` ("rank"/"stage"), ``Index`` (rank int or stage "(r0, r1)"), the nine time columns
+    in us (float), then ``DP Index, PP Index, TP Index`` (int, "NA" for stage rows and unplaced
+    ranks) only when distributed_args are usable for all ranks. Raises nothing for a
+    well-formed table; an empty table gives an empty frame with the columns.
+    """
+    headers = ["Step", "Type", "Index"] + [c for c, _ in TIME_COLUMNS]
+    st = step_trace.to_pandas() if step_trace is not None else pd.DataFrame()
+    rank_rows = []
+    if len(st):
+        st = st.assign(_step=st["step"].astype("Int64"))
+        st = st.sort_values(["_step", "rank"], kind="stable", na_position="first")
+        for rec in st.to_dict("records"):
+            step = "" if pd.isna(rec["_step"]) else int(rec["_step"])
+            vals = [0.0 if pd.isna(rec[c]) else rec[c] / 1000 for _, c in TIME_COLUMNS]
+            rank_rows.append([step, "rank", int(rec["rank"])] + vals)
+
+    stages = stages_from_groups(groups) if groups is not None else _stages_from_metadata(metadata)
+    stage_rows = []
+    if stages:
+        by_key: dict[tuple, list] = {}
+        for row in rank_rows:
+            stage = next((tuple(s) for s in stages if row[2] in s), tuple())
+            by_key.setdefault((row[0], stage), []).append(row[3:])
+        for (step, stage), vals in by_key.items():
+            stage_rows.append([step, "stage", str(stage)] + [max(c) for c in zip(*vals)])
+
+    rows = rank_rows + stage_rows
+    args = _distributed_args(metadata)
+    index = parallel_index(args) if isinstance(args, dict) else None
+    if index is not None and len(index) < len({r[2] for r in rank_rows}):
+        index = None
+    if index is not None:
+        headers = headers + PARALLEL_HEADERS
+        for row in rank_rows:
+            place = index[row[2]] if 0 <= row[2] < len(index) else None
+            row.extend(list(place) if place else ["NA"] * 3)
+        for row in stage_rows:
+            row.extend(["NA"] * 3)
+    return pd.DataFrame(rows, columns=headers)
+
+
+__all__ = ["build", "parallel_index", "stages_from_groups", "TIME_COLUMNS", "PARALLEL_HEADERS"]
