@@ -13,6 +13,7 @@ import json
 import shutil
 import sqlite3
 from collections import Counter
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 import pytest
@@ -174,7 +175,9 @@ def test_qwen3_comm_ops_vs_communication_json(qwen3, rank):
     for o in ops:
         t = want[(o["step_key"], o["kind"], o["op_name"], o["group"])]["Communication Time Info"]
         assert o["step"] == int(o["step_key"].removeprefix("step"))
-        assert o["start_ns"] == round(t["Start Timestamp(us)"] * 1000)
+        # the JSON float's shortest decimal text, times 1000 (exact, no float product)
+        start_us = Decimal(repr(t["Start Timestamp(us)"]))
+        assert o["start_ns"] == int((start_us * 1000).to_integral_value(ROUND_HALF_UP))
         for field, col in (("Elapse Time(ms)", "elapse_ns"), ("Transit Time(ms)", "transit_ns"),
                            ("Wait Time(ms)", "wait_ns"), ("Synchronization Time(ms)", "sync_ns"),
                            ("Idle Time(ms)", "idle_ns")):
@@ -182,15 +185,15 @@ def test_qwen3_comm_ops_vs_communication_json(qwen3, rank):
         assert o["wait_ratio"] == pytest.approx(t["Wait Time Ratio"], abs=1e-9)
         assert o["sync_ratio"] == pytest.approx(t["Synchronization Time Ratio"], abs=1e-9)
 
-    # bandwidth: the db lists the transports that carried data; the JSON all five with zeros
+    # bandwidth: the db lists the transports that carried data, the reader adds the JSON's zero
+    # rows for the other four, so every (op, transport) of the JSON is there
     bw = {(b["op_name"], b["group"], b["transport"]): b
-          for b in data.tables[S.COMM_BANDWIDTH].to_pylist() if b["size_mb"]}
+          for b in data.tables[S.COMM_BANDWIDTH].to_pylist()}
     want_bw = {}
     want_dist = Counter()
     for (step_key, kind, op, group), info in want.items():
         for transport, v in info["Communication Bandwidth Info"].items():
-            if v["Transit Size(MB)"]:
-                want_bw[(op, group, transport)] = v
+            want_bw[(op, group, transport)] = v
             for size, (count, dur_ms) in v["Size Distribution"].items():
                 want_dist[(op, transport, size, count, round(dur_ms * 1e6))] += 1
     assert set(bw) == set(want_bw)
@@ -337,3 +340,57 @@ def test_one_directory_with_text_and_db_is_read_as_text(shared_data, tmp_path):
     problems = Problems()
     (s,) = one_per_rank(scan(tmp_path, problems), problems)
     assert s.kind == TORCH_TEXT and s.also == [DB]
+
+
+# ----------------------------------------------------------------------------- same tables
+
+@pytest.mark.parametrize("rank", (0, 1, 2, 3))
+def test_qwen3_comm_tables_identical_to_json_reader(qwen3, rank):
+    """Same run, two inputs: the db reader's COMM_* tables equal those the communication.json
+    reader builds (row order aside), so the cluster analyses see one set of tables."""
+    from ascendprof.readers import communication
+
+    rank_dir, data = _qwen3_db(qwen3, rank)
+    js = communication.read_communication(rank_dir / OUT / "communication.json", rank)
+    js[S.COMM_LINKS] = communication.read_matrix(rank_dir / OUT / "communication_matrix.json",
+                                                 rank)
+    for name in (S.COMM_OPS, S.COMM_BANDWIDTH, S.COMM_SIZE_DIST, S.COMM_LINKS):
+        a, b = js[name].to_pylist(), data.tables[name].to_pylist()
+        key = lambda r: json.dumps(r, sort_keys=True, default=str)  # noqa: E731
+        assert len(a) == len(b), name
+        for x, y in zip(sorted(a, key=key), sorted(b, key=key)):
+            assert x.keys() == y.keys()
+            for k in x:
+                if isinstance(x[k], float):
+                    assert y[k] == pytest.approx(x[k], rel=1e-12), (name, k)
+                else:
+                    assert y[k] == x[k], (name, k)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_operator_memory_matches_text_export(shared_data, level):
+    """Allocation sizes of this fixed job repeat exactly between the two runs: the multiset of
+    (name, size) of OP_MEMORY equals operator_memory.csv, GE rows named 'cann::<op>' in both."""
+    base = _levels(shared_data)
+    data = dbreader.read(_source(base / "db" / level / "rank0_ascend_pt"))
+    got = Counter((r["name"], r["size_kb"]) for r in data.tables[S.OPERATOR_MEMORY].to_pylist())
+    path = base / "text" / level / "rank0_ascend_pt" / OUT / "operator_memory.csv"
+    with open(path, newline="") as f:
+        want = Counter((r["Name"], float(r["Size(KB)"])) for r in csv.DictReader(f))
+    assert got == want
+    assert any(n.startswith("cann::") for n, _ in got)
+
+
+def test_api_statistic_sums_cann_api(shared_data):
+    """Count and total time per (level, API) against an independent sum over CANN_API."""
+    rank_dir = _levels(shared_data) / "db" / "level2" / "rank0_ascend_pt"
+    api = dbreader.read(_source(rank_dir)).tables[S.API_STATISTIC].to_pylist()
+    with _ro(rank_dir / OUT / "ascend_pytorch_profiler_0.db") as c:
+        rows = c.execute("""SELECT e.name, s.value, a.startNs, a.endNs FROM CANN_API a
+                            JOIN ENUM_API_TYPE e ON e.id = a.type
+                            JOIN STRING_IDS s ON s.id = a.name""").fetchall()
+    want: dict = {}
+    for level, name, start, end in rows:
+        n, tot = want.get((level, name), (0, 0))
+        want[(level, name)] = (n + 1, tot + end - start)
+    assert {(r["level"], r["api_name"]): (r["count"], r["total_ns"]) for r in api} == want

@@ -64,6 +64,7 @@ from ascendprof import schemas as S
 from ascendprof.errors import InputError
 from ascendprof.rankdata import RankData
 from ascendprof.scan import Source
+from ascendprof.units import us_text_to_ns
 
 #: Accelerator Core given to COMMUNICATION_OP big-op rows of ``kernels`` (torch_npu writes
 #: ``HCCL`` in older and ``COMMUNICATION`` in newer kernel_details.csv; analyses accept both).
@@ -481,10 +482,19 @@ def _memory_record(db: _Db, rank: int) -> pa.Table:
         "device_type": _device_type(t["dev"])}))
 
 
+#: torch_npu's string ids for memory records start at 2<<28 (§B.2); a smaller name id is a
+#: CANN (GE) string, i.e. a GE operator's allocation.
+_FRAMEWORK_MEMORY_IDS = 2 << 28
+
+
 def _operator_memory(db: _Db, rank: int) -> pa.Table:
-    """OP_MEMORY: size bytes -> KB (2^10), totals bytes -> MB (2^20) (§A.8, §B.2)."""
+    """OP_MEMORY: size bytes -> KB (2^10), totals bytes -> MB (2^20) (§A.8, §B.2).
+
+    GE operator rows (name id below :data:`_FRAMEWORK_MEMORY_IDS`) are named ``cann::<name>``
+    as operator_memory.csv names them; the db stores the bare name."""
     t = db.query(
-        f"""SELECT {db.string('m', 'name')}, m.size, m.allocationTime, m.releaseTime, m.duration,
+        f"""SELECT CASE WHEN m.name < {_FRAMEWORK_MEMORY_IDS} THEN 'cann::' ELSE '' END
+                   || {db.string('m', 'name')}, m.size, m.allocationTime, m.releaseTime, m.duration,
                    m.allocationTotalAllocated, m.allocationTotalReserved,
                    m.releaseTotalAllocated, m.releaseTotalReserved, m.deviceId
             FROM OP_MEMORY m ORDER BY m.allocationTime""",
@@ -537,6 +547,13 @@ def _us_to_ns(col) -> pa.Array:
     return pc.round(pc.multiply(col.cast(pa.float64()), 1000)).cast(pa.int64())
 
 
+def _abs_us_to_ns(col) -> pa.Array:
+    """Absolute us stored as REAL (~16 digits) -> ns through the float's shortest decimal text
+    (``repr``), so 1764246877147674.5 gives ...674500 and not the float product ...674624."""
+    return pa.array([None if v is None else us_text_to_ns(repr(float(v)))
+                     for v in col.to_pylist()], pa.int64())
+
+
 def _ms_to_ns(col) -> pa.Array:
     return pc.round(pc.multiply(col.cast(pa.float64()), 1_000_000)).cast(pa.int64())
 
@@ -587,7 +604,7 @@ def _comm_ops(db: _Db, data: RankData) -> pa.Table:
     sync = t["sync"].to_numpy(zero_copy_only=False)
     out = {"rank": _rank_col(t.num_rows, data.rank), "step": _int_step(t["step_key"]),
            "step_key": t["step_key"], "kind": t["kind"], "op_name": t["op_name"],
-           "group": t["group"], "start_ns": _us_to_ns(t["start"]),
+           "group": t["group"], "start_ns": _abs_us_to_ns(t["start"]),
            "elapse_ns": _ms_to_ns(t["elapse"]), "transit_ns": _ms_to_ns(t["transit"]),
            "wait_ns": _ms_to_ns(t["wait"]), "sync_ns": _ms_to_ns(t["sync"]),
            "idle_ns": _ms_to_ns(t["idle"]),
@@ -630,6 +647,7 @@ def _comm_bandwidth(db: _Db, data: RankData) -> dict[str, pa.Table]:
           "transit_ns": _ms_to_ns(first["transit_ms"]),
           "bandwidth_gbps": first["bandwidth_gbps"],
           "large_packet_ratio": first["large_packet_ratio"]}
+    bw = _pad_transports(db, bw, data.rank)
     dist = t.filter(pc.greater(pc.fill_null(t["count"], 0), 0))
     packet = pa.array([None if v is None else repr(float(v)) for v in dist["packet"].to_pylist()],
                       pa.string())
@@ -638,6 +656,37 @@ def _comm_bandwidth(db: _Db, data: RankData) -> dict[str, pa.Table]:
           "count": dist["count"].cast(pa.int64()), "dur_ns": _ms_to_ns(dist["dur_ms"])}
     return {S.COMM_BANDWIDTH: S.conform(S.COMM_BANDWIDTH, pa.table(bw)),
             S.COMM_SIZE_DIST: S.conform(S.COMM_SIZE_DIST, pa.table(sd))}
+
+
+#: Transport types communication.json lists for every op, zeros included (§A.5).
+JSON_TRANSPORTS = ("RDMA", "HCCS", "PCIE", "SDMA", "SIO")
+
+
+def _pad_transports(db: _Db, bw: dict, rank: int) -> dict:
+    """Add the all-zero rows communication.json writes for transports that carried nothing
+    (the db leaves them out), for every op of CommAnalyzerTime, so both inputs give the same
+    COMM_BANDWIDTH rows."""
+    if not db.has("CommAnalyzerTime"):
+        return bw
+    ops = db._run("SELECT DISTINCT step, type, hccl_op_name, group_name FROM CommAnalyzerTime")
+    have = set(zip(*(bw[k].to_pylist() for k in ("step_key", "kind", "op_name", "group",
+                                                 "transport"))))
+    extra = [(*op, tr) for op in ops for tr in JSON_TRANSPORTS if (*op, tr) not in have]
+    if not extra:
+        return bw
+    keys = ("step_key", "kind", "op_name", "group", "transport")
+    cols = {k: pa.array([e[i] for e in extra], pa.string()) for i, k in enumerate(keys)}
+    n = len(extra)
+    pad = {"rank": _rank_col(n, rank),
+           "step": _int_step(cols["step_key"]), **cols,
+           "size_mb": pa.array(np.zeros(n)), "transit_ns": pa.array(np.zeros(n, np.int64)),
+           "bandwidth_gbps": pa.array(np.zeros(n)), "large_packet_ratio": pa.array(np.zeros(n))}
+    return {k: pa.concat_arrays([_arr(bw[k]), _arr(pad[k]).cast(_arr(bw[k]).type)])
+            for k in bw}
+
+
+def _arr(col) -> pa.Array:
+    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
 
 
 def _comm_links(db: _Db, data: RankData) -> pa.Table:
