@@ -1,0 +1,208 @@
+"""Recomputed step breakdown (spec §7.1) against the profiler's own step_trace_time.csv.
+
+Expected values come only from step_trace_time.csv (read here with the csv module) or from the
+hand calculations written out below.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from ascendprof import schemas as S
+from ascendprof.analyze import intervals as I
+from ascendprof.analyze.step_breakdown import (METRICS, breakdown, check_table, is_compute,
+                                               recompute)
+from ascendprof.readers.trace_view import read_trace_view
+from ascendprof.units import ms_to_ns, us_text_to_ns
+
+LEVELS = "torch_npu-2rank-levels/text/level{}/rank{}_ascend_pt/ASCEND_PROFILER_OUTPUT"
+CHECKED = ("Computing", "Communication(Not Overlapped)", "Free")
+KEY = dict(METRICS)
+
+
+def _reported(d: Path) -> dict:
+    """step_trace_time.csv, first data row, as floats (us)."""
+    with open(d / "step_trace_time.csv", newline="") as f:
+        row = next(csv.DictReader(f))
+    return {k: float(v) for k, v in row.items() if k not in ("Step", "Device_id")}
+
+
+def _agree(bd: pa.Table, rep: dict, metrics=CHECKED, tol_pct=1.0):
+    assert bd is not None and bd.num_rows == 1
+    row = bd.to_pylist()[0]
+    for m in metrics:
+        got = row[KEY[m]] / 1000
+        assert got == pytest.approx(rep[m], rel=tol_pct / 100, abs=1e-3), (m, got, rep[m])
+
+
+# ------------------------------------------------------------------ minimal local loaders
+# (kernel_details.csv / communication.json -> KERNELS / COMM_OPS, only the columns used here;
+# the project's own text readers are tested elsewhere.)
+
+def _load_kernels(d: Path, rank: int) -> pa.Table:
+    with open(d / "kernel_details.csv", newline="", encoding="utf-8-sig") as f:
+        rows = list(csv.DictReader(f))
+    t = pa.table({
+        "rank": [rank] * len(rows),
+        "step": [int(r["Step Id"]) for r in rows],
+        "device_id": [int(r["Device_id"]) for r in rows],
+        "name": [r["Name"] for r in rows],
+        "accelerator_core": [r["Accelerator Core"] for r in rows],
+        "start_ns": [us_text_to_ns(r["Start Time(us)"]) for r in rows],
+        "dur_ns": [us_text_to_ns(r["Duration(us)"]) for r in rows],
+    })
+    return S.conform(S.KERNELS, t)
+
+
+def _load_comm_ops(d: Path, rank: int) -> pa.Table:
+    data = json.loads((d / "communication.json").read_text())
+    rows = []
+    for step_key, kinds in data.items():
+        for kind, ops in kinds.items():
+            for key, info in ops.items():
+                if key.startswith("Total"):
+                    continue
+                ti = info["Communication Time Info"]
+                rows.append({"rank": rank, "step": int(step_key[4:]), "step_key": step_key,
+                             "kind": kind, "op_name": key.split("@")[0],
+                             "group": key.split("@")[1],
+                             "start_ns": round(ti["Start Timestamp(us)"] * 1000),
+                             "elapse_ns": ms_to_ns(ti["Elapse Time(ms)"])})
+    return S.conform(S.COMM_OPS, pa.Table.from_pylist(rows))
+
+
+# ------------------------------------------------------------------ hand-worked arithmetic
+
+def test_breakdown_hand_worked():
+    # compute [0,10) [20,30); comm [5,25) and an hcom_receive [40,50)
+    compute = I.make([0, 20], [10, 30])
+    comm = I.make([5, 40], [25, 50])
+    receive = I.make([40], [50])
+    row = breakdown(compute, comm, receive, [(3, 0, 100)], {3: -7})[0]
+    assert row["computing_ns"] == 20
+    assert row["communication_ns"] == 30
+    assert row["comm_not_overlapped_ns"] == 10 + 10  # [10,20) and [40,50)
+    assert row["overlapped_ns"] == 10  # [5,10) and [20,25)
+    assert row["free_ns"] == 10  # [30,40)
+    assert row["bubble_ns"] == 10
+    assert row["stage_ns"] == 50 - 10
+    assert row["comm_not_overlapped_excl_receive_ns"] == 20 - 10
+    assert row["preparing_ns"] == 0 - (-7)
+    # a piece is credited wholly to the window of its start (spec §7.1.c): split at 22
+    a, b = breakdown(compute, comm, receive, [(1, 0, 22), (2, 22, 100)])
+    assert a["computing_ns"] == 20 and b["computing_ns"] == 0
+    assert b["free_ns"] == 10 and a["free_ns"] == 0
+
+
+def test_is_compute():
+    assert is_compute("AI_CORE", "aclnnMuls_MulAiCore_Mul")
+    assert is_compute("DSA_SQE", "x")
+    for tt, name in (("SDMA", "SDMA"), ("Notify Wait", "Notify Wait"),
+                     ("PCIE_DMA_SQE", "MEMCPY_ASYNC"), ("EVENT_RECORD_SQE", "EVENT_RECORD"),
+                     ("AI_CORE", "MatmulAllReduceAicpuKernel"), (None, "EVENT_WAIT"),
+                     ("COMMUNICATION", "hcom_allReduce__1_1")):
+        assert not is_compute(tt, name), (tt, name)
+    assert is_compute(None, "trans_TransData_0")
+
+
+# ------------------------------------------------------------------ real data: trace_view
+
+@pytest.mark.parametrize("level", [0, 1, 2])
+@pytest.mark.parametrize("rank", [0, 1])
+def test_timeline_recomputation_matches_step_trace_time(shared_data, level, rank):
+    d = shared_data / LEVELS.format(level, rank)
+    tables = read_trace_view(d / "trace_view.json", rank)
+    # Drop the profiler's own overlap events so only hardware tasks + HCCL big ops are used.
+    tl = tables[S.TIMELINE]
+    tables[S.TIMELINE] = tl.filter(pc.not_equal(tl["track"], "overlap"))
+    bd, method = recompute(tables, rank)
+    assert method.startswith("timeline"), method
+    rep = _reported(d)
+    _agree(bd, rep, CHECKED + ("Communication", "Overlapped", "Stage", "Preparing"))
+    assert bd.to_pylist()[0]["step"] == 50
+
+
+def test_overlap_track_method(shared_data):
+    d = shared_data / LEVELS.format(1, 1)
+    tables = read_trace_view(d / "trace_view.json", 1)
+    tl = tables[S.TIMELINE]
+    tables[S.TIMELINE] = tl.filter(pc.not_equal(tl["track"], "hardware"))
+    bd, method = recompute(tables, 1)
+    assert method.startswith("overlap"), method
+    _agree(bd, _reported(d), CHECKED + ("Stage", "Preparing"), tol_pct=0.01)
+
+
+# ------------------------------------------------------------------ real data: Qwen3 kernels
+
+@pytest.mark.parametrize("rank", [0, 2])
+@pytest.mark.parametrize("comm_source", ["kernel rows", "communication.json"])
+def test_kernels_recomputation_qwen3(qwen3, rank, comm_source):
+    d = qwen3 / f"rank_{rank}_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    kernels = _load_kernels(d, rank)
+    if comm_source == "communication.json":  # only compute rows; big ops from COMM_OPS
+        kernels = kernels.filter(pc.not_equal(kernels["accelerator_core"], "COMMUNICATION"))
+    tables = {S.KERNELS: kernels, S.COMM_OPS: _load_comm_ops(d, rank)}
+    bd, method = recompute(tables, rank)
+    assert method.startswith("kernels"), method
+    assert ("communication.json" in method) == (comm_source == "communication.json")
+    rep = _reported(d)
+    _agree(bd, rep, CHECKED + ("Communication", "Stage"))
+    row = bd.to_pylist()[0]
+    assert row["step"] == 13 and row["device_id"] == {0: 0, 2: 4}[rank]
+    assert row["preparing_ns"] is None  # no ProfilerStep start without trace_view
+
+
+@pytest.mark.parametrize("rank", [1, 3])
+def test_qwen3_ranks_without_kernels_give_reason(qwen3, rank):
+    d = qwen3 / f"rank_{rank}_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    assert not (d / "kernel_details.csv").exists()
+    bd, reason = recompute({S.COMM_OPS: _load_comm_ops(d, rank)}, rank)
+    assert bd is None
+    assert "no kernel_details" in reason and "no trace_view" in reason
+
+
+# ------------------------------------------------------------------ check table
+
+def _st(rank, step, **vals_us) -> pa.Table:
+    row = {"rank": rank, "step": step, **{KEY[k]: round(v * 1000) for k, v in vals_us.items()}}
+    return S.conform(S.STEP_TRACE, pa.Table.from_pylist([row]))
+
+
+def test_check_table_deviation_and_notes():
+    rep = _st(0, 5, Computing=100.0, Free=0.0, Overlapped=50.0)
+    rec = _st(0, 5, Computing=103.0, Free=2.0, Overlapped=50.25)
+    df = check_table({0: (rep, rec, "timeline: x"), 7: (None, None, "cannot recompute: why")})
+    assert list(df.columns) == ["Rank", "Step", "Metric", "Reported(us)", "Recomputed(us)",
+                                "Deviation(%)", "Method", "Note"]
+    r0 = df[df.Rank == 0].set_index("Metric")
+    assert len(r0) == 9 and set(r0.Step) == {5}
+    assert r0.loc["Computing", "Deviation(%)"] == pytest.approx(3.0)  # (103-100)/100*100
+    assert "+3.00%" in r0.loc["Computing", "Note"]
+    assert r0.loc["Overlapped", "Deviation(%)"] == pytest.approx(0.5) and r0.loc["Overlapped", "Note"] == ""
+    assert pd_isna(r0.loc["Free", "Deviation(%)"]) and "reported 0" in r0.loc["Free", "Note"]
+    r7 = df[df.Rank == 7]
+    assert len(r7) == 9 and all("cannot recompute: why" in n for n in r7.Note)
+
+
+def pd_isna(v) -> bool:
+    import pandas as pd
+
+    return bool(pd.isna(v))
+
+
+def test_check_table_real_rank_not_recomputed(qwen3):
+    d = qwen3 / "rank_1_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    rep = _reported(d)
+    reported = _st(1, 13, **{m: rep[m] for m in ("Computing", "Free")})
+    bd, reason = recompute({}, 1)
+    df = check_table({1: (reported, bd, reason)})
+    assert len(df) == 9 and df["Recomputed(us)"].isna().all()
+    assert all(reason in n for n in df.Note)
+    assert df.set_index("Metric").loc["Computing", "Reported(us)"] == pytest.approx(
+        rep["Computing"], abs=1e-3)
