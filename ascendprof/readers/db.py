@@ -20,8 +20,8 @@ Tables produced (all follow :mod:`ascendprof.schemas`):
   name = the compute op name or else the TASK taskType, as trace_view's Ascend Hardware
   process names them, §A.7; ``task_type`` = COMPUTE_TASK_INFO.taskType for compute tasks
   (AI_CORE, AI_VECTOR_CORE, MIX_AIV …, so a compute kernel is exactly a row whose task is in
-  COMPUTE_TASK_INFO, as §7.1.b counts it) else the TASK taskType (EVENT_RECORD, MEMCPY_ASYNC,
-  Notify Wait, SDMA …)) and 'step' (``ProfilerStep#<id>`` from STEP_TIME). HCCL small tasks
+  COMPUTE_TASK_INFO, as §7.1.b counts it), ``HCCL`` for the task that carries a whole HCCL op,
+  else the TASK taskType (EVENT_RECORD, MEMCPY_ASYNC, Notify Wait, SDMA …)) and 'step' (``ProfilerStep#<id>`` from STEP_TIME). HCCL small tasks
   ("Plane <k>" threads of trace_view) are not emitted.
 - ``step_trace``: analysis.db StepTraceTime (us -> ns).
 - ``comm_ops`` / ``comm_bandwidth`` / ``comm_size_dist`` / ``comm_links``: analysis.db
@@ -404,12 +404,23 @@ def _append_comm_kernels(kernels: pa.Table, comm: pa.Table, windows: pa.Table, r
 
 def _hardware_track(db: _Db) -> pa.Table:
     s = db.string
+    # The device task that carries a whole HCCL op (same connectionId as the COMMUNICATION_OP,
+    # in neither info table) has a compute-looking TASK type (AI_CORE) but spans the op; it
+    # is labelled HCCL so it is never taken for a compute kernel (§7.1.b counts only
+    # COMPUTE_TASK_INFO tasks).
+    hccl = "NULL"
+    if db.has("COMMUNICATION_OP") and "connectionId" in db.columns("COMMUNICATION_OP"):
+        small = ("t.globalTaskId NOT IN (SELECT globalTaskId FROM COMMUNICATION_TASK_INFO) AND "
+                 if db.has("COMMUNICATION_TASK_INFO") else "")
+        hccl = (f"CASE WHEN {small}t.connectionId IN (SELECT connectionId FROM COMMUNICATION_OP)"
+                f" THEN 'HCCL' END")
     if db.has("COMPUTE_TASK_INFO"):
         name = f"COALESCE({s('c', 'name')}, {s('t', 'taskType')})"
-        task_type = f"COALESCE({s('c', 'taskType')}, {s('t', 'taskType')})"
+        task_type = f"COALESCE({s('c', 'taskType')}, {hccl}, {s('t', 'taskType')})"
         join = "LEFT JOIN COMPUTE_TASK_INFO c ON t.globalTaskId = c.globalTaskId"
     else:
-        name = task_type = s("t", "taskType")
+        name = s("t", "taskType")
+        task_type = f"COALESCE({hccl}, {s('t', 'taskType')})"
         join = ""
     t = db.query(
         f"SELECT 'Stream ' || t.streamId, {name}, {task_type}, t.startNs, t.endNs - t.startNs "
