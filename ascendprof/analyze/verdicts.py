@@ -537,18 +537,14 @@ def _slow_rank_verdicts(m: pd.DataFrame, stage_of: dict[int, int], op_stat,
     return out
 
 
-def _waited_for_in_group(comp: pd.DataFrame, group: str, rank: int, m: pd.DataFrame,
-                         directory: dict[str, dict]) -> int | None:
+def _waited_for_in_group(comp: pd.DataFrame, group: str, rank: int,
+                         m: pd.DataFrame) -> int | None:
     """The member of ``group`` that waits least in its ops (it arrives last; others wait for it);
     ties go to the member with most Computing. None when it is ``rank`` itself."""
-    members = comp[(comp["group"] == group)].set_index("rank")["waiting_ns"]
-    known = directory.get(group, {}).get("global_ranks") or []
-    for r in known:
-        if r not in members.index and r in m.index:
-            members.loc[r] = float("nan")
-    members = members.dropna()
+    members = comp[(comp["group"] == group)].groupby("rank")["waiting_ns"].sum()
     if len(members) < 2:
         return None
+    # near-ties (within 5 % or 1 ms of the least waiting) are decided by Computing
     cand = members[members <= members.min() * 1.05 + 1e6].index
     best = max(cand, key=lambda r: float(m.loc[r, "computing_ns"]) if r in m.index else 0.0)
     return None if int(best) == int(rank) else int(best)
@@ -602,6 +598,8 @@ def _comm_verdicts(m: pd.DataFrame, stage_of: dict[int, int], comp: pd.DataFrame
         if elapse > 0 and ratio >= wthr:
             ev["cause"] = "waiting"
             dom = sub_c.groupby(["kind"])["waiting_ns"].sum().idxmax()
+            dom_group = sub_c[sub_c["kind"] == dom].groupby("group_name")["waiting_ns"].sum() \
+                .idxmax()
             waited_ranks: set[int] = set()
             if dom == "p2p" and slowest_stage is not None and slowest_stage != stage:
                 ev["waited_for_stage"] = int(slowest_stage)
@@ -614,14 +612,15 @@ def _comm_verdicts(m: pd.DataFrame, stage_of: dict[int, int], comp: pd.DataFrame
                     if rc.empty:
                         continue
                     g = rc.sort_values("waiting_ns").iloc[-1]["group"]
-                    w = _waited_for_in_group(comp, g, r, m, directory)
+                    w = _waited_for_in_group(comp, g, r, m)
                     if w is not None:
                         waited_ranks.add(w)
                 who = _ranks_text(waited_ranks) if waited_ranks else None
             if waited_ranks:
                 ev["waited_for_ranks"] = sorted(waited_ranks)
             msg = (f"{lead}; {ratio:.0%} of the communication op time is waiting, not transfer "
-                   f"({_ms(waiting):.1f} of {_ms(elapse):.1f} ms per step, mostly in {dom} ops)"
+                   f"({_ms(waiting):.1f} of {_ms(elapse):.1f} ms per step, mostly in {dom} ops of "
+                   f"group {dom_group})"
                    + (f": these ranks wait for {who}." if who else "."))
             nxt = (f"Speed up or rebalance {who}; the waiting ranks are not limited by their "
                    f"links." if who else
@@ -649,16 +648,17 @@ def _slow_link_verdicts(links: pd.DataFrame, th: dict) -> list[dict]:
     out = []
     ratio_thr = th["slow_link_bw_ratio"]
     for transport, tdf in lk.groupby("transport"):
+        if len(tdf) < 2:
+            continue
         overall = float(tdf["bandwidth_gbps"].median())
-        for _, row in tdf.iterrows():
-            same = tdf[tdf["group"] == row["group"]]
-            base, basis = (float(same["bandwidth_gbps"].median()), "group") if len(same) >= 3 \
-                else (overall, "transport")
-            if len(tdf) < 2 or base <= 0:
-                continue
-            ratio = float(row["bandwidth_gbps"]) / base
-            if ratio >= ratio_thr:
-                continue
+        by_group = tdf.groupby("group")["bandwidth_gbps"]
+        n_group = by_group.transform("size")
+        base_s = by_group.transform("median").where(n_group >= 3, overall)
+        ratio_s = tdf["bandwidth_gbps"] / base_s.where(base_s > 0)
+        for idx in tdf.index[ratio_s < ratio_thr]:
+            row = tdf.loc[idx]
+            base, ratio = float(base_s[idx]), float(ratio_s[idx])
+            basis = "group" if n_group[idx] >= 3 else "transport"
             src, dst = int(row["src_rank"]), int(row["dst_rank"])
             ev = {"transport": transport, "group": row["group_name"], "group_id": row["group"],
                   "src_rank": src, "dst_rank": dst, "src_group_rank": int(row["src_local"]),
@@ -683,24 +683,42 @@ def _slow_link_verdicts(links: pd.DataFrame, th: dict) -> list[dict]:
     return out
 
 
-def _iteration_verdicts(ca) -> list[dict]:
-    """Legacy graph-mode iteration-trace findings (helper module, when present)."""
+_ITERATION_NEXT = {
+    "slow_host": "Look at the data pipeline and host-side work on these ranks (dataset "
+                 "operations, CPU load, host memory) between iterations.",
+    "slow_card": "Compare these ranks' kernels and op statistics with the others: a slower "
+                 "device or more work assigned to it.",
+    "long_tail": "Look at the all-reduce / parameter-update part of the step on these ranks: "
+                 "communication bandwidth or waiting for slower ranks.",
+}
+
+
+def _iteration_verdicts(ca, th: dict) -> list[dict]:
+    """Legacy graph-mode iteration-trace findings (ascendprof.analyze.iteration_trace, seed 003),
+    as verdicts. Only when the ITERATIONS table exists."""
+    its = ca.concat("iterations")
+    if its is None or its.num_rows == 0:
+        return []
     try:
         from ascendprof.analyze import iteration_trace
     except ImportError:
         return []
-    its = ca.concat("iterations")
-    if its is None or its.num_rows == 0:
-        return []
-    fn = getattr(iteration_trace, "verdicts", None) or getattr(iteration_trace, "findings", None)
-    if fn is None:
-        return []
+    z = th["slow_rank_mad_z"]
     try:
-        res = fn(its)
+        _, found = iteration_trace.analyse(its, z_threshold=z)
     except Exception as e:  # noqa: BLE001 - a helper's failure must not lose the other verdicts
         ca.problems.warn("iterations", f"iteration-trace findings failed: {e}")
         return []
-    return [v for v in (res or []) if isinstance(v, dict)]
+    out = []
+    for f in found or []:
+        ev = {"values_ms": {str(k): round(float(v), 3) for k, v in f.get("values_ms", {}).items()},
+              "median_ms": round(float(f.get("median_ms", 0.0)), 3), "source": "iteration trace"}
+        out.append(_verdict(f.get("category", "iteration"), "rank", f.get("ranks", []),
+                            "warning", ev, {"slow_rank_mad_z": z,
+                                            "min_excess_ratio": iteration_trace.MIN_EXCESS},
+                            str(f.get("evidence", "")),
+                            _ITERATION_NEXT.get(f.get("category"), "Inspect the iteration trace.")))
+    return out
 
 
 def derive(ca, th: dict) -> list[dict]:
@@ -728,7 +746,7 @@ def derive(ca, th: dict) -> list[dict]:
         out += _slow_rank_verdicts(m, stage_of, op_stat, th)
         out += _comm_verdicts(m, stage_of, comp, directory, th)
     out += _slow_link_verdicts(link_table(ca.concat("comm_links"), directory), th)
-    out += _iteration_verdicts(ca)
+    out += _iteration_verdicts(ca, th)
     if not out and (not steps.empty or not comp.empty):
         out.append(_verdict(
             "balanced", "cluster", sorted(int(r) for r in steps["rank"].unique()), "info",
