@@ -29,7 +29,8 @@ def step_rows(root: Path) -> list[dict]:
                 rows.append({
                     "rank": rank, "step": int(r["Step"]), "device_id": int(r["Device_id"]),
                     "computing_ns": round(float(r["Computing"]) * 1000),
-                    "comm_not_overlapped_ns": round(float(r["Communication(Not Overlapped)"]) * 1000),
+                    "comm_not_overlapped_ns":
+                        round(float(r["Communication(Not Overlapped)"]) * 1000),
                     "overlapped_ns": round(float(r["Overlapped"]) * 1000),
                     "communication_ns": round(float(r["Communication"]) * 1000),
                     "free_ns": round(float(r["Free"]) * 1000),

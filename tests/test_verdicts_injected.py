@@ -1,7 +1,8 @@
 """Injected problems in a copy of the real Qwen3 cluster: the verdicts must find exactly them.
 
 (a) one rank's Computing × 1.3 (step_trace_time.csv Computing and Stage changed consistently,
-    kernel_details.csv durations × 1.3 where the rank has it) -> slow_rank / compute name that rank;
+    kernel_details.csv durations × 1.3 where the rank has it) -> slow_rank / compute name that
+    rank;
 (b) one link's bandwidth halved (communication_matrix.json of one rank: Transit Time × 2 and
     Bandwidth(GB/s) ÷ 2 of one src-dst link of one transport in one group) -> slow_link names that
     link and transport.

@@ -14,8 +14,8 @@ wait for it), not as a group verdict. Communication time is split into *transfer
 Transit Time, spec §7.2) and *waiting* (Elapse − transfer: Notify_Wait and idle gaps in the op);
 when waiting dominates the verdict names the stage or rank that is waited for. **slow_rank** uses
 a robust statistic of each step part over the ranks that do the same work (same stage);
-**slow_link** compares each src→dst link's bandwidth (communication_matrix.json, spec §A.6, §7.3)
-with the median of the links of the same transport type.
+**slow_link** compares each src→dst link's bandwidth (communication_matrix.json, spec §A.6,
+§7.3) with the median of the links of the same transport type.
 
 Inputs (a :class:`ascendprof.pipeline.ClusterAnalysis`): ``step_trace`` / ``breakdown``
 (STEP_TRACE schema, ns), ``concat("comm_ops")``, ``concat("comm_bandwidth")``,
@@ -371,8 +371,9 @@ def _stage_verdicts(m: pd.DataFrame, stage_of: dict[int, int], comp: pd.DataFram
         by_stage.setdefault(stage_of[r], []).append(int(r))
     if len(by_stage) < 2:
         return []
-    p2p = comp[comp["kind"] == "p2p"].groupby("rank")[["elapse_ns", "waiting_ns", "wait_ns"]].sum() \
-        if not comp.empty else pd.DataFrame(columns=["elapse_ns", "waiting_ns", "wait_ns"])
+    p2p_cols = ["elapse_ns", "waiting_ns", "wait_ns"]
+    p2p = comp[comp["kind"] == "p2p"].groupby("rank")[p2p_cols].sum() \
+        if not comp.empty else pd.DataFrame(columns=p2p_cols)
     rows = {}
     for s, rs in sorted(by_stage.items()):
         sub = m.loc[rs]
@@ -662,8 +663,9 @@ def _slow_link_verdicts(links: pd.DataFrame, th: dict) -> list[dict]:
             src, dst = int(row["src_rank"]), int(row["dst_rank"])
             ev = {"transport": transport, "group": row["group_name"], "group_id": row["group"],
                   "src_rank": src, "dst_rank": dst, "src_group_rank": int(row["src_local"]),
-                  "dst_group_rank": int(row["dst_local"]), "reported_by_rank":
-                      int(row["reported_by"]), "bandwidth_gbps": round(float(row["bandwidth_gbps"]), 4),
+                  "dst_group_rank": int(row["dst_local"]),
+                  "reported_by_rank": int(row["reported_by"]),
+                  "bandwidth_gbps": round(float(row["bandwidth_gbps"]), 4),
                   "baseline_median_gbps": round(base, 4), "baseline": basis,
                   "bandwidth_ratio": round(ratio, 3), "size_mb": round(float(row["size_mb"]), 3),
                   "transit_ms": _ms(row["transit_ns"]), "global_ranks_known":
