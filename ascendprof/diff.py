@@ -58,7 +58,7 @@ KERNEL_DIFF_COLUMNS = ["match", "name_a", "name_b", "op_type", "accelerator_core
 COMM_DIFF_COLUMNS = ["group", "group_a", "group_b", "presence", "a_count", "b_count"] + [
     f"{side}_{m}_us" for m in COMM_METRICS for side in ("a", "b")] + [
     f"delta_{m}_us" for m in COMM_METRICS]
-BANDWIDTH_DIFF_COLUMNS = ["group", "transport", "a_size_mb", "b_size_mb", "a_gbps", "b_gbps",
+BANDWIDTH_DIFF_COLUMNS = ["group", "group_a", "group_b", "transport", "a_size_mb", "b_size_mb", "a_gbps", "b_gbps",
                           "delta_gbps", "ratio"]
 
 
@@ -287,7 +287,8 @@ def bandwidth_totals(side: Side) -> pd.DataFrame:
     """Per (group key, transport): Σ ``size_mb`` and Σ ``transit_ns`` per step per rank, and
     ``gbps`` = size / time (MB/ms = GB/s, spec §7.2)."""
     if side.comm_bw is None or not len(side.comm_bw):
-        return pd.DataFrame(columns=["gkey", "transport", "size_mb", "transit_ns", "gbps"])
+        return pd.DataFrame(columns=["gkey", "transport", "size_mb", "transit_ns", "gbps",
+                                     "label"])
     b = side.comm_bw.copy()
     b["gkey"] = b["group"].map(lambda g: _label(side, g).key)
     b["size_mb"] = b["size_mb"].fillna(0.0)
@@ -295,6 +296,9 @@ def bandwidth_totals(side: Side) -> pd.DataFrame:
     out = _per_rank_step(b, ["gkey", "transport"], ["size_mb", "transit_ns"], side,
                          step_col="step_key")
     out["gbps"] = (out["size_mb"] / (out["transit_ns"] / 1e6)).where(out["transit_ns"] > 0)
+    labels = b.groupby("gkey")["group"].agg(lambda s: "; ".join(sorted({_label(side, g).text
+                                                                        for g in s})))
+    out["label"] = out["gkey"].map(labels)
     return out
 
 
@@ -446,7 +450,8 @@ def diff_bandwidth(a: Side, b: Side) -> pd.DataFrame:
         return pd.DataFrame(columns=BANDWIDTH_DIFF_COLUMNS)
     m = ta.merge(tb, on=["gkey", "transport"], how="outer", suffixes=("_a", "_b"))
     out = pd.DataFrame({
-        "group": m["gkey"], "transport": m["transport"],
+        "group": m["gkey"], "group_a": m["label_a"], "group_b": m["label_b"],
+        "transport": m["transport"],
         "a_size_mb": m["size_mb_a"].astype(float).fillna(0.0),
         "b_size_mb": m["size_mb_b"].astype(float).fillna(0.0),
         "a_gbps": m["gbps_a"].astype(float), "b_gbps": m["gbps_b"].astype(float)})
@@ -545,3 +550,27 @@ def compare(a: Side, b: Side, pairs: list[tuple[int, int]] | None = None) -> Dif
     bw = diff_bandwidth(a, b)
     text = explain(steps, ops, comm, main_scope)
     return DiffResult(a.label, b.label, steps, ops, kernels, comm, bw, text, pairs)
+
+
+def select_ranks(side: Side, ranks: list[int], label: str | None = None) -> Side:
+    """The part of ``side`` that belongs to ``ranks`` (every frame filtered on ``rank``; group
+    labels kept). Raises ValueError naming the ranks ``side`` lacks."""
+    missing = [r for r in ranks if r not in side.ranks]
+    if missing:
+        raise ValueError(f"rank(s) {', '.join(map(str, missing))} not in {side.label} "
+                         f"(ranks there: {', '.join(map(str, side.ranks)) or 'none'})")
+
+    def f(df):
+        return None if df is None else df[df["rank"].isin(ranks)].reset_index(drop=True)
+
+    return Side(label=label or side.label, ranks=sorted(ranks), steps=f(side.steps),
+                kernels=f(side.kernels), op_stats=f(side.op_stats), comm_ops=f(side.comm_ops),
+                comm_bw=f(side.comm_bw), groups=dict(side.groups))
+
+
+def rank_pairs(a: Side, b: Side) -> list[tuple[int, int]]:
+    """Which ranks to set side by side: the one rank of each when both have a single rank,
+    else the ranks both have (rank i with rank i)."""
+    if len(a.ranks) == 1 and len(b.ranks) == 1:
+        return [(a.ranks[0], b.ranks[0])]
+    return [(r, r) for r in a.ranks if r in b.ranks]

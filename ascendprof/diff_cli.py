@@ -1,0 +1,216 @@
+"""``ascendprof diff A B`` / ``ascendprof diff DIR --ranks 0,3`` (logic in :mod:`ascendprof.diff`).
+
+Only click is imported at module level so ``ascendprof --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+TABLES = ("steps", "op_types", "kernels", "communication", "bandwidth")
+
+DIFF_EPILOG = """\b
+Output tables (CSV columns, JSON keys; times per step and per rank, in us):
+  steps          scope, metric, a_us, b_us, delta_us, ratio  (the nine step_trace_time columns)
+  op_types       op_type, accelerator_core, presence, a_count, b_count, count_delta,
+                 a_us, b_us, delta_us, ratio
+  kernels        match, name_a, name_b, op_type, accelerator_core, input_shapes, a_count,
+                 b_count, count_delta, a_us, b_us, delta_us, ratio
+  communication  group, group_a, group_b, presence, a_count, b_count,
+                 a_/b_{elapse,transit,wait,synchronization,idle}_us, delta_<same>_us
+  bandwidth      group, group_a, group_b, transport, a_size_mb, b_size_mb, a_gbps, b_gbps, delta_gbps, ratio
+delta = B - A, ratio = B / A. presence/match: both, only_a, only_b (kernels: name+shapes,
+op_type+shapes). Rows are sorted by the absolute delta."""
+
+
+def _parse_ranks(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        ranks = [int(x) for x in text.replace(" ", "").split(",") if x != ""]
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: expected two rank numbers like 0,3",
+                                 param_hint="--ranks") from None
+    if len(ranks) != 2:
+        raise click.BadParameter(f"{text!r}: expected exactly two ranks (A,B)",
+                                 param_hint="--ranks")
+    return ranks
+
+
+@click.command(epilog=DIFF_EPILOG)
+@click.argument("a", type=click.Path(path_type=Path))
+@click.argument("b", type=click.Path(path_type=Path), required=False)
+@click.option("--ranks", "ranks_text", metavar="RA,RB", default=None,
+              help="Compare rank RA (of A) with rank RB (of B, or of A when B is not given).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "csv"]), default="text",
+              show_default=True, help="Rich terminal view, JSON on stdout, or one table as CSV.")
+@click.option("--table", type=click.Choice(TABLES), default="steps", show_default=True,
+              help="With --format csv: which table to print.")
+@click.option("--top", type=click.IntRange(min=1), default=15, show_default=True,
+              help="Rows of op types, kernels and communication groups to show.")
+@click.option("-o", "--output", "out", type=click.Path(path_type=Path), default=None,
+              help="Write every table (all rows) as CSV plus diff.json into this directory.")
+@click.option("--workers", type=int, default=None,
+              help="Worker processes for reading profiling directories.")
+def command(a, b, ranks_text, fmt, table, top, out, workers):
+    """Explain the difference between two runs, or between two ranks of one run.
+
+    A and B are rank directories, whole cluster directories (compared rank by rank and for the
+    cluster) or `ascendprof analyse` output directories. `ascendprof diff DIR --ranks 0,3`
+    compares two ranks of one cluster. Shows the step breakdown side by side, op types and
+    kernels sorted by time delta (with ops only in A or only in B and count changes),
+    communication per group (elapse, transit, wait, synchronization, bandwidth per transport)
+    and a plain-English summary of where the difference lies.
+    """
+    from ascendprof import diff as D
+    from ascendprof.errors import UsageError
+    from ascendprof.gate import load_run
+
+    ranks = _parse_ranks(ranks_text)
+    for p in (a, b):
+        if p is not None and not p.exists():
+            raise UsageError(f"{p}: no such file or directory")
+        if p is not None and not p.is_dir():
+            raise UsageError(f"{p}: not a directory (diff compares directories)")
+    if b is None and ranks is None:
+        raise UsageError("diff needs two directories A B, or one directory and --ranks RA,RB")
+    if out is not None:
+        from ascendprof.output import check_output_dir
+
+        out = check_output_dir(out, [p for p in (a, b) if p is not None])
+
+    run_a = load_run(a, workers=workers)
+    run_b = load_run(b, workers=workers) if b is not None else run_a
+    try:
+        if ranks is not None:
+            same = b is None or a.resolve() == b.resolve()
+            la = f"rank {ranks[0]}" if same else f"{a} rank {ranks[0]}"
+            lb = f"rank {ranks[1]}" if same else f"{b} rank {ranks[1]}"
+            side_a = D.select_ranks(run_a, [ranks[0]], la)
+            side_b = D.select_ranks(run_b, [ranks[1]], lb)
+        else:
+            side_a, side_b = run_a, run_b
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    result = D.compare(side_a, side_b, D.rank_pairs(side_a, side_b))
+
+    if out is not None:
+        _write_all(out, result)
+    if fmt == "json":
+        import orjson
+
+        click.echo(orjson.dumps(result.as_dict(top), option=orjson.OPT_INDENT_2
+                                | orjson.OPT_SERIALIZE_NUMPY).decode())
+    elif fmt == "csv":
+        df = result.tables()[table]
+        if table in ("op_types", "kernels", "communication"):
+            df = df.head(top)
+        click.echo(df.to_csv(index=False, lineterminator="\n"), nl=False)
+    else:
+        _print(result, top)
+        if out is not None:
+            click.echo(f"tables written to {out}")
+
+
+def _write_all(out: Path, result) -> None:
+    from ascendprof.output import write_frame_csv, write_json
+
+    for name, df in result.tables().items():
+        write_frame_csv(out / f"{name}.csv", df)
+    write_json(out / "diff.json", result.as_dict())
+
+
+def _f(v, digits: int = 3) -> str:
+    import math
+
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return f"{v:,.{digits}f}"
+
+
+def _d(v) -> str:
+    import math
+
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    style = "red" if v > 0 else "green" if v < 0 else ""
+    txt = f"{v:+,.3f}"
+    return f"[{style}]{txt}[/]" if style else txt
+
+
+def _r(v) -> str:
+    import math
+
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return f"{v:.3f}"
+
+
+def _print(result, top: int) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console(highlight=False)
+    if not con.is_terminal:
+        con = Console(highlight=False, width=160)
+    con.print(f"[bold]A[/] = {result.a}\n[bold]B[/] = {result.b}")
+    if result.explanation:
+        con.print(f"\n[bold]{result.explanation}[/]\n")
+
+    t = Table(title="Step breakdown per step (us)", title_justify="left")
+    for c, j in (("scope", "left"), ("metric", "left"), ("A", "right"), ("B", "right"),
+                 ("B - A", "right"), ("B / A", "right")):
+        t.add_column(c, justify=j)
+    for r in result.steps.itertuples(index=False):
+        t.add_row(r.scope, r.metric, _f(r.a_us), _f(r.b_us), _d(r.delta_us), _r(r.ratio))
+    con.print(t)
+
+    if len(result.op_types):
+        t = Table(title=f"Op types per step (top {top} by |B - A|, us)", title_justify="left")
+        for c in ("op type", "Accelerator Core", "in", "count A", "count B", "A", "B",
+                  "B - A", "B / A"):
+            t.add_column(c, justify="left" if c in ("op type", "Accelerator Core", "in")
+                         else "right")
+        for r in result.op_types.head(top).itertuples(index=False):
+            t.add_row(str(r.op_type), str(r.accelerator_core), r.presence, _f(r.a_count, 1),
+                      _f(r.b_count, 1), _f(r.a_us), _f(r.b_us), _d(r.delta_us), _r(r.ratio))
+        con.print(t)
+
+    if len(result.kernels):
+        t = Table(title=f"Kernels per step (top {top} by |B - A|, us)", title_justify="left")
+        for c in ("match", "kernel", "input shapes", "count A", "count B", "A", "B", "B - A"):
+            t.add_column(c, justify="left" if c in ("match", "kernel", "input shapes")
+                         else "right", overflow="fold")
+        for r in result.kernels.head(top).itertuples(index=False):
+            name = r.name_a if isinstance(r.name_a, str) else r.name_b
+            t.add_row(r.match, str(name), str(r.input_shapes)[:60], _f(r.a_count, 1),
+                      _f(r.b_count, 1), _f(r.a_us), _f(r.b_us), _d(r.delta_us))
+        con.print(t)
+
+    if len(result.communication):
+        t = Table(title=f"Communication per group, per step (top {top} by |elapse B - A|, us)",
+                  title_justify="left")
+        for c in ("group", "ops A/B", "elapse A", "elapse B", "transit B-A", "wait A",
+                  "wait B", "wait B-A", "sync B-A"):
+            t.add_column(c, justify="left" if c == "group" else "right")
+        for r in result.communication.head(top).itertuples(index=False):
+            la = r.group_a if isinstance(r.group_a, str) else "-"
+            lb = r.group_b if isinstance(r.group_b, str) else "-"
+            label = la if la == lb else f"{la} | {lb}"
+            t.add_row(label, f"{_f(r.a_count, 0)}/{_f(r.b_count, 0)}", _f(r.a_elapse_us),
+                      _f(r.b_elapse_us), _d(r.delta_transit_us), _f(r.a_wait_us),
+                      _f(r.b_wait_us), _d(r.delta_wait_us), _d(r.delta_synchronization_us))
+        con.print(t)
+
+    if len(result.bandwidth):
+        t = Table(title="Bandwidth per group and transport (GB/s)", title_justify="left")
+        for c in ("group", "transport", "MB A", "MB B", "GB/s A", "GB/s B", "B - A"):
+            t.add_column(c, justify="left" if c in ("group", "transport") else "right")
+        for r in result.bandwidth.itertuples(index=False):
+            la = r.group_a if isinstance(r.group_a, str) else "-"
+            lb = r.group_b if isinstance(r.group_b, str) else "-"
+            t.add_row(la if la == lb else f"{la} | {lb}", str(r.transport), _f(r.a_size_mb), _f(r.b_size_mb),
+                      _f(r.a_gbps), _f(r.b_gbps), _f(r.delta_gbps))
+        con.print(t)

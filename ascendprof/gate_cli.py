@@ -1,0 +1,129 @@
+"""``ascendprof gate BASELINE CURRENT``: the CI regression gate (logic in :mod:`ascendprof.gate`).
+
+Only click is imported at module level so ``ascendprof --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+GATE_EPILOG = ("Exit codes: 0 no regression, 1 regression (a check failed), 2 usage or data "
+               "error (missing or unreadable input, bad rules, nothing comparable).")
+
+
+@click.command(epilog=GATE_EPILOG)
+@click.argument("baseline", type=click.Path(path_type=Path))
+@click.argument("current", type=click.Path(path_type=Path))
+@click.option("--rules", "rules_file", type=click.Path(path_type=Path), default=None,
+              help="TOML rules file ([[rule]] metric, scope, max_change_pct, noise_floor; "
+                   "defaults = true|false).")
+@click.option("--rule", "rule_texts", multiple=True, metavar="METRIC[@SCOPE]=LIMIT%[,floor=F]",
+              help="Add or replace a rule, e.g. 'Stage@cluster=+3%', "
+                   "'op_time@op_type=+20%,floor=1ms', 'bandwidth@group=-10%'. Repeatable.")
+@click.option("--no-defaults", is_flag=True, help="Use only the rules given by --rules/--rule.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
+              show_default=True, help="Terminal table, or the full result as JSON on stdout.")
+@click.option("--junit", "junit_file", type=click.Path(path_type=Path), default=None,
+              help="Write a JUnit XML report (one testcase per rule and scope).")
+@click.option("--markdown", "markdown_file", type=click.Path(path_type=Path), default=None,
+              help="Write a Markdown report (e.g. to $GITHUB_STEP_SUMMARY).")
+@click.option("--failed-only", is_flag=True, help="Terminal table: only failed/skipped checks.")
+@click.option("--workers", type=int, default=None,
+              help="Worker processes for reading profiling directories.")
+def command(baseline, current, rules_file, rule_texts, no_defaults, fmt, junit_file,
+            markdown_file, failed_only, workers):
+    """Compare CURRENT against BASELINE and fail on a performance regression.
+
+    Each side is a profiling directory, an `ascendprof analyse` output directory, or one
+    exported CSV: cluster_step_trace_time.csv (ascendprof's or msprof-analyze's),
+    step_trace_time.csv, kernel_details.csv, op_statistic.csv or ascendprof's op_statistics.csv.
+
+    Default rules (a rule of the same metric and scope from --rules/--rule replaces one):
+    Stage (step time) +5 %, Computing +5 %, Communication(Not Overlapped) +10 % and Free +10 %,
+    each for the cluster and per rank; any op type's total time per step +20 % and more than
+    1 ms; bandwidth per communication group and transport -10 %. Several steps or ranks are
+    compared by their median; the spread (min-max) is reported.
+
+    Metrics: Computing, Communication(Not Overlapped), Overlapped, Communication, Free, Stage,
+    Bubble, Communication(Not Overlapped and Exclude Receive), Preparing (scopes cluster, rank);
+    op_time (op_type, rank, cluster); bandwidth, elapse, transit, wait, synchronization, idle
+    (group, rank, cluster).
+    """
+    from ascendprof import gate as G
+
+    user = []
+    use_defaults = not no_defaults
+    if rules_file is not None:
+        file_rules, file_defaults = G.load_rules_toml(rules_file)
+        user += file_rules
+        use_defaults = use_defaults and file_defaults
+    user += [G.parse_rule(t) for t in rule_texts]
+    rules = G.merge_rules(user, use_defaults)
+    if not rules:
+        raise G.GateUsageError("no rules: --no-defaults needs --rules or --rule")
+
+    result = G.run_gate(baseline, current, rules, workers=workers)
+
+    if junit_file is not None or markdown_file is not None:
+        from ascendprof.report.junit import write_junit, write_markdown
+
+        if junit_file is not None:
+            write_junit(junit_file, result)
+        if markdown_file is not None:
+            write_markdown(markdown_file, result)
+    if fmt == "json":
+        import orjson
+
+        click.echo(orjson.dumps(result.as_dict(), option=orjson.OPT_INDENT_2
+                                | orjson.OPT_SERIALIZE_NUMPY).decode())
+    else:
+        _print_table(result, failed_only)
+    sys.exit(1 if result.regression else 0)
+
+
+def _print_table(result, failed_only: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ascendprof.gate import fmt_change
+
+    con = Console(highlight=False)
+    t = Table(title=f"ascendprof gate: {result.baseline} -> {result.current}",
+              title_justify="left")
+    for col, just in (("verdict", "left"), ("metric", "left"), ("scope", "left"),
+                      ("baseline", "right"), ("current", "right"), ("change", "right"),
+                      ("limit", "right"), ("spread baseline / current", "left")):
+        t.add_column(col, justify=just)
+    style = {"fail": "bold red", "pass": "green", "skip": "yellow"}
+    for r in result.checks.itertuples(index=False):
+        if failed_only and r.verdict == "pass":
+            continue
+        t.add_row(f"[{style[r.verdict]}]{r.verdict.upper()}[/]", r.metric, r.key,
+                  _v(r.baseline, r.unit), _v(r.current, r.unit),
+                  fmt_change(r.change, r.change_pct, r.unit),
+                  f"{r.limit_pct:+g} % / {r.floor:g} {r.unit}",
+                  f"{_spread(r.baseline_min, r.baseline_max, r.baseline_n)} / "
+                  f"{_spread(r.current_min, r.current_max, r.current_n)}"
+                  + (f" ({r.note})" if r.note else ""))
+    con.print(t)
+    con.print(("[bold red]" if result.regression else "[bold green]")
+              + result.summary_line() + "[/]")
+
+
+def _v(v, unit: str) -> str:
+    import math
+
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return f"{v:.3f} {unit}"
+
+
+def _spread(lo, hi, n) -> str:
+    if not n:
+        return "-"
+    if n == 1:
+        return f"n=1"
+    return f"{lo:.3f}..{hi:.3f} n={n}"

@@ -1,0 +1,103 @@
+"""JUnit XML and Markdown reports of a gate run (for CI test views and step summaries).
+
+JUnit: one ``<testsuite name="ascendprof gate">`` with one ``<testcase>`` per rule and scope key
+(classname = rule, e.g. ``Computing@rank``; name = scope key, e.g. ``rank 2``); a failed check
+carries ``<failure>``, a check one side lacks ``<skipped>``. Files are written atomically.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from xml.sax.saxutils import escape, quoteattr
+
+from ascendprof.output import write_bytes
+
+
+def _num(v, unit: str = "") -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "n/a"
+    return f"{v:.3f}{(' ' + unit) if unit else ''}"
+
+
+def _pct(v) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "n/a"
+    return f"{v:+.1f} %"
+
+
+def check_message(r) -> str:
+    """One line for a check row (a namedtuple of gate.CHECK_COLUMNS)."""
+    return (f"{r.metric} {r.key}: baseline {_num(r.baseline, r.unit)}, current "
+            f"{_num(r.current, r.unit)}, change {_num(r.change, r.unit)} ({_pct(r.change_pct)}); "
+            f"limit {r.limit_pct:+g} %, noise floor {r.floor:g} {r.unit}"
+            + (f"; {r.note}" if r.note else ""))
+
+
+def junit_xml(result) -> str:
+    """The JUnit XML text for a :class:`ascendprof.gate.GateResult`."""
+    rows = list(result.checks.itertuples(index=False))
+    fails = sum(r.verdict == "fail" for r in rows)
+    skips = sum(r.verdict == "skip" for r in rows)
+    out = ['<?xml version="1.0" encoding="UTF-8"?>',
+           f'<testsuites name="ascendprof gate" tests="{len(rows)}" failures="{fails}" '
+           f'errors="0" skipped="{skips}">',
+           f'  <testsuite name="ascendprof gate" tests="{len(rows)}" failures="{fails}" '
+           f'errors="0" skipped="{skips}">',
+           '    <properties>',
+           f'      <property name="baseline" value={quoteattr(result.baseline)}/>',
+           f'      <property name="current" value={quoteattr(result.current)}/>',
+           '    </properties>']
+    for r in rows:
+        msg = check_message(r)
+        head = f'    <testcase classname={quoteattr(r.rule)} name={quoteattr(r.key)} time="0"'
+        if r.verdict == "fail":
+            out.append(head + ">")
+            out.append(f'      <failure message={quoteattr(msg)} type="regression">'
+                       f'{escape(msg)}</failure>')
+            out.append("    </testcase>")
+        elif r.verdict == "skip":
+            out.append(head + ">")
+            out.append(f"      <skipped message={quoteattr(msg)}/>")
+            out.append("    </testcase>")
+        else:
+            out.append(head + f">\n      <system-out>{escape(msg)}</system-out>\n    </testcase>")
+    out += ["  </testsuite>", "</testsuites>", ""]
+    return "\n".join(out)
+
+
+def write_junit(path: Path, result) -> Path:
+    """Write :func:`junit_xml` to ``path`` atomically."""
+    return write_bytes(Path(path), junit_xml(result).encode("utf-8"))
+
+
+def _md_cell(s) -> str:
+    return str(s).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(result, *, all_checks: bool = True) -> str:
+    """A Markdown report: verdict line, then a table of checks (failures first).
+
+    ``all_checks=False`` lists only failed and skipped checks."""
+    lines = [f"## ascendprof gate: {'❌ regression' if result.regression else '✅ no regression'}",
+             "", f"Baseline `{result.baseline}` · current `{result.current}`", "",
+             result.summary_line(), "",
+             "| verdict | metric | scope | baseline | current | change | limit | spread (current) |",
+             "|---|---|---|---:|---:|---:|---:|---|"]
+    for r in result.checks.itertuples(index=False):
+        if not all_checks and r.verdict == "pass":
+            continue
+        spread = (f"{_num(r.current_min)}–{_num(r.current_max)} (n={r.current_n})"
+                  if r.current_n else "")
+        mark = {"fail": "❌ fail", "pass": "✅ pass", "skip": "⏭ skip"}[r.verdict]
+        lines.append(
+            f"| {mark} | {_md_cell(r.metric)} | {_md_cell(r.key)} | {_num(r.baseline, r.unit)} | "
+            f"{_num(r.current, r.unit)} | {_num(r.change, r.unit)} ({_pct(r.change_pct)}) | "
+            f"{r.limit_pct:+g} % / {r.floor:g} {r.unit} | {spread} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def write_markdown(path: Path, result) -> Path:
+    """Write :func:`markdown` to ``path`` atomically."""
+    return write_bytes(Path(path), markdown(result).encode("utf-8"))
