@@ -97,19 +97,28 @@ def _convert(path: Path, name: str, col, kind: str) -> pa.Array:
     s = _clean(col)
     if kind == SHAPE:  # torch_npu wraps shapes in quotes so spreadsheets keep them as text
         return pc.replace_substring_regex(s, r'^"(.*)"$', r"\1")
+    # Fast path: Arrow's own cast; the regex pass that names the bad row runs only on failure.
     if kind == INT:
-        _check(path, name, s, _INT_RE, "not an integer")
         try:
+            return s.cast(pa.int64())
+        except pa.ArrowInvalid:
+            pass
+        _check(path, name, s, _INT_RE, "not an integer")
+        try:  # integral values written with decimals ("40.0")
             return pc.replace_substring_regex(s, r"\.0*$", "").cast(pa.int64())
         except (pa.ArrowInvalid, OverflowError):
             raise InputError(path, f"column {name!r}: integer out of range") from None
-    _check(path, name, s, _NUM_RE, "not a number")
     if kind == FLOAT:
-        return s.cast(pa.float64())
+        try:
+            return s.cast(pa.float64())
+        except pa.ArrowInvalid:
+            _check(path, name, s, _NUM_RE, "not a number")
+            raise InputError(path, f"column {name!r}: not a number") from None
     if kind == NS:
         try:
             return us_column_to_ns(s)
         except (ValueError, pa.ArrowInvalid) as e:
+            _check(path, name, s, _NUM_RE, "not a number")
             raise InputError(path, f"column {name!r}: {e}") from None
     raise ValueError(f"unknown kind {kind!r}")
 
