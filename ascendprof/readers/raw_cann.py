@@ -1,0 +1,308 @@
+"""Reader for raw CANN data (kind ``raw_cann``): decodes the binary logs itself (spec §D).
+
+Two layouts:
+
+1. **Legacy job directory** (MindSpore 1.x ``JOB*``, e.g. the shared ``JOB3``):
+   ``hwts.log.data.45.dev.profiler_default_tag.<dev>.slice_<n>`` (64-byte HWTS logs, the layout
+   of §D.4; the cycle counter ticks at 100 MHz = 10 ns, as MindInsight's op time parser states)
+   and ``Framework.host.vm.task_desc_info.<dev>.slice_<n>`` (text lines ``<op name> <block dim>
+   <task id> <stream id>``) plus ``graph_desc_info`` (``op_name:<name> op_type:<type> …``).
+   Device task logs are paired (start then end per stream+task) and joined to the framework
+   task description **by task id** (the framework's stream ids are logical and differ from the
+   device's, so MindInsight also joins on the task id alone). Tasks without a framework
+   description are not op kernels (stream / event tasks) and are left out (counted in a
+   warning). These jobs have no ``dev_start.log``, so times stay on the device clock.
+2. **PROF_ raw data** (CANN 6+): ``device_<id>/data/stars_soc.data.*`` (STARS, §D.3) or
+   ``hwts.data.*`` (§D.4), ``host/data/(un)aging.compact.task_track.*`` /
+   ``node_basic_info.*`` and the ``hash_dic`` / ``type_info_dic`` dictionaries (§D.2). Device
+   logs are paired per (stream, task, context) and converted to local time with
+   ``info.json.<id>``, ``dev_start.log.<id>``, ``host_start.log`` and ``start_info`` (§D.6).
+   Host association is simplified from §D.2's API tree: per host thread, a task_track record takes
+   the op of the latest node_basic_info at or before it; a device task takes the latest host
+   task_track with the same (stream, task) launched before it (§D.7, batch id ignored).
+
+Only KERNELS (and the device ids) come out of raw data here; HCCL small tasks (COMM tables) and
+the step trace (ts_track / training_trace) are not decoded yet.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from ascendprof import schemas as S
+from ascendprof.errors import InputError, RecordError
+from ascendprof.rankdata import RankData
+from ascendprof.readers import cann_records as C
+from ascendprof.textio import read_json
+
+#: legacy HWTS cycle length in ns (100 MHz)
+LEGACY_TICK_NS = 10
+_OP_TYPE_RE = re.compile(r"([^/]+?)(?:-op\d+)?$")
+
+
+def read(source) -> RankData:
+    """Decode one raw source into a :class:`RankData` with a KERNELS table.
+
+    Raises :class:`InputError` / :class:`RecordError` (file + byte offset) when the device log
+    cannot be decoded, and :class:`InputError` when the source has no device log at all.
+    """
+    base = Path(source.path)
+    data = RankData(source=source, rank=source.rank)
+    groups = C.slice_groups(source.files)
+    legacy = {k: v for k, v in groups.items() if os.path.basename(k).startswith("hwts.log.data")}
+    if legacy:
+        _read_legacy_job(base, groups, legacy, data, source)
+    else:
+        _read_prof_raw(base, groups, data, source)
+    return data
+
+
+# ----------------------------------------------------------------------------- legacy job
+
+def parse_task_desc(text: str, path="<text>") -> dict[int, tuple[str, int, int]]:
+    """Legacy ``task_desc_info`` text -> {task_id: (op name, block dim, stream id)}.
+    Raises InputError for a line that is not ``<name> <int> <int> <int>``."""
+    out = {}
+    for n, line in enumerate(text.splitlines(), start=1):
+        parts = line.split()
+        if not parts:
+            continue
+        if len(parts) < 4 or not all(p.lstrip("-").isdigit() for p in parts[1:4]):
+            raise InputError(path, f"unexpected task_desc_info line: {line[:80]!r}", where=f"line {n}")
+        out[int(parts[2])] = (parts[0], int(parts[1]), int(parts[3]))
+    return out
+
+
+def parse_graph_desc(text: str) -> dict[str, str]:
+    """Legacy ``graph_desc_info`` text -> {op name: op type}."""
+    out = {}
+    for line in text.splitlines():
+        fields = dict(f.split(":", 1) for f in line.split(" ") if ":" in f)
+        if "op_name" in fields and "op_type" in fields:
+            out[fields["op_name"]] = fields["op_type"]
+    return out
+
+
+def _text_of(base: Path, groups: dict, marker: str) -> tuple[str, Path | None]:
+    for stem, names in sorted(groups.items()):
+        if marker in os.path.basename(stem):
+            try:
+                return C.read_slices(base, names).decode("utf-8"), base / names[0]
+            except UnicodeDecodeError as e:
+                raise InputError(base / names[0], "not UTF-8 text", where=e.start) from None
+    return "", None
+
+
+def _read_legacy_job(base: Path, groups: dict, hwts: dict, data: RankData, source) -> None:
+    stem, names = sorted(hwts.items())[0]
+    path = base / names[0]
+    logs = C.decode_hwts(C.read_slices(base, names), path)
+    s_idx, e_idx = C.pair_start_end([logs["stream_id"], logs["task_id"]], logs["timestamp"],
+                                    logs["is_start"])
+    text, tpath = _text_of(base, groups, "task_desc_info")
+    tasks = parse_task_desc(text, tpath) if text else {}
+    gtext, _ = _text_of(base, groups, "graph_desc_info")
+    op_types = parse_graph_desc(gtext) if gtext else {}
+    if not tasks:
+        data.problems.warn(base, "no Framework task_desc_info: kernels have no op names",
+                           rank=data.rank)
+    task_ids = logs["task_id"][s_idx]
+    if tasks:
+        known = np.isin(task_ids, np.fromiter(tasks, dtype=np.int64, count=len(tasks)))
+        dropped = int((~known).sum())
+        if dropped:
+            data.problems.warn(path, f"{dropped} device tasks have no framework op (stream/event "
+                                     f"tasks) and are not kernels", rank=data.rank)
+        s_idx, e_idx, task_ids = s_idx[known], e_idx[known], task_ids[known]
+    names_ = [tasks[t][0] if t in tasks else None for t in task_ids.tolist()]
+    start = logs["timestamp"][s_idx]
+    n = len(s_idx)
+    cols = {
+        "rank": np.full(n, data.rank if data.rank is not None else -1, dtype=np.int32),
+        "device_id": [source.device_id] * n,
+        "task_id": task_ids, "stream_id": logs["stream_id"][s_idx],
+        "name": names_,
+        "op_type": [op_types.get(x) or (_OP_TYPE_RE.search(x).group(1) if x else None)
+                    for x in names_],
+        "block_num": [tasks[t][1] if t in tasks else None for t in task_ids.tolist()],
+        "start_ns": start * LEGACY_TICK_NS,
+        "dur_ns": (logs["timestamp"][e_idx] - start) * LEGACY_TICK_NS,
+    }
+    data.tables[S.KERNELS] = S.conform(S.KERNELS, pa.table(cols))
+    data.problems.warn(path, "legacy raw job has no dev_start.log: kernel times are on the "
+                             "device clock (10 ns ticks), not wall clock", rank=data.rank)
+
+
+# ----------------------------------------------------------------------------- PROF_ raw
+
+def _find(groups: dict, pattern: str) -> list[tuple[str, list[str]]]:
+    rx = re.compile(pattern)
+    return [(k, v) for k, v in sorted(groups.items()) if rx.search(k)]
+
+
+def _host_concat(base: Path, groups: dict, name: str) -> tuple[bytes, Path | None]:
+    """Both aging and unaging parts of one host file kind (§D.0), concatenated."""
+    hits = _find(groups, rf"(^|/)(aging|unaging)\.{re.escape(name)}$")
+    if not hits:
+        return b"", None
+    return b"".join(C.read_slices(base, v) for _, v in hits), base / hits[0][1][0]
+
+
+def _read_text(p: Path) -> str | None:
+    try:
+        return p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _clock(base: Path, dev: int, data: RankData) -> C.DeviceClock:
+    d = base / f"device_{dev}"
+    try:
+        info = read_json(d / f"info.json.{dev}")
+    except InputError as e:
+        raise InputError(e.path, f"needed for the device clock: {e.reason}") from None
+    dev_start = C.parse_start_log(_read_text(d / f"dev_start.log.{dev}") or "")
+    host_txt = _read_text(d / f"host_start.log.{dev}") or _read_text(base / "host" / "host_start.log")
+    host_start = C.parse_start_log(host_txt or "")
+    start_info = None
+    for p in (d / f"start_info.{dev}", base / "host" / "start_info"):
+        if p.is_file():
+            try:
+                start_info = read_json(p)
+                break
+            except InputError as e:
+                data.problems.add_error(e, rank=data.rank)
+    try:
+        clock = C.device_clock(info, dev_start, host_start, start_info)
+    except (ValueError, KeyError) as e:
+        raise InputError(d / f"info.json.{dev}", str(e)) from None
+    if not clock.host_mono0_ns or not clock.local_offset_ns:
+        data.problems.warn(d, "dev_start.log / host_start.log / start_info incomplete: kernel "
+                              "times are not on the local wall clock", rank=data.rank)
+    return clock
+
+
+def _device_tasks(base: Path, groups: dict, dev: int) -> dict[str, np.ndarray] | None:
+    stars = _find(groups, rf"(^|/)stars_soc\.data\.{dev}$")
+    if stars:
+        buf = C.read_slices(base, stars[0][1])
+        logs = C.decode_stars_soc(buf, base / stars[0][1][0])
+        stream, task = C.decode_stream_task(logs["stream_raw"], logs["task_raw"], logs["sqe_type"])
+        ctx = logs["context_id"]
+        core = np.array(C.SQE_TYPES + ("UNKNOWN",) * 44, dtype=object)[logs["sqe_type"]]
+        ffts = logs["subtask_type"] >= 0
+        if ffts.any():
+            sub = np.array([C.FFTS_SUBTASK_TYPES.get(int(x), str(int(x))) for x in
+                            logs["subtask_type"][ffts]], dtype=object)
+            core = core.copy()
+            core[ffts] = sub
+    else:
+        hw = _find(groups, rf"(^|/)hwts\.data\.{dev}$")
+        if not hw:
+            return None
+        logs = C.decode_hwts(C.read_slices(base, hw[0][1]), base / hw[0][1][0])
+        stream, task = logs["stream_id"], logs["task_id"]
+        ctx = np.full(len(task), C.INVALID_CONTEXT, dtype=np.int64)
+        core = np.full(len(task), None, dtype=object)
+    s_idx, e_idx = C.pair_start_end([stream, task, ctx], logs["timestamp"], logs["is_start"])
+    return {"stream_id": stream[s_idx], "task_id": task[s_idx], "context_id": ctx[s_idx],
+            "start": logs["timestamp"][s_idx], "end": logs["timestamp"][e_idx],
+            "core": core[s_idx]}
+
+
+def _host_ops(base: Path, groups: dict, data: RankData):
+    """Host task_track joined to node_basic_info per thread: DataFrame with stream_id, task_id,
+    timestamp, name, op_type, task_type, block_num (or None without host data)."""
+    import pandas as pd
+
+    tt_buf, tt_path = _host_concat(base, groups, "compact.task_track")
+    if not tt_buf:
+        return None
+    tt = C.decode_compact(tt_buf, "task_track", tt_path)
+    nb_buf, nb_path = _host_concat(base, groups, "compact.node_basic_info")
+    nb = C.decode_compact(nb_buf, "node_basic_info", nb_path) if nb_buf else None
+    hd_buf, _ = _host_concat(base, groups, "additional.hash_dic")
+    hashes = C.parse_hash_dic(hd_buf.decode("utf-8", "replace")) if hd_buf else {}
+    ti_buf, _ = _host_concat(base, groups, "additional.type_info_dic")
+    types = C.parse_type_info_dic(ti_buf.decode("utf-8", "replace")) if ti_buf else {}
+    host = pd.DataFrame({
+        "thread_id": tt["thread_id"].astype(np.int64), "timestamp": tt["timestamp"].astype(np.int64),
+        "stream_id": tt["stream_id"].astype(np.int64), "task_id": tt["task_id"].astype(np.int64),
+        "host_task_type": [C.type_name(types, 5000, int(x)) for x in tt["task_type"]],
+        "kernel_name": [hashes.get(int(x)) for x in tt["kernel_name"]],
+    }).sort_values("timestamp")
+    if nb is not None and len(nb):
+        ops = pd.DataFrame({
+            "thread_id": nb["thread_id"].astype(np.int64),
+            "timestamp": nb["timestamp"].astype(np.int64),
+            "name": [hashes.get(int(x), str(int(x))) for x in nb["op_name"]],
+            "op_type": [hashes.get(int(x), str(int(x))) for x in nb["op_type"]],
+            "task_type": [C.GE_TASK_TYPES[x] if x < len(C.GE_TASK_TYPES) else str(x)
+                          for x in nb["task_type"].tolist()],
+            "block_num": (nb["block_num"] & 0xFFFF).astype(np.int64),
+        }).sort_values("timestamp")
+        host = pd.merge_asof(host, ops, on="timestamp", by="thread_id", direction="backward")
+    else:
+        data.problems.warn(base, "no node_basic_info: kernel names from task_track kernel names",
+                           rank=data.rank)
+        host["name"], host["op_type"] = host["kernel_name"], None
+        host["task_type"], host["block_num"] = host["host_task_type"], None
+    host["name"] = host["name"].where(host["name"].notna(), host["kernel_name"])
+    return host
+
+
+def _read_prof_raw(base: Path, groups: dict, data: RankData, source) -> None:
+    import pandas as pd
+
+    dev = source.device_id
+    if dev is None:
+        devs = sorted({int(m.group(1)) for k in groups for m in [re.match(r"device_(\d+)/", k)] if m})
+        if not devs:
+            kinds = sorted({os.path.basename(k).split(".")[0] for k in groups})
+            raise InputError(base, f"no device task log (hwts / stars_soc) to decode; found only "
+                                   f"{', '.join(kinds) or 'no sliced files'}")
+        dev = devs[0]
+    tasks = _device_tasks(base, groups, dev)
+    if tasks is None:
+        raise InputError(base, f"no stars_soc.data.{dev} or hwts.data.{dev} device log")
+    clock = _clock(base, dev, data)
+    start = clock.to_local_ns(tasks["start"])
+    dur = clock.ticks_to_ns(tasks["end"] - tasks["start"])
+    dev_df = pd.DataFrame({"timestamp": start, "dur_ns": dur, "stream_id": tasks["stream_id"],
+                           "task_id": tasks["task_id"], "context_id": tasks["context_id"],
+                           "core": tasks["core"]}).sort_values("timestamp")
+    host = _host_ops(base, groups, data)
+    if host is not None:
+        # host timestamps: monotonic ns (host freq unknown) -> local with the same offset
+        host = host.assign(timestamp=host["timestamp"] + clock.local_offset_ns)
+        dev_df = pd.merge_asof(dev_df, host.drop(columns=["thread_id"]), on="timestamp",
+                               by=["stream_id", "task_id"], direction="backward")
+    else:
+        data.problems.warn(base, "no host task_track data: kernels have no op names",
+                           rank=data.rank)
+        dev_df["name"] = dev_df["op_type"] = dev_df["task_type"] = dev_df["block_num"] = None
+    n = len(dev_df)
+    core = dev_df["task_type"].where(dev_df["task_type"].notna(), dev_df["core"])
+    ctx = dev_df["context_id"].where(dev_df["context_id"] != C.INVALID_CONTEXT, None)
+    cols = {
+        "rank": np.full(n, data.rank if data.rank is not None else -1, dtype=np.int32),
+        "device_id": [dev] * n, "stream_id": dev_df["stream_id"].to_numpy(),
+        "task_id": dev_df["task_id"].to_numpy(),
+        "context_id": pa.array(ctx.tolist(), pa.int64()),
+        "name": pa.array(dev_df["name"].tolist(), pa.string()),
+        "op_type": pa.array(dev_df["op_type"].tolist(), pa.string()),
+        "accelerator_core": pa.array([None if c is None or c != c else str(c) for c in core],
+                                     pa.string()),
+        "block_num": pa.array([None if b is None or b != b else int(b)
+                               for b in dev_df["block_num"].tolist()], pa.int64()),
+        "start_ns": dev_df["timestamp"].to_numpy(), "dur_ns": dev_df["dur_ns"].to_numpy(),
+    }
+    data.tables[S.KERNELS] = S.conform(S.KERNELS, pa.table(cols))
+
+
+__all__ = ["read", "parse_task_desc", "parse_graph_desc", "RecordError"]
