@@ -1,0 +1,270 @@
+"""The msprof-analyze-compatible cluster files against msprof-analyze 26.2.0's own output.
+
+Expected values: tests/reference/ (produced by the peer tool, see its README.md), each rank's
+step_trace_time.csv read here with the csv module, and hand calculations written out below.
+Our side is built from our readers only.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from ascendprof import schemas as S
+from ascendprof.analyze import cluster_communication as cc
+from ascendprof.analyze import cluster_step_trace as cst
+from ascendprof.readers.ascend_output import read_step_trace_time
+from ascendprof.readers.communication import read_communication, read_matrix
+
+REFERENCE = Path(__file__).parent / "reference"
+#: fields msprof-analyze rounds to 4 decimals from ms values; our int-ns times can land on the
+#: other side of a half-way point (README.md), so they get an absolute 1e-4 allowance.
+ROUNDED = {"Bandwidth(GB/s)", "Wait Time Ratio", "Synchronization Time Ratio",
+           "Large Packet Ratio"}
+
+
+def load_ranks(root: Path) -> dict:
+    """Every rank of a torch_npu text job, through our readers. rank = N of profiler_info_N.json."""
+    parts = {n: [] for n in (S.COMM_OPS, S.COMM_BANDWIDTH, S.COMM_SIZE_DIST, S.COMM_LINKS,
+                             S.STEP_TRACE)}
+    meta = {}
+    for d in sorted(root.glob("*_ascend_pt")):
+        rank = int(next(d.glob("profiler_info_*.json")).stem.rsplit("_", 1)[1])
+        md = d / "profiler_metadata.json"
+        meta[rank] = json.loads(md.read_text()) if md.exists() else {}
+        out = d / "ASCEND_PROFILER_OUTPUT"
+        parts[S.STEP_TRACE].append(read_step_trace_time(out / "step_trace_time.csv", rank))
+        if (out / "communication.json").exists():
+            for name, t in read_communication(out / "communication.json", rank).items():
+                parts[name].append(t)
+        if (out / "communication_matrix.json").exists():
+            parts[S.COMM_LINKS].append(read_matrix(out / "communication_matrix.json", rank))
+    tables = {n: (pa.concat_tables(v) if v else None) for n, v in parts.items()}
+    return {"tables": tables, "meta": meta}
+
+
+def diffs(ours, ref, path="", key="") -> list[str]:
+    """Differences between two JSON-like values: same keys, numbers within 1e-3 relative."""
+    out = []
+    if isinstance(ref, dict):
+        if not isinstance(ours, dict):
+            return [f"{path}: not an object"]
+        if set(ours) != set(ref):
+            out.append(f"{path}: keys differ, ours-only {sorted(set(ours) - set(ref))[:5]}, "
+                       f"reference-only {sorted(set(ref) - set(ours))[:5]}")
+        for k in set(ours) & set(ref):
+            out += diffs(ours[k], ref[k], f"{path}/{k}", k)
+    elif isinstance(ref, list):
+        if not isinstance(ours, list) or len(ours) != len(ref):
+            return [f"{path}: list differs {ours!r} vs {ref!r}"]
+        for i, (a, b) in enumerate(zip(ours, ref)):
+            out += diffs(a, b, f"{path}[{i}]", key)
+    elif isinstance(ref, (int, float)) and not isinstance(ref, bool):
+        tol = 1.5e-4 if key in ROUNDED else 1e-12
+        if not isinstance(ours, (int, float)) or not math.isclose(ours, ref, rel_tol=1e-3,
+                                                                  abs_tol=tol):
+            out.append(f"{path}: {ours!r} vs reference {ref!r}")
+    elif ours != ref:
+        out.append(f"{path}: {ours!r} vs reference {ref!r}")
+    return out
+
+
+def ref_json(name: str, file: str):
+    return json.loads((REFERENCE / name / file).read_text())
+
+
+def as_json(obj):
+    return json.loads(json.dumps(obj))
+
+
+def sorted_groups(g: dict) -> dict:
+    """communication_group.json with its lists in a fixed order (the tool lists groups in the
+    order it found the rank directories)."""
+    return {"collective": sorted(g["collective"]), "p2p": sorted(g["p2p"]),
+            "comm_group_parallel_info": sorted(g["comm_group_parallel_info"],
+                                               key=lambda r: (r["type"], r["group_name"]))}
+
+
+CASES = [("qwen3-4rank-pp2dp2", None), ("torch_npu-2rank-level1", "torch_npu-2rank-levels/text/level1"),
+         ("torch_npu-2rank-level2", "torch_npu-2rank-levels/text/level2")]
+
+
+@pytest.fixture(params=CASES, ids=[c[0] for c in CASES])
+def case(request, qwen3):
+    name, rel = request.param
+    if rel is None:
+        root = qwen3
+    else:
+        root = request.getfixturevalue("shared_data") / rel
+    return name, root, load_ranks(root)
+
+
+def test_cluster_communication_json(case):
+    name, _, d = case
+    t = d["tables"]
+    ours = cc.build_communication(t[S.COMM_OPS], t[S.COMM_BANDWIDTH], t[S.COMM_SIZE_DIST],
+                                  d["meta"], comm_links=t[S.COMM_LINKS])
+    assert diffs(as_json(ours), ref_json(name, "cluster_communication.json")) == []
+
+
+def test_cluster_communication_json_without_links(case):
+    """The pipeline-level call (no matrix table) gives the same file on consistent data."""
+    name, _, d = case
+    t = d["tables"]
+    ours = cc.build_communication(t[S.COMM_OPS], t[S.COMM_BANDWIDTH], t[S.COMM_SIZE_DIST],
+                                  d["meta"])
+    assert diffs(as_json(ours), ref_json(name, "cluster_communication.json")) == []
+
+
+def test_cluster_communication_matrix_json(case):
+    name, _, d = case
+    t = d["tables"]
+    ours = cc.build_matrix(t[S.COMM_LINKS], d["meta"], comm_ops=t[S.COMM_OPS])
+    assert diffs(as_json(ours), ref_json(name, "cluster_communication_matrix.json")) == []
+
+
+def test_communication_group_json(case):
+    name, _, d = case
+    t = d["tables"]
+    ours = cc.build_groups(t[S.COMM_OPS], d["meta"], comm_links=t[S.COMM_LINKS])
+    assert sorted_groups(as_json(ours)) == sorted_groups(ref_json(name, "communication_group.json"))
+
+
+def _ref_csv(name: str) -> pd.DataFrame:
+    return pd.read_csv(REFERENCE / name / "cluster_step_trace_time.csv", dtype=str,
+                       keep_default_na=False)
+
+
+def _compare_step_trace(ours: pd.DataFrame, ref: pd.DataFrame):
+    assert list(ours.columns) == list(ref.columns)
+    ours = ours.astype(str)
+    key = ["Step", "Type", "Index"]
+    o, r = ours.set_index(key).sort_index(), ref.set_index(key).sort_index()
+    assert list(o.index) == list(r.index)
+    for col in r.columns:
+        for idx in r.index:
+            a, b = o.at[idx, col], r.at[idx, col]
+            if b == "NA":
+                assert a == "NA", (idx, col)
+            else:
+                assert float(a) == pytest.approx(float(b), rel=1e-3, abs=1e-9), (idx, col)
+
+
+def test_cluster_step_trace_time(case):
+    name, _, d = case
+    t = d["tables"]
+    groups = cc.build_groups(t[S.COMM_OPS], d["meta"], comm_links=t[S.COMM_LINKS])
+    ours = cst.build(t[S.STEP_TRACE], d["meta"], groups)
+    _compare_step_trace(ours, _ref_csv(name))
+
+
+def test_cluster_step_trace_time_stages_from_metadata_only(case):
+    """Without communication groups the stages come from parallel_group_info: same file here."""
+    name, _, d = case
+    _compare_step_trace(cst.build(d["tables"][S.STEP_TRACE], d["meta"]), _ref_csv(name))
+
+
+def test_level0_without_communication(shared_data):
+    """Level0 has no communication*.json: msprof-analyze writes an empty group file and the
+    step trace; we build the same and the JSON builders give nothing to write."""
+    d = load_ranks(shared_data / "torch_npu-2rank-levels/text/level0")
+    t = d["tables"]
+    assert t[S.COMM_OPS] is None and t[S.COMM_LINKS] is None
+    groups = cc.build_groups(None, d["meta"])
+    assert groups == ref_json("torch_npu-2rank-level0", "communication_group.json")
+    _compare_step_trace(cst.build(t[S.STEP_TRACE], d["meta"], groups),
+                        _ref_csv("torch_npu-2rank-level0"))
+    assert cc.build_matrix(None, d["meta"]) == {}
+
+
+def _own_step_trace(root: Path) -> dict[tuple[int, int], dict[str, float]]:
+    """(step, rank) -> each rank's step_trace_time.csv values, read with the csv module."""
+    out = {}
+    for dd in sorted(root.glob("*_ascend_pt")):
+        rank = int(next(dd.glob("profiler_info_*.json")).stem.rsplit("_", 1)[1])
+        with open(dd / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv", newline="",
+                  encoding="utf-8-sig") as f:
+            for row in csv.DictReader(f):
+                out[(int(row["Step"]), rank)] = {k: float(v) for k, v in row.items()
+                                                 if k not in ("Step", "Device_id")}
+    return out
+
+
+def test_rank_rows_equal_own_step_trace(case):
+    _, root, d = case
+    ours = cst.build(d["tables"][S.STEP_TRACE], d["meta"])
+    own = _own_step_trace(root)
+    rows = ours[ours["Type"] == "rank"]
+    assert len(rows) == len(own)
+    assert list(zip(rows["Step"], rows["Index"])) == sorted(own)  # sorted by (step, rank)
+    for _, row in rows.iterrows():
+        for col, v in own[(row["Step"], row["Index"])].items():
+            assert round(row[col], 3) == round(v, 3), (row["Index"], col)
+
+
+def test_qwen3_index_is_rank_not_device_id(qwen3):
+    """Rank 2's Device_id is 4 and rank 3's is 5; Index and DP/PP/TP follow the rank."""
+    d = load_ranks(qwen3)
+    ours = cst.build(d["tables"][S.STEP_TRACE], d["meta"]).set_index(["Type", "Index"])
+    assert ours.loc[("rank", 2), "Computing"] == pytest.approx(400448.26)  # rank 2's own value
+    # Megatron layout, tp1 pp2 dp2 world 4: model-parallel groups [0, 2] and [1, 3]
+    assert [tuple(ours.loc[("rank", r), ["DP Index", "PP Index", "TP Index"]]) for r in range(4)] \
+        == [(0, 0, 0), (1, 0, 0), (0, 1, 0), (1, 1, 0)]
+    # stage (0, 1) = column max over ranks 0 and 1: Communication 441708.38 is rank 1's
+    assert ours.loc[("stage", "(0, 1)"), "Communication"] == pytest.approx(441708.38)
+
+
+def test_parallel_index_by_hand():
+    # tp2 pp2 dp2, world 8: data-parallel groups [0,2] [1,3] [4,6] [5,7]; model-parallel groups
+    # [0,1,4,5] (DP 0) and [2,3,6,7] (DP 1); PP = which tp-sized chunk, TP = place in the chunk.
+    idx = cst.parallel_index({"world_size": 8, "tensor_model_parallel_size": 2,
+                              "pipeline_model_parallel_size": 2, "data_parallel_size": 2})
+    assert idx[5] == (0, 1, 1) and idx[6] == (1, 1, 0) and idx[0] == (0, 0, 0)
+    assert cst.parallel_index({"world_size": 6, "tensor_model_parallel_size": 2,
+                               "pipeline_model_parallel_size": 2, "data_parallel_size": 2}) is None
+    assert cst.parallel_index({"world_size": "4"}) is None
+
+
+def test_double_hash_names_groups():
+    # reference communication_group.json: group_id group_name_5 is written as this group name
+    assert cc.double_hash("group_name_5") == 5862276114690318097
+
+
+def test_group_table_matches_reference_totals(qwen3):
+    """group_table's per-rank sums are msprof-analyze's 'Total Op Info@<group>' time fields."""
+    d = load_ranks(qwen3)
+    gt = cc.group_table(d["tables"][S.COMM_OPS], d["meta"])
+    ref = ref_json("qwen3-4rank-pp2dp2", "cluster_communication.json")
+    n = 0
+    for gk, steps in ref.items():
+        for step_key, ops in steps.items():
+            for op_key, ranks in ops.items():
+                if not op_key.startswith("Total Op Info@"):
+                    continue
+                group = op_key.split("@")[1]
+                for rank, total in ranks.items():
+                    row = gt[(gt["group"] == group) & (gt["step_key"] == step_key)
+                             & (gt["rank"] == int(rank))]
+                    assert len(row) == 1
+                    row = row.iloc[0]
+                    assert row["group_key"] == gk
+                    tinfo = total["Communication Time Info"]
+                    for label, col in (("Elapse Time(ms)", "elapse_ns"),
+                                       ("Transit Time(ms)", "transit_ns"),
+                                       ("Wait Time(ms)", "wait_ns"),
+                                       ("Synchronization Time(ms)", "sync_ns"),
+                                       ("Idle Time(ms)", "idle_ns")):
+                        assert row[col] == pytest.approx(tinfo[label] * 1e6, abs=2)
+                    assert row["wait_ratio"] == pytest.approx(tinfo["Wait Time Ratio"], abs=1e-4)
+                    n += 1
+    assert n == len(gt) > 0
+    dp = gt[gt["group"] == "5862276114690318097"]
+    assert set(dp["group_name"]) == {"dp_cp"} and set(dp["global_ranks"]) == {(0, 1)}
+    pp = gt[gt["group_name"] == "pp"]
+    assert set(pp["kinds"]) == {"p2p"} and set(pp["global_ranks"]) == {(0, 2), (1, 3)}
