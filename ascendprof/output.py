@@ -49,7 +49,7 @@ def write_bytes(path: Path, data: bytes) -> Path:
 
 def write_json(path: Path, obj, *, indent: bool = True) -> Path:
     opt = orjson.OPT_INDENT_2 if indent else 0
-    return write_bytes(path, orjson.dumps(obj, option=opt | orjson.OPT_SERIALIZE_NUMPY))
+    return write_bytes(path, orjson.dumps(obj, option=opt | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS))
 
 
 def write_csv(path: Path, header: list[str], rows) -> Path:

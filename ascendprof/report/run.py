@@ -33,8 +33,10 @@ def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executo
     tables_tmp = out / ".tables.partial"
     if tables_tmp.exists():
         shutil.rmtree(tables_tmp)
+    from ascendprof.cache import cache_dir_for
+
     results = _run(sources, tables_tmp if tables else None, workers, executor, scheduler,
-                   progress, cache)
+                   progress, cache_dir_for(out, [directory]) if cache else None)
     ca = pipeline.combine(str(directory), sources, results, problems, thresholds)
     final_tables = out / "tables"
     if final_tables.exists():
@@ -50,7 +52,7 @@ def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executo
     if fmt == "json":
         import orjson
 
-        sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
     else:
         from ascendprof.report.terminal import print_summary
 
@@ -63,6 +65,8 @@ def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executo
 def _run(sources, tables_dir, workers, executor, scheduler, progress, cache):
     from ascendprof import pipeline
 
+    cache_dir = cache  # a directory, or None with --no-cache
+
     if executor == "dask":
         try:
             from ascendprof.executors import dask_map
@@ -70,13 +74,13 @@ def _run(sources, tables_dir, workers, executor, scheduler, progress, cache):
             raise UsageError(f"--executor dask needs the optional extra: pip install "
                              f"'ascendprof[dask]' ({e})") from None
         return dask_map(pipeline.process_rank, sources, tables_dir=tables_dir,
-                        scheduler=scheduler)
+                        scheduler=scheduler, cache_dir=cache_dir)
     if not progress:
-        return pipeline.run_ranks(sources, tables_dir, workers=workers)
+        return pipeline.run_ranks(sources, tables_dir, workers=workers, cache_dir=cache_dir)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     with Progress(TextColumn("Reading ranks"), BarColumn(), MofNCompleteColumn(),
                   transient=True) as bar:
         task = bar.add_task("ranks", total=len(sources))
-        return pipeline.run_ranks(sources, tables_dir, workers=workers,
+        return pipeline.run_ranks(sources, tables_dir, workers=workers, cache_dir=cache_dir,
                                   progress=lambda: bar.advance(task))

@@ -5,13 +5,21 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from ascendprof.report.summary import METRICS
+
+_SHORT = [("computing_ns", "Comp"), ("comm_not_overlapped_ns", "CommNO"),
+          ("overlapped_ns", "Ovlp"), ("communication_ns", "Comm"), ("free_ns", "Free"),
+          ("stage_ns", "Stage"), ("bubble_ns", "Bubble"), ("preparing_ns", "Prep")]
+_LEGEND = ("Comp Computing, CommNO Communication(Not Overlapped), Ovlp Overlapped, Comm "
+           "Communication, Prep Preparing; Src rep = profiler's step_trace_time, re = recomputed")
 
 _SEV_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 def _console() -> Console:
-    return Console(highlight=False, soft_wrap=False)
+    con = Console(highlight=False, soft_wrap=False)
+    if not con.is_terminal:  # piped or captured: rich would assume 80 columns
+        con = Console(highlight=False, soft_wrap=False, width=140)
+    return con
 
 
 def print_scan(sources, problems) -> None:
@@ -47,20 +55,17 @@ def print_summary(summary: dict, out_dir) -> None:
         kinds[s["kind"]] = kinds.get(s["kind"], 0) + 1
     con.print("Sources: " + ", ".join(f"{n} {k}" for k, n in kinds.items()))
     if summary["ranks"]:
-        t = Table(title="Step breakdown per rank (ms)")
-        t.add_column("Rank", justify="right")
-        t.add_column("Step", justify="right")
-        for _, name in METRICS[:7]:
-            t.add_column(name.replace("Communication", "Comm."), justify="right")
-        t.add_column("Preparing", justify="right")
-        t.add_column("Origin")
+        t = Table(title="Step breakdown per rank (ms)", caption=_LEGEND)
+        for c in ("Rank", "Step") + tuple(short for _, short in _SHORT):
+            t.add_column(c, justify="right")
+        t.add_column("Src")
         for r in summary["ranks"]:
             vals = []
-            for col, _ in METRICS[:7] + [METRICS[8]]:
+            for col, _ in _SHORT:
                 v = r.get(col[:-3] + "_us")
-                vals.append("-" if v is None else f"{v / 1000:.2f}")
+                vals.append("-" if v is None else f"{v / 1000:.1f}")
             t.add_row(str(r["rank"]), "-" if r["step"] is None else str(r["step"]), *vals,
-                      r["origin"])
+                      "rep" if r["origin"] == "reported" else "re")
         con.print(t)
     if summary["top_op_types"]:
         t = Table(title="Top op types (cluster)")
