@@ -268,3 +268,36 @@ def test_group_table_matches_reference_totals(qwen3):
     assert set(dp["group_name"]) == {"dp_cp"} and set(dp["global_ranks"]) == {(0, 1)}
     pp = gt[gt["group_name"] == "pp"]
     assert set(pp["kinds"]) == {"p2p"} and set(pp["global_ranks"]) == {(0, 2), (1, 3)}
+
+
+def test_matrix_from_flat_cann_records_by_hand(tmp_path):
+    """Raw PROF_ communication_matrix.json (per op, spec §A.6/§7.3) is condensed per link like
+    msprof-analyze's msprof adapter: records sorted by bandwidth, top1 / middle (n//2) / bottom1 /
+    bottom2 / total (summed size and time, bandwidth = MB/ms), then mapped to global ranks."""
+    def link(tt, mb, ms):
+        return {"Transport Type": tt, "Transit Size(MB)": mb, "Transit Time(ms)": ms,
+                "Bandwidth(GB/s)": round(mb / ms, 4)}
+    files = {0: {"hcom_allReduce__1_0_1@g": {"0-0": link("LOCAL", 4.0, 0.5),
+                                             "0-1": link("HCCS", 2.0, 1.0)},
+                 "hcom_allReduce__1_1_1@g": {"0-1": link("HCCS", 2.0, 0.5)}},
+             1: {"hcom_allReduce__1_0_1@g": {"1-1": link("LOCAL", 4.0, 0.5)}}}
+    tables = []
+    for rank, data in files.items():
+        p = tmp_path / f"m{rank}.json"
+        p.write_text(json.dumps(data))
+        tables.append(read_matrix(p, rank))
+    out = cc.build_matrix(pa.concat_tables(tables), {})
+    step = out["(0, 1)"]["step"]
+    # link 0-1 of rank 0: op 1_1 (4 GB/s) before op 1_0 (2 GB/s)
+    assert step["allreduce-top1@g"]["0-1"]["Op Name"] == "hcom_allReduce__1_1_1"
+    assert step["allreduce-middle@g"]["0-1"]["Op Name"] == "hcom_allReduce__1_0_1"  # index 2//2
+    assert step["allreduce-bottom1@g"]["0-1"]["Op Name"] == "hcom_allReduce__1_0_1"
+    assert step["allreduce-bottom2@g"]["0-1"]["Op Name"] == "hcom_allReduce__1_1_1"
+    assert "allreduce-bottom3@g" not in step or "0-1" not in step["allreduce-bottom3@g"]
+    total = step["allreduce-total@g"]["0-1"]
+    assert total["Transit Size(MB)"] == pytest.approx(4.0)
+    assert total["Transit Time(ms)"] == pytest.approx(1.5)
+    assert total["Bandwidth(GB/s)"] == 2.6667 and total["Op Name"] == ""
+    # the group total sums only the -total@ entries: 0-0 4 MB / 0.5 ms, 1-1 the same
+    assert step["Total Op Info@g"]["0-0"]["Bandwidth(GB/s)"] == 8.0
+    assert set(step["Total Op Info@g"]) == {"0-0", "0-1", "1-1"}
