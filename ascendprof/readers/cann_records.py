@@ -177,8 +177,9 @@ def decode_stars_soc(buf: bytes, path="<bytes>") -> dict[str, np.ndarray]:
         "sqe_type": (a["header"] >> 10).astype(np.int64),
         "stream_raw": a["stream_raw"].astype(np.int64), "task_raw": a["task_raw"].astype(np.int64),
         "timestamp": a["timestamp"].astype(np.int64),
-        "context_id": np.where(ffts, a["subtask_id"], INVALID_CONTEXT).astype(np.int64),
-        "subtask_type": np.where(ffts, a["subtask_type"], -1).astype(np.int64),
+        # widen first: np.where would keep the u16 type and wrap 0xFFFFFFFF
+        "context_id": np.where(ffts, a["subtask_id"].astype(np.int64), np.int64(INVALID_CONTEXT)),
+        "subtask_type": np.where(ffts, a["subtask_type"].astype(np.int64), np.int64(-1)),
         "is_start": np.isin(f, (ACSQ_START, FFTS_START)),
         "offset": (idx * STARS_SIZE).astype(np.int64),
     }
