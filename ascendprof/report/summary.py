@@ -13,6 +13,7 @@ Times are microseconds (keys end in ``_us``).
 from __future__ import annotations
 
 from ascendprof import __version__
+from ascendprof.report.files import not_written
 
 METRICS = [  # (STEP_TRACE column, display name)
     ("computing_ns", "Computing"),
@@ -40,6 +41,10 @@ def _rows(table, origin: str) -> list[dict]:
     return out
 
 
+def _text(v) -> str:
+    return "-" if v is None or (isinstance(v, float) and v != v) else str(v)
+
+
 def build_summary(ca, outputs: list[str] | None = None, top: int = 10) -> dict:
     """Summarise ``ca`` (pipeline.ClusterAnalysis). Per-rank rows prefer the profiler's reported
     breakdown and fall back to ascendprof's recomputation (``origin`` says which)."""
@@ -52,7 +57,8 @@ def build_summary(ca, outputs: list[str] | None = None, top: int = 10) -> dict:
     if ops is not None and len(ops):
         cl = ops[ops["Rank"].astype(str) == "cluster"].head(top)
         for _, r in cl.iterrows():
-            tops.append({"op_type": r["OP Type"], "accelerator_core": r["Accelerator Core"],
+            tops.append({"op_type": _text(r["OP Type"]),
+                         "accelerator_core": _text(r["Accelerator Core"]),
                          "count": int(r["Count"]), "total_us": float(r["Total Time(us)"]),
                          "ratio_pct": float(r["Ratio(%)"])})
     return {
@@ -68,4 +74,5 @@ def build_summary(ca, outputs: list[str] | None = None, top: int = 10) -> dict:
         "problems": [p.as_dict() for p in ca.problems],
         "missing": {r.rank: r.missing for r in ca.ranks if r.missing},
         "outputs": outputs or [],
+        "not_written": not_written(ca),
     }

@@ -88,6 +88,8 @@ def print_summary(summary: dict, out_dir) -> None:
     probs = [SimpleNamespace(severity=p["severity"], line=lambda p=p: _pline(p))
              for p in summary["problems"]]
     _print_problems(con, probs)
+    for name, why in summary.get("not_written", {}).items():
+        con.print(f"  [dim]not written:[/dim] {name}: {why}")
     con.print(f"Results written to [bold]{out_dir}[/bold]")
 
 
