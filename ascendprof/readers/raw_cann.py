@@ -269,7 +269,9 @@ def _read_prof_raw(base: Path, groups: dict, data: RankData, source) -> None:
         dev = devs[0]
     tasks = _device_tasks(base, groups, dev)
     if tasks is None:
-        raise InputError(base, f"no stars_soc.data.{dev} or hwts.data.{dev} device log")
+        kinds = sorted({os.path.basename(k).split(".")[0] for k in groups})
+        raise InputError(base, f"no device task log (stars_soc.data.{dev} / hwts.data.{dev}) to "
+                               f"decode; found only {', '.join(kinds) or 'no sliced files'}")
     clock = _clock(base, dev, data)
     start = clock.to_local_ns(tasks["start"])
     dur = clock.ticks_to_ns(tasks["end"] - tasks["start"])
@@ -288,12 +290,12 @@ def _read_prof_raw(base: Path, groups: dict, data: RankData, source) -> None:
         dev_df["name"] = dev_df["op_type"] = dev_df["task_type"] = dev_df["block_num"] = None
     n = len(dev_df)
     core = dev_df["task_type"].where(dev_df["task_type"].notna(), dev_df["core"])
-    ctx = dev_df["context_id"].where(dev_df["context_id"] != C.INVALID_CONTEXT, None)
+    ctx = [None if c == C.INVALID_CONTEXT else int(c) for c in dev_df["context_id"].tolist()]
     cols = {
         "rank": np.full(n, data.rank if data.rank is not None else -1, dtype=np.int32),
         "device_id": [dev] * n, "stream_id": dev_df["stream_id"].to_numpy(),
         "task_id": dev_df["task_id"].to_numpy(),
-        "context_id": pa.array(ctx.tolist(), pa.int64()),
+        "context_id": pa.array(ctx, pa.int64()),
         "name": pa.array(dev_df["name"].tolist(), pa.string()),
         "op_type": pa.array(dev_df["op_type"].tolist(), pa.string()),
         "accelerator_core": pa.array([None if c is None or c != c else str(c) for c in core],
