@@ -694,13 +694,13 @@ def evaluate(baseline: pd.DataFrame, current: pd.DataFrame, rules: list[Rule]) -
     baseline, ``change_pct`` relative to baseline (null when baseline is 0). Verdict ``fail``
     when the change goes the rule's way beyond ``limit_pct`` and its size exceeds ``floor``;
     ``skip`` when the key exists on one side only (an op type new or gone counts as 0 there and
-    is judged); a rule whose metric neither side has yields no rows.
+    is judged); a rule whose metric one side lacks altogether yields no rows.
     """
     out = []
     for rule in rules:
         vb, vc = _scope_values(baseline, rule), _scope_values(current, rule)
-        if not len(vb) and not len(vc):
-            continue
+        if not len(vb) or not len(vc):
+            continue  # one side lacks the metric altogether (e.g. a CSV without op types)
         m = vb.merge(vc, on="key", how="outer", suffixes=("_b", "_c"))
         for _, r in m.iterrows():
             lb = r["values_b"] if isinstance(r["values_b"], list) else []
