@@ -60,7 +60,9 @@ _LEGACY_PRIMARY = ("step_trace_raw", "hccl_raw", "output_timeline_data", "aicore
 #: raw CANN / legacy raw job files (spec §D.1); device-side ones carry the timing
 _RAW_HINT_RE = re.compile(r"(^|\.)(hwts\.(log\.)?data|stars_soc\.data|training_trace|ts_track\.data|"
                           r"api_event\.data|compact\.|additional\.|Framework\.host)")
-_RAW_DEVICE_RE = re.compile(r"^(hwts\.(log\.)?data|stars_soc\.data|training_trace|ts_track\.data)")
+#: device task logs, the part of raw data ascendprof decodes (training_trace / ts_track step
+#: markers alone are not decoded)
+_RAW_DEVICE_RE = re.compile(r"^(hwts\.(log\.)?data|stars_soc\.data)")
 
 #: analyses and the files that allow them (any one suffices)
 ANALYSES = ("step_breakdown", "cluster_step_trace", "communication", "communication_matrix",
@@ -342,7 +344,8 @@ def _raw_job_source(d: Path, filenames: list[str], problems: Problems) -> Source
     The job's ``data/`` sub-directory belongs to the job: when ``d`` is ``<job>/data`` and
     ``<job>`` itself has raw files, ``d`` is not listed again (``<job>`` lists ``data/…``).
     A directory with only host-side framework text (no device log) is recorded as skipped:
-    there is nothing to time. Rank = device id from the device file name
+    there is nothing to time; so is one with only ``training_trace`` step markers (not decoded).
+    Rank = device id from the device file name
     (``….<device>.slice_<n>``), with a warning (raw data carries no rank).
     """
     if d.name == "data":
@@ -354,8 +357,9 @@ def _raw_job_source(d: Path, filenames: list[str], problems: Problems) -> Source
             return None
     files = [f for f in _list_files(d, max_depth=2) if not f.endswith((".done", ".complete", ".zip"))]
     if not any(_RAW_DEVICE_RE.match(os.path.basename(f)) for f in files):
-        problems.add(d, "raw host framework data only (no device log such as hwts.log.data or "
-                        "stars_soc.data); nothing to time", severity="skipped")
+        problems.add(d, "raw data without a device task log (hwts.log.data / stars_soc.data): "
+                        "only host framework text or step-trace markers, which ascendprof does not "
+                        "decode", severity="skipped")
         return None
     src = Source(path=str(d), kind=RAW_CANN, rank=None, files=files, mtime=_mtime(d))
     for f in files:

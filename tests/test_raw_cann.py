@@ -79,8 +79,18 @@ def test_job3_kernels_match_mindinsight_timeline_of_the_same_job(shared_data):
     assert got == want    # same op, same start cycle, same duration for every kernel
 
 
-def test_training_trace_only_job_is_an_input_error(shared_data):
-    src = next(s for s in scan(shared_data / "mindspore-legacy" / "JOB1", Problems()))
+def test_training_trace_only_job_is_skipped_by_the_scanner(shared_data):
+    problems = Problems()
+    assert scan(shared_data / "mindspore-legacy" / "JOB1", problems) == []
+    assert "without a device task log" in problems.items[0].reason
+
+
+def test_reader_without_device_log_is_an_input_error(tmp_path):
+    from ascendprof.scan import Source
+
+    (tmp_path / "training_trace.46.dev.profiler_default_tag.0.slice_0").write_bytes(b"\0" * 40)
+    src = Source(path=str(tmp_path), kind=RAW_CANN, rank=0, device_id=0,
+                 files=["training_trace.46.dev.profiler_default_tag.0.slice_0"])
     with pytest.raises(InputError, match="no device task log"):
         raw_cann.read(src)
 
