@@ -1,24 +1,108 @@
-"""Executors run the per-rank pure function over sources: a local process pool by default.
+"""Executors run the per-rank pure function over sources: a local process pool by default, or a
+Dask distributed cluster.
 
-Worker count defaults to the number of cores (at most the number of sources); one source runs
-in-process, which also keeps tests and small jobs free of pool start-up cost.
+Local pool size is bounded twice: by cores (at most the number of sources) and by memory. Each
+worker reports its peak RSS (``resource.getrusage``) with every result; the number of ranks in
+flight is then cut so that ``in flight x measured peak per rank`` stays under the memory budget
+(``$ASCENDPROF_MEMORY_BUDGET_MB``, default 60 % of the machine's available memory). Before the
+first measurement the peak is estimated from the rank's input size. Results come back in input
+order while later ranks still run, so the parent never holds more than the small partials. One
+source, or one worker, runs in-process, which keeps tests and small jobs free of pool start-up
+cost.
 """
 
 from __future__ import annotations
 
 import os
-from concurrent.futures import ProcessPoolExecutor
+import resource
+import sys
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from functools import partial
 
+#: environment variable: memory budget in MB for all workers together
+BUDGET_ENV = "ASCENDPROF_MEMORY_BUDGET_MB"
+#: RSS of a worker before it reads anything (interpreter + pyarrow + pandas), bytes
+BASE_WORKER_BYTES = 150 << 20
+#: peak memory per input byte while a rank is parsed, before any measurement
+BYTES_PER_INPUT_BYTE = 3.0
 
-def local_map(fn, sources, *, tables_dir=None, workers=None, progress=None):
-    """``[fn(s, tables_dir) for s in sources]`` in a process pool, results in input order.
 
-    ``progress`` is called with no argument after each finished source.
+def memory_budget() -> int:
+    """Bytes all workers together may use: ``$ASCENDPROF_MEMORY_BUDGET_MB`` or 60 % of
+    MemAvailable (/proc/meminfo), 4 GiB when neither is known."""
+    env = os.environ.get(BUDGET_ENV)
+    if env:
+        try:
+            return max(1, int(float(env) * (1 << 20)))
+        except ValueError:
+            pass
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024 * 6 // 10
+    except OSError:
+        pass
+    return 4 << 30
+
+
+def input_bytes(source) -> int:
+    """Total size of the files the scanner listed for ``source`` (0 when unknown)."""
+    total = 0
+    for rel in getattr(source, "files", ()) or ():
+        try:
+            total += os.path.getsize(os.path.join(source.path, rel))
+        except OSError:
+            pass
+    return total
+
+
+def estimate_peak(source) -> int:
+    """Bytes one worker is expected to need for ``source`` before anything was measured."""
+    return BASE_WORKER_BYTES + int(BYTES_PER_INPUT_BYTE * input_bytes(source))
+
+
+def plan_workers(sources, workers: int | None = None, budget: int | None = None) -> int:
+    """Worker processes for ``sources``: ``workers`` if given, else cores, capped by the number
+    of sources and by ``budget // estimated peak of the largest source`` (at least 1)."""
+    sources = list(sources)
+    if not sources:
+        return 1
+    n = workers or (os.cpu_count() or 1)
+    n = min(n, len(sources))
+    if workers:
+        return max(1, n)
+    budget = budget if budget is not None else memory_budget()
+    peak = max(estimate_peak(s) for s in sources)
+    return max(1, min(n, budget // max(1, peak)))
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident set size so far, in bytes."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
+
+
+def _measured(fn, source, **kwargs):
+    """Run ``fn(source, **kwargs)`` in a worker; return (result, worker peak RSS bytes)."""
+    result = fn(source, **kwargs)
+    return result, peak_rss_bytes()
+
+
+def local_map(fn, sources, *, tables_dir=None, workers=None, progress=None, budget=None,
+              **kwargs):
+    """``[fn(s, tables_dir=tables_dir, **kwargs) for s in sources]`` in a process pool, results
+    in input order.
+
+    ``workers`` (default: :func:`plan_workers`) is the pool size; the number of ranks in flight
+    then adapts to the measured peak RSS per rank so that it stays under ``budget`` bytes
+    (default :func:`memory_budget`). ``progress`` is called with no argument after each
+    finished source. Exceptions raised by ``fn`` propagate.
     """
     sources = list(sources)
-    workers = workers or min(len(sources), os.cpu_count() or 1)
-    call = partial(fn, tables_dir=tables_dir)
+    call = partial(fn, tables_dir=tables_dir, **kwargs)
+    budget = budget if budget is not None else memory_budget()
+    workers = plan_workers(sources, workers, budget) if not workers else min(workers, len(sources))
     if workers <= 1 or len(sources) <= 1:
         out = []
         for s in sources:
@@ -26,11 +110,53 @@ def local_map(fn, sources, *, tables_dir=None, workers=None, progress=None):
             if progress:
                 progress()
         return out
+    results: list = [None] * len(sources)
+    peak = max(estimate_peak(s) for s in sources)
+    limit = workers
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(call, s) for s in sources]
-        out = []
-        for f in futures:
-            out.append(f.result())
-            if progress:
-                progress()
-        return out
+        pending: dict = {}
+        next_i = 0
+        while next_i < len(sources) or pending:
+            while next_i < len(sources) and len(pending) < limit:
+                fut = pool.submit(_measured, fn, sources[next_i], tables_dir=tables_dir, **kwargs)
+                pending[fut] = next_i
+                next_i += 1
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                i = pending.pop(fut)
+                results[i], measured = fut.result()
+                peak = max(measured, BASE_WORKER_BYTES)
+                limit = max(1, min(workers, budget // peak))
+                if progress:
+                    progress()
+    return results
+
+
+def dask_map(fn, sources, *, tables_dir=None, scheduler=None, **kwargs):
+    """``[fn(s, tables_dir=tables_dir, **kwargs) for s in sources]`` on a Dask distributed
+    cluster, results in input order.
+
+    ``scheduler`` is the scheduler address (``tcp://host:8786``) or a ``distributed.Client``;
+    None starts a local in-process cluster (threads, loopback only). ``tables_dir`` must be a
+    path every worker can write (shared file system) when the workers are on other hosts; the
+    sources' paths must be readable there too. Raises ImportError when ``dask[distributed]`` is
+    not installed; exceptions raised by ``fn`` propagate.
+    """
+    from distributed import Client
+
+    sources = list(sources)
+    if not sources:
+        return []
+    own = not isinstance(scheduler, Client)
+    if isinstance(scheduler, Client):
+        client = scheduler
+    elif scheduler:
+        client = Client(scheduler)
+    else:
+        client = Client(processes=False, dashboard_address=None, host="127.0.0.1")
+    try:
+        futures = client.map(fn, sources, tables_dir=tables_dir, pure=False, **kwargs)
+        return client.gather(futures)
+    finally:
+        if own:
+            client.close()

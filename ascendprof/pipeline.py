@@ -45,19 +45,21 @@ class RankResult:
     table_rows: dict[str, int] = field(default_factory=dict)
 
 
-def process_rank(source: Source, tables_dir: Path | None = None) -> RankResult:
+def process_rank(source: Source, tables_dir: Path | None = None,
+                 cache_dir: Path | None = None) -> RankResult:
     """Read one source and reduce it to a :class:`RankResult`.
 
     When ``tables_dir`` is given, every normalised table of the rank is written there as
-    ``rank<r>/<table>.parquet`` (atomically). Never raises for bad input: an unreadable rank comes
-    back with no tables and its problem recorded.
+    ``rank<r>/<table>.parquet`` (atomically). With ``cache_dir`` the normalised tables come from
+    (or go to) the Parquet cache (see :mod:`ascendprof.cache`). Never raises for bad input: an
+    unreadable rank comes back with no tables and its problem recorded.
     """
     from ascendprof.analyze import op_stats, step_breakdown
-    from ascendprof.readers import read_source
+    from ascendprof.cache import read_cached
 
     res = RankResult(source=source, rank=source.rank)
     try:
-        data = read_source(source)
+        data = read_cached(source, cache_dir)
     except InputError as e:
         res.problems.add_error(e, rank=source.rank, affects=("all",))
         return res
@@ -119,12 +121,12 @@ def load(root: Path, problems: Problems | None = None) -> list[Source]:
 
 
 def run_ranks(sources: list[Source], tables_dir: Path | None = None, *, workers: int | None = None,
-              progress=None) -> list[RankResult]:
+              progress=None, cache_dir: Path | None = None) -> list[RankResult]:
     """Run :func:`process_rank` over ``sources`` with the local executor (see executors)."""
     from ascendprof.executors import local_map
 
     return local_map(process_rank, sources, tables_dir=tables_dir, workers=workers,
-                     progress=progress)
+                     progress=progress, cache_dir=cache_dir)
 
 
 def combine(root: str, sources: list[Source], results: list[RankResult], problems: Problems,
@@ -145,16 +147,22 @@ def combine(root: str, sources: list[Source], results: list[RankResult], problem
     ca.breakdown = pa.concat_tables(bds) if bds else None
     ca.step_trace_check = step_breakdown.check_table(
         {r.rank: (r.tables.get(S.STEP_TRACE), r.breakdown, r.breakdown_method) for r in usable})
+    comm, links = ca.concat(S.COMM_OPS), ca.concat(S.COMM_LINKS)
+    has_comm = comm is not None and comm.num_rows > 0
+    has_links = links is not None and links.num_rows > 0
+    # msprof-analyze takes group membership (and so pipeline stages) from both comm files
+    groups = cluster_communication.build_groups(comm if has_comm else None, ca.metadata,
+                                                comm_links=links if has_links else None)
     if ca.step_trace is not None and ca.step_trace.num_rows:
-        ca.cluster_step_trace = cluster_step_trace.build(ca.step_trace, ca.metadata)
-    comm = ca.concat(S.COMM_OPS)
-    if comm is not None and comm.num_rows:
+        ca.cluster_step_trace = cluster_step_trace.build(ca.step_trace, ca.metadata, groups)
+    ca.communication_group = groups
+    if has_comm:
         ca.communication = cluster_communication.build_communication(
-            comm, ca.concat(S.COMM_BANDWIDTH), ca.concat(S.COMM_SIZE_DIST), ca.metadata)
-        ca.communication_group = cluster_communication.build_groups(comm, ca.metadata)
-    links = ca.concat(S.COMM_LINKS)
-    if links is not None and links.num_rows:
-        ca.communication_matrix = cluster_communication.build_matrix(links, ca.metadata)
+            comm, ca.concat(S.COMM_BANDWIDTH), ca.concat(S.COMM_SIZE_DIST), ca.metadata,
+            comm_links=links if has_links else None)
+    if has_links:
+        ca.communication_matrix = cluster_communication.build_matrix(
+            links, ca.metadata, comm_ops=comm if has_comm else None)
     parts = [r.op_partial for r in usable if r.op_partial is not None]
     if parts:
         ca.op_statistics = op_stats.combine(parts)

@@ -63,6 +63,7 @@ ROLES = ("default_group", "tp", "dp", "dp_cp", "pp", "mp", "embd")
 #: trace_view bytes per kernel row at LLM size (~300 MB for 200k kernels)
 TRACE_BYTES_PER_KERNEL = 1536
 MANIFEST = "make_cluster.json"
+FLOW_ID_BASE = 10**13  # copies of flow events get ids from here on
 _OP_RE = re.compile(r"^(?P<head>.+?)__(?P<suffix>\d+)_(?P<idx>\d+)_(?P<tail>\d+)$")
 _TS_RE = re.compile(r"^\s*(-?\d+)(?:\.(\d*))?(\s*)$")
 
@@ -542,7 +543,7 @@ class RankWriter:
         events = self.plan["traces"][self.t.trace_path]
         copies = self.plan["trace_copies"]
         clock = self.clock(copies)
-        id_stride = self.plan["trace_id_stride"][self.t.trace_path]
+        id_index = self.plan["trace_ids"][self.t.trace_path]
         period = self.plan["period"]
         with open(path, "wb") as f:
             f.write(b"[")
@@ -565,8 +566,10 @@ class RankWriter:
                     if isinstance(e.get("dur"), (int, float)):
                         dur = e["dur"] + (period * (copies - 1) / 1000 if is_step else 0)
                         ne["dur"] = _r(clock.dur(dur), 3)
-                    if ph in ("s", "f", "t") and isinstance(e.get("id"), int):
-                        ne["id"] = e["id"] + k * id_stride
+                    if k and ph in ("s", "f", "t") and e.get("id") in id_index:
+                        # fresh ids per copy (template ids reach 1.7e18: no room to offset)
+                        fresh = FLOW_ID_BASE + k * len(id_index) + id_index[e["id"]]
+                        ne["id"] = fresh if isinstance(e["id"], int) else str(fresh)
                     batch.append(ne)
                 if batch:
                     chunk = orjson.dumps(batch)[1:-1]
@@ -607,7 +610,7 @@ def build(n: int, out: Path, *, template: str = "qwen3", kernels_per_rank: int |
     comm_copies = max(1, round((comm_ops_per_rank or ops_per_rank) / ops_per_rank))
     template_rows = max(len(kernels[t.kernels_path][1]) for t in tmpl)
     kernel_copies = max(1, math.ceil((kernels_per_rank or template_rows) / template_rows))
-    traces, id_stride, trace_copies = {}, {}, 1
+    traces, id_index, trace_copies = {}, {}, 1
     if any(t.trace_path for t in tmpl):
         tsize = max(t.trace_path.stat().st_size for t in tmpl if t.trace_path)
         rows = kernels_per_rank or template_rows
@@ -616,12 +619,12 @@ def build(n: int, out: Path, *, template: str = "qwen3", kernels_per_rank: int |
             if t.trace_path:
                 ev = orjson.loads(t.trace_path.read_bytes())
                 traces[t.trace_path] = ev
-                id_stride[t.trace_path] = 1 + max((e["id"] for e in ev if isinstance(e.get("id"), int)),
-                                                  default=0)
+                ids = dict.fromkeys(e["id"] for e in ev if e.get("ph") in ("s", "f", "t") and "id" in e)
+                id_index[t.trace_path] = {v: j for j, v in enumerate(ids)}
     plan = {"anchor": anchor, "period": period, "comm_copies": comm_copies,
             "kernel_copies": kernel_copies, "trace_copies": trace_copies,
             "R": max(comm_copies, kernel_copies, trace_copies), "kernels": kernels,
-            "kernel_rows": kernels_per_rank, "traces": traces, "trace_id_stride": id_stride}
+            "kernel_rows": kernels_per_rank, "traces": traces, "trace_ids": id_index}
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
