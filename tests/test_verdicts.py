@@ -114,13 +114,25 @@ def test_communication_of_first_stage_is_waiting_for_second_stage(qwen3, qwen_ve
             100 * s["Communication(Not Overlapped)"] / total, abs=0.01)
         assert ev["comm_not_overlapped_ms"][str(r)] == pytest.approx(
             s["Communication(Not Overlapped)"] / 1000, abs=1e-3)
-    # pipeline send/receive: 16.78 MB over HCCS in 0.80 ms per rank; the rest of ~318 ms waits
-    assert ev["by_kind_group"]["p2p:pp"]["transfer_ms"] < 1.0
-    assert ev["by_kind_group"]["p2p:pp"]["waiting_ms"] > 300
+    # pipeline send/receive: 16.78 MB over HCCS in 0.80 ms per rank (Bandwidth Info) ...
+    assert ev["by_kind_group"]["p2p:pp"]["transfer_ms"] == pytest.approx(0.80244, abs=1e-3)
+    # ... and waiting for the stage-1 peer: the extra elapse of each batchSendRecv over the same
+    # op on the pp peer (rank r+2), from communication.json of both ranks
+    cj = comm_json(qwen3)
+    peer_wait = []
+    for r in (0, 1):
+        mine, theirs = (
+            {k: v["Communication Time Info"]["Elapse Time(ms)"]
+             for k, v in cj[x]["step13"]["p2p"].items() if "@" in k} for x in (r, r + 2))
+        peer_wait.append(sum(max(0.0, e - theirs[k]) for k, e in mine.items()))
+    assert ev["by_kind_group"]["p2p:pp"]["peer_wait_ms"] == pytest.approx(
+        sum(peer_wait) / 2, abs=2e-3)
+    assert 300 < sum(peer_wait) / 2 < 330
     # the second stage waits in the embedding all-reduce (group embd spans both stages) for
     # the first stage, which arrives last (rank 0/1: ~34.6 ms elapse vs ~121 ms on rank 2/3)
     (v1,) = [v for v in comm if v["ranks"] == [2, 3]]
     assert v1["evidence"]["cause"] == "waiting" and v1["evidence"]["waited_for_ranks"] == [0, 1]
+    assert v1["evidence"]["waited_for_stage"] == 0
     assert "embd" in v1["message"]
 
 

@@ -10,9 +10,10 @@ Triage follows the MindSpore / MindStudio Insight guide (seeds 000 "定界、分
 
 A group whose ranks sit in different pipeline-parallel stages does different work by design, so
 its imbalance is reported once as a **stage** verdict (which stage computes most and which stages
-wait for it), not as a group verdict. Communication time is split into *transfer* (data moving:
-Transit Time, spec §7.2) and *waiting* (Elapse − transfer: Notify_Wait and idle gaps in the op);
-when waiting dominates the verdict names the stage or rank that is waited for. **slow_rank** uses
+wait for it), not as a group verdict. Time in communication ops is split into *transfer* (data
+moving: Transit Time, spec §7.2), *waiting for a slower peer* (a member's extra elapse over the
+member that arrived last at the same op instance) and *other* (time all members spend alike);
+when waiting dominates the verdict names the ranks or the stage that are waited for. **slow_rank** uses
 a robust statistic of each step part over the ranks that do the same work (same stage);
 **slow_link** compares each src→dst link's bandwidth (communication_matrix.json, spec §A.6,
 §7.3) with the median of the links of the same transport type.
@@ -72,8 +73,10 @@ _NAMES = ("COMPUTE_SPREAD_PCT", "FREE_SPREAD_PCT", "COMM_SHARE_PCT", "WAIT_RATIO
 #: Group names (parallel_group_info ``group_name``) that denote the pipeline-parallel group.
 PP_GROUP_NAMES = ("pp", "pipeline", "pipeline_parallel", "pipeline_model_parallel")
 
+# Step parts a rank owns. Step time itself is not judged: in synchronous training every rank's
+# step ends together, so a slow rank shows in its parts, not in its step time.
 _PARTS = (("computing_ns", "Computing"), ("free_ns", "Free"),
-          ("cno_ns", "Communication(Not Overlapped)"), ("total_ns", "step time"))
+          ("cno_ns", "Communication(Not Overlapped)"))
 _SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 
 
@@ -205,45 +208,79 @@ def rank_means(steps: pd.DataFrame) -> pd.DataFrame:
     return m
 
 
-def comm_components(comm_ops, comm_bandwidth, directory: dict[str, dict]) -> pd.DataFrame:
-    """Per rank, op kind and communication group: mean per step of op time split into transfer
-    and waiting.
+def comm_op_frame(comm_ops, comm_bandwidth) -> pd.DataFrame:
+    """One row per communication op instance and rank, with its time split three ways.
 
-    Columns: ``rank, kind, group, group_name, elapse_ns, transfer_ns, wait_ns, sync_ns, idle_ns,
-    waiting_ns, n_ops``. ``transfer_ns`` is the op's Transit Time (COMM_OPS, §7.2); when that is 0
-    but the op's 'Communication Bandwidth Info' (COMM_BANDWIDTH) shows RDMA or SDMA transit (SDMA
-    already includes HCCS/PCIE/SIO, §7.2), that transit, capped at the op's elapse, is used:
-    profilers that report no master-plane transit still record the transfer per transport.
-    ``waiting_ns`` = elapse − transfer (Notify_Wait plus idle gaps inside the op).
+    Columns: those of COMM_OPS plus ``op`` (name without ``@group``), ``transfer_ns``,
+    ``peer_wait_ns``, ``waited_for`` (global rank, -1 when unknown) and ``other_ns``.
+
+    - ``transfer_ns``: Transit Time (§7.2). When that is 0 but the op's 'Communication Bandwidth
+      Info' (COMM_BANDWIDTH) shows RDMA or SDMA transit (SDMA already includes HCCS/PCIE/SIO,
+      §7.2), that transit, capped at the elapse, is used: some profiles report no master-plane
+      transit while still recording the transfer per transport.
+    - ``peer_wait_ns``: time this rank waited for a slower peer. The same op instance (same
+      group, step and op name) ends together on every member, so a member's extra elapse over the
+      shortest member's elapse is the time it sat waiting for the last one to arrive; the member
+      with the shortest elapse is ``waited_for``. When no other member's row is present, the
+      op's Wait Time (Notify_Wait) is used instead.
+    - ``other_ns`` = elapse − transfer − peer wait: time inside the op common to all members
+      (synchronisation overhead, idle gaps).
     """
-    cols = ["rank", "kind", "group", "group_name", "elapse_ns", "transfer_ns", "wait_ns",
-            "sync_ns", "idle_ns", "waiting_ns", "n_ops"]
     if comm_ops is None or comm_ops.num_rows == 0:
-        return pd.DataFrame(columns=cols)
+        return pd.DataFrame()
     ops = comm_ops.to_pandas()
     for c in ("elapse_ns", "transit_ns", "wait_ns", "sync_ns", "idle_ns"):
         ops[c] = pd.to_numeric(ops[c], errors="coerce").fillna(0).astype("int64")
+    ops["rank"] = ops["rank"].astype("int64")
     ops["step_key"] = ops["step_key"].fillna("").astype(str)
     ops["op"] = ops["op_name"].astype(str).str.split("@").str[0]
     ops["group"] = ops["group"].fillna("").astype(str)
+    key = ["step_key", "op", "group"]
     if comm_bandwidth is not None and comm_bandwidth.num_rows:
         bw = comm_bandwidth.to_pandas()
         bw = bw[bw["transport"].astype(str).str.upper().isin(["RDMA", "SDMA"])]
         bw = bw.assign(step_key=bw["step_key"].fillna("").astype(str),
                        op=bw["op_name"].astype(str).str.split("@").str[0],
-                       group=bw["group"].fillna("").astype(str),
+                       group=bw["group"].fillna("").astype(str), rank=bw["rank"].astype("int64"),
                        bw_transit_ns=pd.to_numeric(bw["transit_ns"], errors="coerce").fillna(0))
-        bw = bw.groupby(["rank", "step_key", "op", "group"], as_index=False)["bw_transit_ns"].sum()
-        ops = ops.merge(bw, on=["rank", "step_key", "op", "group"], how="left")
-        ops["bw_transit_ns"] = ops["bw_transit_ns"].fillna(0)
-        fallback = ops[["bw_transit_ns", "elapse_ns"]].min(axis=1).astype("int64")
+        bw = bw.groupby(["rank"] + key, as_index=False)["bw_transit_ns"].sum()
+        ops = ops.merge(bw, on=["rank"] + key, how="left")
+        fallback = ops[["bw_transit_ns", "elapse_ns"]].fillna(0).min(axis=1).astype("int64")
         ops["transfer_ns"] = ops["transit_ns"].where(ops["transit_ns"] > 0, fallback)
+        ops = ops.drop(columns="bw_transit_ns")
     else:
         ops["transfer_ns"] = ops["transit_ns"]
     ops["transfer_ns"] = ops[["transfer_ns", "elapse_ns"]].min(axis=1)
-    ops["waiting_ns"] = ops["elapse_ns"] - ops["transfer_ns"]
+    inst = ops.groupby(key)
+    n_members = inst["rank"].transform("nunique")
+    shortest = inst["elapse_ns"].transform("min")
+    last_idx = inst["elapse_ns"].idxmin()
+    last = ops.loc[last_idx, key + ["rank"]].rename(columns={"rank": "waited_for"})
+    ops = ops.merge(last, on=key, how="left")
+    room = ops["elapse_ns"] - ops["transfer_ns"]
+    cross = (ops["elapse_ns"] - shortest.to_numpy()).clip(lower=0)
+    own = n_members.to_numpy() >= 2
+    ops["peer_wait_ns"] = cross.where(own, ops["wait_ns"]).clip(upper=room)
+    ops["waited_for"] = ops["waited_for"].where(own & (ops["peer_wait_ns"] > 0)
+                                                & (ops["waited_for"] != ops["rank"]), -1)
+    ops["waited_for"] = ops["waited_for"].astype("int64")
+    ops["other_ns"] = room - ops["peer_wait_ns"]
+    return ops
+
+
+def comm_components(ops: pd.DataFrame, directory: dict[str, dict]) -> pd.DataFrame:
+    """Per rank, op kind and communication group: mean per step of the op-time split of
+    :func:`comm_op_frame`.
+
+    Columns: ``rank, kind, group, group_name, elapse_ns, transfer_ns, peer_wait_ns, other_ns,
+    wait_ns, idle_ns, n_ops`` (``wait_ns`` / ``idle_ns`` as the profiler reports them).
+    """
+    cols = ["rank", "kind", "group", "group_name", "elapse_ns", "transfer_ns", "peer_wait_ns",
+            "other_ns", "wait_ns", "idle_ns", "n_ops"]
+    if ops is None or ops.empty:
+        return pd.DataFrame(columns=cols)
+    num = ["elapse_ns", "transfer_ns", "peer_wait_ns", "other_ns", "wait_ns", "idle_ns"]
     n_steps = ops.groupby("rank")["step_key"].nunique().rename("n_step_keys")
-    num = ["elapse_ns", "transfer_ns", "wait_ns", "sync_ns", "idle_ns", "waiting_ns"]
     agg = ops.groupby(["rank", "kind", "group"], as_index=False).agg(
         **{c: (c, "sum") for c in num}, n_ops=("elapse_ns", "size"))
     agg = agg.merge(n_steps, left_on="rank", right_index=True)
@@ -371,7 +408,7 @@ def _stage_verdicts(m: pd.DataFrame, stage_of: dict[int, int], comp: pd.DataFram
         by_stage.setdefault(stage_of[r], []).append(int(r))
     if len(by_stage) < 2:
         return []
-    p2p_cols = ["elapse_ns", "waiting_ns", "wait_ns"]
+    p2p_cols = ["elapse_ns", "peer_wait_ns", "wait_ns"]
     p2p = comp[comp["kind"] == "p2p"].groupby("rank")[p2p_cols].sum() \
         if not comp.empty else pd.DataFrame(columns=p2p_cols)
     rows = {}
@@ -385,7 +422,7 @@ def _stage_verdicts(m: pd.DataFrame, stage_of: dict[int, int], comp: pd.DataFram
             "comm_not_overlapped_ms": _ms(sub["cno_ns"].mean()),
             "step_ms": _ms(sub["total_ns"].mean()),
             "p2p_elapse_ms": _ms(p2p.reindex(rs)["elapse_ns"].fillna(0).mean()),
-            "p2p_waiting_ms": _ms(p2p.reindex(rs)["waiting_ns"].fillna(0).mean()),
+            "p2p_peer_wait_ms": _ms(p2p.reindex(rs)["peer_wait_ns"].fillna(0).mean()),
             "p2p_wait_ms": _ms(p2p.reindex(rs)["wait_ns"].fillna(0).mean()),
         }
     slow = max(rows, key=lambda s: rows[s]["computing_ms"])
@@ -402,8 +439,8 @@ def _stage_verdicts(m: pd.DataFrame, stage_of: dict[int, int], comp: pd.DataFram
           "computing_spread_pct": _pct(spread),
           "computing_gap_ms": round(rows[slow]["computing_ms"] - rows[fast]["computing_ms"], 3)}
     wait_text = "; ".join(
-        f"stage {s} ({_ranks_text(rows[s]['ranks'])}) spends {rows[s]['p2p_waiting_ms']:.1f} ms "
-        f"per step in pipeline send/receive not transferring data" for s in waiting)
+        f"stage {s} ({_ranks_text(rows[s]['ranks'])}) waits {rows[s]['p2p_peer_wait_ms']:.1f} ms "
+        f"per step in pipeline send/receive for its peer to arrive" for s in waiting)
     msg = (f"Pipeline stages are unbalanced: stage {slow} ({_ranks_text(rows[slow]['ranks'])}) "
            f"computes {rows[slow]['computing_ms']:.1f} ms per step, stage {fast} "
            f"({_ranks_text(rows[fast]['ranks'])}) {rows[fast]['computing_ms']:.1f} ms "
@@ -430,7 +467,7 @@ def _group_verdicts(m: pd.DataFrame, stage_of: dict[int, int], directory: dict[s
             if info["name"] not in names:
                 names.append(info["name"])
     if not groups and len(m.index) >= 2 and not stage_of:
-        groups[tuple(sorted(int(r) for r in m.index))] = ["cluster"]
+        groups[tuple(sorted(int(r) for r in m.index))] = ["all ranks"]
     out = []
     for rs, names in sorted(groups.items()):
         if stage_of and len({stage_of.get(r) for r in rs}) > 1:
@@ -524,8 +561,7 @@ def _slow_rank_verdicts(m: pd.DataFrame, stage_of: dict[int, int], op_stat,
                    "free_ns": f"Open rank {r}'s timeline: long Free gaps mean the host does not "
                               f"keep the device busy (dispatch, data loading, synchronisation).",
                    "cno_ns": f"Check rank {r}'s communication: wait vs transit time of its ops "
-                             f"and the slow_link verdicts for its links.",
-                   "total_ns": f"Break rank {r}'s step time down on its timeline."}[main]
+                             f"and the slow_link verdicts for its links."}[main]
             msg = (f"Rank {r} is slow among the {where}ranks doing the same work "
                    f"({_ranks_text(peers)}): its {h['part']} is {h['value_ms']:.1f} ms per step, "
                    f"{h['excess_ms']:.1f} ms ({h['excess_of_step_pct']:.1f}% of the step) above "
@@ -538,104 +574,87 @@ def _slow_rank_verdicts(m: pd.DataFrame, stage_of: dict[int, int], op_stat,
     return out
 
 
-def _waited_for_in_group(comp: pd.DataFrame, group: str, rank: int,
-                         m: pd.DataFrame) -> int | None:
-    """The member of ``group`` that waits least in its ops (it arrives last; others wait for it);
-    ties go to the member with most Computing. None when it is ``rank`` itself."""
-    members = comp[(comp["group"] == group)].groupby("rank")["waiting_ns"].sum()
-    if len(members) < 2:
-        return None
-    # near-ties (within 5 % or 1 ms of the least waiting) are decided by Computing
-    cand = members[members <= members.min() * 1.05 + 1e6].index
-    best = max(cand, key=lambda r: float(m.loc[r, "computing_ns"]) if r in m.index else 0.0)
-    return None if int(best) == int(rank) else int(best)
-
-
 def _comm_verdicts(m: pd.DataFrame, stage_of: dict[int, int], comp: pd.DataFrame,
-                   directory: dict[str, dict], th: dict) -> list[dict]:
-    """Ranks where Communication(Not Overlapped) is a large share, explained as waiting or
-    transfer, one verdict per stage (or for the cluster) and cause."""
+                   ops: pd.DataFrame, th: dict) -> list[dict]:
+    """Ranks where Communication(Not Overlapped) is a large share of the step, one verdict per
+    stage (or for all ranks without stages), with the cause: waiting for a slower peer (and
+    which), data transfer, or time inside the ops common to all members."""
     thr, wthr = th["comm_share_pct"], th["wait_ratio"]
     flagged = [int(r) for r in m.index if m.loc[r, "cno_pct"] >= thr]
-    if not flagged:
-        return []
-    stage_comp = {}
-    if stage_of:
-        for r in m.index:
-            if r in stage_of:
-                stage_comp.setdefault(stage_of[r], []).append(float(m.loc[r, "computing_ns"]))
-    slowest_stage = max(stage_comp, key=lambda s: sum(stage_comp[s]) / len(stage_comp[s])) \
-        if len(stage_comp) >= 2 else None
     out = []
     for stage, ranks in _peer_sets(flagged, stage_of).items():
-        sub_c = comp[comp["rank"].isin(ranks)] if not comp.empty else comp
         n = len(ranks)
-        elapse = float(sub_c["elapse_ns"].sum()) / n if n else 0.0
-        waiting = float(sub_c["waiting_ns"].sum()) / n if n else 0.0
-        transfer = float(sub_c["transfer_ns"].sum()) / n if n else 0.0
-        ratio = waiting / elapse if elapse > 0 else 0.0
+        sub_c = comp[comp["rank"].isin(ranks)]
+        tot = {c: float(sub_c[c].sum()) / n for c in
+               ("elapse_ns", "transfer_ns", "peer_wait_ns", "other_ns")}
+        elapse = tot["elapse_ns"]
         by = {}
         if not sub_c.empty:
-            agg = sub_c.groupby(["kind", "group_name"])[["elapse_ns", "transfer_ns", "waiting_ns",
-                                                         "wait_ns", "idle_ns"]].sum() / n
-            for (kind, gname), row in agg.sort_values("waiting_ns", ascending=False).iterrows():
-                by[f"{kind}:{gname}"] = {"elapse_ms": _ms(row["elapse_ns"]),
-                                         "transfer_ms": _ms(row["transfer_ns"]),
-                                         "waiting_ms": _ms(row["waiting_ns"]),
-                                         "wait_ms": _ms(row["wait_ns"]),
-                                         "idle_ms": _ms(row["idle_ns"])}
-        cno = {str(r): _ms(m.loc[r, "cno_ns"]) for r in ranks}
-        share = {str(r): _pct(m.loc[r, "cno_pct"]) for r in ranks}
-        ev = {"comm_not_overlapped_ms": cno, "comm_not_overlapped_pct": share,
-              "op_elapse_ms": _ms(elapse), "transfer_ms": _ms(transfer),
-              "waiting_ms": _ms(waiting), "waiting_ratio": round(ratio, 3), "by_kind_group": by}
+            agg = sub_c.groupby(["kind", "group_name"])[
+                ["elapse_ns", "transfer_ns", "peer_wait_ns", "other_ns", "wait_ns"]].sum() / n
+            for (kind, gname), row in agg.sort_values("elapse_ns", ascending=False).iterrows():
+                by[f"{kind}:{gname}"] = {k.replace("_ns", "_ms"): _ms(v) for k, v in row.items()}
+        waited_ms: dict[int, float] = {}
+        if ops is not None and not ops.empty:
+            w = ops[ops["rank"].isin(ranks) & (ops["waited_for"] >= 0)]
+            waited_ms = {int(k): v / n for k, v in
+                         w.groupby("waited_for")["peer_wait_ns"].sum().items() if v / n >= 1e3}
+        top = max(waited_ms.values(), default=0.0)
+        primary = sorted(r for r, v in waited_ms.items() if v >= 0.25 * top and top > 0)
+        ev = {"comm_not_overlapped_ms": {str(r): _ms(m.loc[r, "cno_ns"]) for r in ranks},
+              "comm_not_overlapped_pct": {str(r): _pct(m.loc[r, "cno_pct"]) for r in ranks},
+              "op_elapse_ms": _ms(elapse), "transfer_ms": _ms(tot["transfer_ns"]),
+              "peer_wait_ms": _ms(tot["peer_wait_ns"]), "other_ms": _ms(tot["other_ns"]),
+              "peer_wait_ratio": round(tot["peer_wait_ns"] / elapse, 3) if elapse else None,
+              "by_kind_group": by,
+              "waited_for_ms": {str(r): _ms(v) for r, v in sorted(waited_ms.items())}}
         if stage is not None:
             ev["stage"] = int(stage)
         where = f"stage {stage} ({_ranks_text(ranks)})" if stage is not None else _ranks_text(ranks)
-        top_share = max(m.loc[ranks, "cno_pct"])
-        lead = (f"Communication(Not Overlapped) takes {min(m.loc[ranks, 'cno_pct']):.1f}–"
-                f"{top_share:.1f}% of the step on {where}" if n > 1 else
-                f"Communication(Not Overlapped) takes {top_share:.1f}% of the step on {where}")
-        if elapse > 0 and ratio >= wthr:
+        shares = m.loc[ranks, "cno_pct"]
+        span = f"{shares.min():.1f}–{shares.max():.1f}%" if n > 1 else f"{shares.max():.1f}%"
+        lead = f"Communication(Not Overlapped) takes {span} of the step on {where}"
+        ratio = tot["peer_wait_ns"] / elapse if elapse else 0.0
+        if elapse <= 0:
+            ev["cause"] = "unknown"
+            msg = f"{lead}; there are no per-op communication times to explain it."
+            nxt = ("Collect with communication analysis on (profiler level 1 or higher) to get "
+                   "communication.json, or inspect the communication ops on the timeline.")
+        elif ratio >= wthr:
             ev["cause"] = "waiting"
-            dom = sub_c.groupby(["kind"])["waiting_ns"].sum().idxmax()
-            dom_group = sub_c[sub_c["kind"] == dom].groupby("group_name")["waiting_ns"].sum() \
-                .idxmax()
-            waited_ranks: set[int] = set()
-            if dom == "p2p" and slowest_stage is not None and slowest_stage != stage:
-                ev["waited_for_stage"] = int(slowest_stage)
-                waited_ranks = {r for r, s in stage_of.items() if s == slowest_stage
-                                and r in m.index}
-                who = f"pipeline stage {slowest_stage} ({_ranks_text(waited_ranks)})"
-            else:
-                for r in ranks:
-                    rc = sub_c[(sub_c["rank"] == r) & (sub_c["kind"] == dom)]
-                    if rc.empty:
-                        continue
-                    g = rc.sort_values("waiting_ns").iloc[-1]["group"]
-                    w = _waited_for_in_group(comp, g, r, m)
-                    if w is not None:
-                        waited_ranks.add(w)
-                who = _ranks_text(waited_ranks) if waited_ranks else None
-            if waited_ranks:
-                ev["waited_for_ranks"] = sorted(waited_ranks)
-            msg = (f"{lead}; {ratio:.0%} of the communication op time is waiting, not transfer "
-                   f"({_ms(waiting):.1f} of {_ms(elapse):.1f} ms per step, mostly in {dom} ops of "
-                   f"group {dom_group})"
-                   + (f": these ranks wait for {who}." if who else "."))
-            nxt = (f"Speed up or rebalance {who}; the waiting ranks are not limited by their "
-                   f"links." if who else
-                   "Find what delays the peers: compare arrival (start) times of the same op "
-                   "across the group's ranks on the timeline.")
-        else:
+            ev["waited_for_ranks"] = primary
+            wstages = {stage_of.get(r) for r in primary}
+            who = _ranks_text(primary) if primary else "slower peers"
+            if stage_of and len(wstages) == 1 and None not in wstages and stage not in wstages:
+                ev["waited_for_stage"] = int(next(iter(wstages)))
+                who = f"pipeline stage {ev['waited_for_stage']} ({_ranks_text(primary)})"
+            main = max(by, key=lambda k: by[k]["peer_wait_ms"]) if by else ""
+            msg = (f"{lead}; {ratio:.0%} of the time in communication ops is waiting for a slower "
+                   f"peer ({_ms(tot['peer_wait_ns']):.1f} of {_ms(elapse):.1f} ms per step, "
+                   f"mostly in {main.replace(':', ' ops of group ')}), not transfer: these ranks "
+                   f"wait for {who}.")
+            nxt = (f"Look at why {who} arrive late at these ops (more compute, host delays); the "
+                   f"waiting ranks are not limited by their links.")
+        elif tot["transfer_ns"] >= tot["other_ns"]:
             ev["cause"] = "transfer"
-            msg = (f"{lead}; most of it is data transfer ({_ms(transfer):.1f} of "
-                   f"{_ms(elapse):.1f} ms per step), not waiting.")
+            msg = (f"{lead}; most of it is data transfer ({_ms(tot['transfer_ns']):.1f} of "
+                   f"{_ms(elapse):.1f} ms per step), not waiting for peers.")
             nxt = ("Check the slow_link verdicts and the bandwidth per transport type; overlap "
-                   "communication with computation (e.g. gradient bucketing / overlap options) "
-                   "or reduce the communicated volume.")
+                   "communication with computation or reduce the communicated volume.")
+        else:
+            ev["cause"] = "other"
+            longest = (ops[ops["rank"].isin(ranks)].groupby("op")["elapse_ns"].sum() / n) \
+                .sort_values(ascending=False).head(3)
+            ev["longest_ops_ms"] = {str(k): _ms(v) for k, v in longest.items()}
+            msg = (f"{lead}; {_ms(tot['other_ns']):.1f} of {_ms(elapse):.1f} ms per step inside "
+                   f"the communication ops is neither transfer nor waiting for a peer: every "
+                   f"member of the ops spends it alike (longest: "
+                   f"{', '.join(ev['longest_ops_ms'])}).")
+            nxt = ("Open these ops on the timeline of all ranks: time common to every member "
+                   "usually means all ranks waited for the same thing (host-side launch, a "
+                   "synchronisation, the first op of the step absorbing setup).")
         out.append(_verdict("communication", "stage" if stage is not None else "rank", ranks,
-                            _severity(top_share, thr, th["critical_factor"]), ev,
+                            _severity(float(shares.max()), thr, th["critical_factor"]), ev,
                             {"comm_share_pct": thr, "wait_ratio": wthr}, msg, nxt))
     return out
 
@@ -738,7 +757,8 @@ def derive(ca, th: dict) -> list[dict]:
     directory = group_directory(meta)
     stage_of = stages(meta)
     steps = step_frame(ca.step_trace, ca.breakdown)
-    comp = comm_components(ca.concat("comm_ops"), ca.concat("comm_bandwidth"), directory)
+    ops = comm_op_frame(ca.concat("comm_ops"), ca.concat("comm_bandwidth"))
+    comp = comm_components(ops, directory)
     op_stat = ca.concat("op_statistic")
     out: list[dict] = []
     if not steps.empty:
@@ -746,7 +766,7 @@ def derive(ca, th: dict) -> list[dict]:
         out += _stage_verdicts(m, stage_of, comp, th)
         out += _group_verdicts(m, stage_of, directory, op_stat, th)
         out += _slow_rank_verdicts(m, stage_of, op_stat, th)
-        out += _comm_verdicts(m, stage_of, comp, directory, th)
+        out += _comm_verdicts(m, stage_of, comp, ops, th)
     out += _slow_link_verdicts(link_table(ca.concat("comm_links"), directory), th)
     out += _iteration_verdicts(ca, th)
     if not out and (not steps.empty or not comp.empty):
