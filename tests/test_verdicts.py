@@ -213,3 +213,18 @@ def test_no_data_gives_no_verdicts_and_breakdown_fills_missing_ranks(qwen3):
     assert frame.set_index("rank").loc[3, "source"] == "recomputed"
     assert math.isclose(frame.set_index("rank").loc[0, "total_ns"],
                         231290100 + 420174260 + 158558000)
+
+
+def test_iteration_trace_findings_become_verdicts():
+    # hand-made graph-mode iteration trace: 5 ranks, 3 steps; rank 4's forward+backward is twice
+    # as long (200 ms against 100 ms), intervals and tails equal
+    rows = [{"rank": r, "step": s, "start_ns": 0, "end_ns": 0,
+             "iteration_interval_ns": 2_000_000, "fp_bp_ns": (200 if r == 4 else 100) * 10**6,
+             "tail_ns": 5_000_000} for r in range(5) for s in (1, 2, 3)]
+    ca = FakeCluster({S.ITERATIONS: pa.Table.from_pylist(rows, schema=S.SCHEMAS[S.ITERATIONS])},
+                     {})
+    out = V.derive(ca, V.thresholds(None))
+    (v,) = [v for v in out if v["category"] == "slow_card"]
+    assert v["ranks"] == [4] and v["scope"] == "rank"
+    assert v["evidence"]["values_ms"]["4"] == pytest.approx(200.0)
+    assert v["evidence"]["median_ms"] == pytest.approx(100.0)

@@ -50,7 +50,7 @@ COMM_SHARE_PCT = 30.0
 #: Share of communication time that is waiting (not transfer) above which communication is
 #: explained as waiting for a peer rather than slow transfer.
 WAIT_RATIO = 0.5
-#: Slow rank: a step part (Computing, Free, Communication(Not Overlapped), step time) exceeds the
+#: Slow rank: a step part the rank's own work decides (Computing, Free) exceeds the
 #: median of the other ranks of the same stage by at least this many percent of the step time
 #: (relative to the step, so a 20 % longer but tiny part is not a slow rank) ...
 SLOW_RANK_EXCESS_PCT = 5.0
@@ -73,10 +73,10 @@ _NAMES = ("COMPUTE_SPREAD_PCT", "FREE_SPREAD_PCT", "COMM_SHARE_PCT", "WAIT_RATIO
 #: Group names (parallel_group_info ``group_name``) that denote the pipeline-parallel group.
 PP_GROUP_NAMES = ("pp", "pipeline", "pipeline_parallel", "pipeline_model_parallel")
 
-# Step parts a rank owns. Step time itself is not judged: in synchronous training every rank's
-# step ends together, so a slow rank shows in its parts, not in its step time.
-_PARTS = (("computing_ns", "Computing"), ("free_ns", "Free"),
-          ("cno_ns", "Communication(Not Overlapped)"))
+# Step parts a rank's own work decides. Step time is not judged (in synchronous training every
+# rank's step ends together) and neither is Communication(Not Overlapped): more of it on a rank
+# usually means it waits for the others, which the communication verdict explains.
+_PARTS = (("computing_ns", "Computing"), ("free_ns", "Free"))
 _SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 
 
@@ -559,9 +559,7 @@ def _slow_rank_verdicts(m: pd.DataFrame, stage_of: dict[int, int], op_stat,
                                    f"same ops slower means a slow device; more ops or larger "
                                    f"shapes mean more work assigned to it.",
                    "free_ns": f"Open rank {r}'s timeline: long Free gaps mean the host does not "
-                              f"keep the device busy (dispatch, data loading, synchronisation).",
-                   "cno_ns": f"Check rank {r}'s communication: wait vs transit time of its ops "
-                             f"and the slow_link verdicts for its links."}[main]
+                              f"keep the device busy (dispatch, data loading, synchronisation)."}[main]
             msg = (f"Rank {r} is slow among the {where}ranks doing the same work "
                    f"({_ranks_text(peers)}): its {h['part']} is {h['value_ms']:.1f} ms per step, "
                    f"{h['excess_ms']:.1f} ms ({h['excess_of_step_pct']:.1f}% of the step) above "
