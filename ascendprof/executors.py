@@ -137,7 +137,7 @@ def dask_map(fn, sources, *, tables_dir=None, scheduler=None, **kwargs):
     cluster, results in input order.
 
     ``scheduler`` is the scheduler address (``tcp://host:8786``) or a ``distributed.Client``;
-    None starts a local in-process cluster (threads, loopback only). ``tables_dir`` must be a
+    None starts a local in-process cluster (threads, in-process transport, no sockets). ``tables_dir`` must be a
     path every worker can write (shared file system) when the workers are on other hosts; the
     sources' paths must be readable there too. Raises ImportError when ``dask[distributed]`` is
     not installed; exceptions raised by ``fn`` propagate.
@@ -153,7 +153,7 @@ def dask_map(fn, sources, *, tables_dir=None, scheduler=None, **kwargs):
     elif scheduler:
         client = Client(scheduler)
     else:
-        client = Client(processes=False, dashboard_address=None, host="127.0.0.1")
+        client = Client(processes=False, dashboard_address=None)  # inproc://, no sockets
     try:
         futures = client.map(fn, sources, tables_dir=tables_dir, pure=False, **kwargs)
         return client.gather(futures)

@@ -1,0 +1,133 @@
+"""The Parquet cache gives back exactly what the readers produce, and the same outputs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import orjson
+import pytest
+
+from ascendprof import cache
+from ascendprof.pipeline import load as load_sources
+from ascendprof.readers import read_source
+from ascendprof.report.run import run_analyse
+from test_make_cluster import mc
+from treehash import tree_fingerprint
+
+
+def _make(tmp: Path, n: int = 8) -> Path:
+    try:
+        mc.shared_data_dir()
+    except SystemExit:
+        pytest.skip("shared data not present")
+    out = tmp / f"cluster{n}"
+    mc.main([str(n), str(out), "--comm-ops-per-rank", "40"])
+    return out
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    return _make(tmp_path_factory.mktemp("cache"))
+
+
+def analysis_outputs(out: Path) -> dict:
+    """Every output file's content; Parquet tables as Arrow tables, summary.json without the
+    list of output paths (which names the output directory)."""
+    import pyarrow.parquet as pq
+
+    got = {}
+    for p in sorted(out.rglob("*")):
+        rel = str(p.relative_to(out))
+        if not p.is_file() or rel.startswith(cache.CACHE_DIRNAME):
+            continue
+        if p.suffix == ".parquet":
+            got[rel] = pq.read_table(p)
+        elif p.name == "summary.json":
+            doc = orjson.loads(p.read_bytes())
+            doc.pop("outputs", None)
+            got[rel] = doc
+        else:
+            got[rel] = p.read_bytes()
+    return got
+
+
+def assert_same_outputs(a: dict, b: dict):
+    assert sorted(a) == sorted(b)
+    for k in a:
+        if hasattr(a[k], "equals"):
+            assert a[k].equals(b[k], check_metadata=True), k
+        else:
+            assert a[k] == b[k], k
+
+
+def test_round_trip_equals_the_reader(cluster, tmp_path):
+    for src in load_sources(cluster):
+        data = read_source(src)
+        assert cache.load(src, tmp_path) is None  # cold
+        assert cache.store(data, tmp_path) is not None
+        hit = cache.load(src, tmp_path)
+        assert hit is not None and hit.source is src and hit.rank == data.rank
+        assert sorted(hit.tables) == sorted(data.tables)
+        for name, t in data.tables.items():
+            assert hit.tables[name].equals(t, check_metadata=True), name
+        assert hit.meta == data.meta and hit.missing == data.missing
+        assert list(hit.problems) == list(data.problems)
+
+
+def test_outputs_identical_without_cache_cold_and_warm(cluster, tmp_path, monkeypatch):
+    no_cache, with_cache = tmp_path / "a", tmp_path / "b"
+    run_analyse(cluster, no_cache, cache=False, progress=False, fmt="json", workers=2)
+    assert not (no_cache / cache.CACHE_DIRNAME).exists()
+    run_analyse(cluster, with_cache, cache=True, progress=False, fmt="json", workers=2)
+    entries = list((with_cache / cache.CACHE_DIRNAME).iterdir())
+    assert len(entries) == 8
+    cold = analysis_outputs(with_cache)
+    assert_same_outputs(analysis_outputs(no_cache), cold)
+
+    # warm: nothing may be parsed again (one worker runs in-process, so the patch applies)
+    def no_parsing(source):
+        raise AssertionError(f"parsed {source.path} despite a fresh cache entry")
+
+    monkeypatch.setattr("ascendprof.readers.read_source", no_parsing)
+    run_analyse(cluster, with_cache, cache=True, progress=False, fmt="json", workers=1)
+    assert_same_outputs(cold, analysis_outputs(with_cache))
+
+
+def test_changed_input_or_damaged_entry_is_a_miss(tmp_path):
+    c = _make(tmp_path, n=2)
+    store = tmp_path / "store"
+    src = load_sources(c)[0]
+    cache.store(read_source(src), store)
+    assert cache.load(src, store) is not None
+    kd = Path(src.path) / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    st = kd.stat()
+    os.utime(kd, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    assert cache.load(src, store) is None  # newer input file -> stale
+    cache.store(read_source(src), store)
+    assert cache.load(src, store) is not None
+    entry = store / cache.entry_key(src)
+    assert len(list(store.iterdir())) == 1  # replaced, not added
+    (entry / "kernels.parquet").write_bytes(b"not parquet")
+    assert cache.load(src, store) is None
+    data = cache.read_cached(src, store)  # rebuilt from the input
+    assert data.has("kernels") and cache.load(src, store) is not None
+
+
+def test_cache_location(tmp_path, monkeypatch):
+    monkeypatch.delenv(cache.ENV, raising=False)
+    out, inp = tmp_path / "out", tmp_path / "in"
+    inp.mkdir()
+    assert cache.cache_dir_for(out, [inp]) == out / ".ascendprof-cache"
+    monkeypatch.setenv(cache.ENV, str(tmp_path / "elsewhere"))
+    assert cache.cache_dir_for(out, [inp]) == tmp_path / "elsewhere"
+    monkeypatch.setenv(cache.ENV, str(inp / "sub"))
+    assert cache.cache_dir_for(out, [inp]) is None  # never inside the input tree
+
+
+def test_env_cache_inside_input_leaves_input_untouched(tmp_path, monkeypatch):
+    c = _make(tmp_path, n=2)
+    before = tree_fingerprint(c)
+    monkeypatch.setenv(cache.ENV, str(c / "cache"))
+    run_analyse(c, tmp_path / "out", cache=True, progress=False, fmt="json", workers=1)
+    assert tree_fingerprint(c) == before

@@ -1,0 +1,104 @@
+"""Executors: same results for 1 or several workers and on Dask; memory caps the pool."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ascendprof import executors
+from ascendprof.executors import local_map, plan_workers
+from ascendprof.pipeline import load as load_sources, process_rank
+from ascendprof.report.run import run_analyse
+from ascendprof.scan import Source
+from test_cache import analysis_outputs, assert_same_outputs
+from test_make_cluster import mc
+
+MB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    try:
+        mc.shared_data_dir()
+    except SystemExit:
+        pytest.skip("shared data not present")
+    out = tmp_path_factory.mktemp("exec") / "c8"
+    mc.main(["8", str(out), "--comm-ops-per-rank", "40"])
+    return out
+
+
+def _source_of_size(tmp_path, name, size) -> Source:
+    d = tmp_path / name
+    d.mkdir()
+    with open(d / "big.bin", "wb") as f:
+        f.truncate(size)  # sparse: the size counts, nothing is written
+    return Source(path=str(d), kind="torch_npu", rank=0, files=["big.bin"])
+
+
+def test_plan_workers_by_cores_and_memory(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    srcs = [_source_of_size(tmp_path, f"r{i}", 100 * MB) for i in range(4)]
+    # estimate per rank = 150 MB base + 3 x 100 MB input = 450 MB
+    assert executors.estimate_peak(srcs[0]) == 450 * MB
+    assert plan_workers(srcs, budget=10_000 * MB) == 4           # capped by the 4 sources
+    assert plan_workers(srcs, budget=2 * 450 * MB) == 2          # 900 MB / 450 MB
+    assert plan_workers(srcs, budget=450 * MB - 1) == 1          # never below one
+    assert plan_workers(srcs, workers=3, budget=1) == 3          # an explicit count is obeyed
+    monkeypatch.setenv(executors.BUDGET_ENV, "900")
+    assert executors.memory_budget() == 900 * MB
+    assert plan_workers(srcs) == 2
+
+
+def _square(x, tables_dir=None, offset=0):
+    return x * x + offset
+
+
+def test_local_map_keeps_order_under_a_tight_budget():
+    # a budget below one worker's size lets one rank run at a time, still in input order
+    assert local_map(_square, range(7), workers=2, budget=1, offset=1) == [x * x + 1 for x in range(7)]
+    assert local_map(_square, range(7), workers=2) == [x * x for x in range(7)]
+    done = []
+    local_map(_square, range(3), workers=1, progress=lambda: done.append(1))
+    assert len(done) == 3
+
+
+def _assert_same_results(a, b):
+    assert [r.rank for r in a] == [r.rank for r in b]
+    for x, y in zip(a, b):
+        assert sorted(x.tables) == sorted(y.tables)
+        for k in x.tables:
+            assert x.tables[k].equals(y.tables[k], check_metadata=True), (x.rank, k)
+        for attr in ("breakdown", "op_partial", "kernel_partial"):
+            tx, ty = getattr(x, attr), getattr(y, attr)
+            assert (tx is None) == (ty is None) and (tx is None or tx.equals(ty)), (x.rank, attr)
+        assert x.breakdown_method == y.breakdown_method
+        assert list(x.problems) == list(y.problems) and x.missing == y.missing
+        assert x.table_rows == y.table_rows and x.meta == y.meta
+
+
+def test_one_and_several_workers_give_identical_outputs(cluster, tmp_path):
+    sources = load_sources(cluster)
+    one = local_map(process_rank, sources, workers=1)
+    two = local_map(process_rank, sources, workers=2)
+    _assert_same_results(one, two)
+    run_analyse(cluster, tmp_path / "w1", workers=1, cache=False, progress=False, fmt="json")
+    run_analyse(cluster, tmp_path / "w2", workers=2, cache=False, progress=False, fmt="json")
+    assert_same_outputs(analysis_outputs(tmp_path / "w1"), analysis_outputs(tmp_path / "w2"))
+
+
+def test_dask_executor_matches_local(cluster, tmp_path):
+    distributed = pytest.importorskip("distributed")
+    sources = load_sources(cluster)
+    local = local_map(process_rank, sources, workers=1)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  protocol="tcp", host="127.0.0.1",  # loopback only
+                                  dashboard_address=None) as lc:
+        on_dask = executors.dask_map(process_rank, sources, scheduler=lc.scheduler_address)
+        _assert_same_results(local, on_dask)
+        run_analyse(cluster, tmp_path / "dask", executor="dask", scheduler=lc.scheduler_address,
+                    cache=False, progress=False, fmt="json")
+    run_analyse(cluster, tmp_path / "local", workers=1, cache=False, progress=False, fmt="json")
+    assert_same_outputs(analysis_outputs(tmp_path / "local"), analysis_outputs(tmp_path / "dask"))
+    # no scheduler: an in-process cluster of its own
+    _assert_same_results(local, executors.dask_map(process_rank, sources[:2]) + local[2:])
