@@ -548,7 +548,12 @@ def compare(a: Side, b: Side, pairs: list[tuple[int, int]] | None = None) -> Dif
     kernels = diff_kernels(a, b)
     comm = diff_comm(a, b)
     bw = diff_bandwidth(a, b)
-    text = explain(steps, ops, comm, main_scope)
+    # a side without op or communication data at all (e.g. a CSV-only baseline) makes every
+    # row "only in" the other side: nothing to explain there
+    has_ops = [(s.kernels is not None and len(s.kernels)) or (s.op_stats is not None and
+                                                               len(s.op_stats)) for s in (a, b)]
+    text = explain(steps, ops if all(has_ops) else ops.iloc[0:0],
+                   comm[comm["presence"] == "both"] if len(comm) else comm, main_scope)
     return DiffResult(a.label, b.label, steps, ops, kernels, comm, bw, text, pairs)
 
 

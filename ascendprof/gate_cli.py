@@ -91,6 +91,8 @@ def _print_table(result, failed_only: bool) -> None:
     from ascendprof.gate import fmt_change
 
     con = Console(highlight=False)
+    if not con.is_terminal:  # CI logs: do not squeeze the table into 80 columns
+        con = Console(highlight=False, width=160)
     t = Table(title=f"ascendprof gate: {result.baseline} -> {result.current}",
               title_justify="left")
     for col, just in (("verdict", "left"), ("metric", "left"), ("scope", "left"),
@@ -125,5 +127,5 @@ def _spread(lo, hi, n) -> str:
     if not n:
         return "-"
     if n == 1:
-        return f"n=1"
+        return "n=1"
     return f"{lo:.3f}..{hi:.3f} n={n}"
