@@ -144,3 +144,28 @@ def test_halved_link_bandwidth_is_the_only_slow_link(qwen3, tmp_path, how):
     assert ev["bandwidth_gbps"] == pytest.approx(bw, abs=1e-4)
     assert ev["bandwidth_ratio"] < V.SLOW_LINK_BW_RATIO
     assert not [v for v in out if v["category"] == "slow_rank"]
+
+
+def test_seeded_slow_ranks_of_a_generated_64_rank_cluster(tmp_path, shared_data):
+    """benchmarks/make_cluster.py clones the real Qwen3 ranks into TP8 x PP2 x DP4 and slows a
+    few seeded ranks down by 1.2-1.3x (others 0.95-1.05x); it records them in make_cluster.json.
+    The slow_rank verdicts must name exactly those ranks."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from ascendprof import pipeline
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "make_cluster.py"
+    if not script.exists():
+        pytest.skip("benchmarks/make_cluster.py not present")
+    out = tmp_path / "mc"
+    subprocess.run([sys.executable, str(script), "64", str(out), "--pp", "2",
+                    "--kernels-per-rank", "200", "--seed", "3"], check=True,
+                   capture_output=True)
+    seeded = sorted(json.loads((out / "make_cluster.json").read_text())["slow_ranks"])
+    assert seeded
+    verdicts = pipeline.analyse(out).verdicts
+    named = sorted(r for v in verdicts if v["category"] == "slow_rank" for r in v["ranks"])
+    assert named == seeded
+    assert not [v for v in verdicts if v["category"] == "slow_link"]

@@ -366,8 +366,16 @@ def _verdict(category, scope, ranks, severity, evidence, threshold, message, nex
 
 
 def _ranks_text(ranks) -> str:
-    ranks = sorted(int(r) for r in ranks)
-    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(str(r) for r in ranks)
+    """'rank 3', 'ranks 0, 1' or, for runs of 3 or more, 'ranks 0–31, 40'."""
+    ranks = sorted({int(r) for r in ranks})
+    parts, i = [], 0
+    while i < len(ranks):
+        j = i
+        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
+            j += 1
+        parts += [f"{ranks[i]}–{ranks[j]}"] if j - i >= 2 else [str(r) for r in ranks[i:j + 1]]
+        i = j + 1
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(parts)
 
 
 def _peer_sets(ranks: list[int], stage_of: dict[int, int]) -> dict:
