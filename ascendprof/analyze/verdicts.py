@@ -13,8 +13,9 @@ its imbalance is reported once as a **stage** verdict (which stage computes most
 wait for it), not as a group verdict. Time in communication ops is split into *transfer* (data
 moving: Transit Time, spec §7.2), *waiting for a slower peer* (a member's extra elapse over the
 member that arrived last at the same op instance) and *other* (time all members spend alike);
-when waiting dominates the verdict names the ranks or the stage that are waited for. **slow_rank** uses
-a robust statistic of each step part over the ranks that do the same work (same stage);
+when waiting dominates the verdict names the ranks or the stage that are waited for.
+**slow_rank** uses a robust statistic of Computing and Free over the ranks that do the same work
+(same stage);
 **slow_link** compares each src→dst link's bandwidth (communication_matrix.json, spec §A.6,
 §7.3) with the median of the links of the same transport type.
 
@@ -567,7 +568,8 @@ def _slow_rank_verdicts(m: pd.DataFrame, stage_of: dict[int, int], op_stat,
                                    f"same ops slower means a slow device; more ops or larger "
                                    f"shapes mean more work assigned to it.",
                    "free_ns": f"Open rank {r}'s timeline: long Free gaps mean the host does not "
-                              f"keep the device busy (dispatch, data loading, synchronisation)."}[main]
+                              f"keep the device busy (dispatch, data loading, "
+                              f"synchronisation)."}[main]
             msg = (f"Rank {r} is slow among the {where}ranks doing the same work "
                    f"({_ranks_text(peers)}): its {h['part']} is {h['value_ms']:.1f} ms per step, "
                    f"{h['excess_ms']:.1f} ms ({h['excess_of_step_pct']:.1f}% of the step) above "
