@@ -151,7 +151,7 @@ def build(step_trace: pa.Table, metadata: dict[int, dict], groups: dict | None =
     (communication_group.json), from which the pipeline stages come — when None they are inferred
     from the metadata's parallel_group_info. Out columns: ``Step`` (int, or "" without step),
     ``Type`` ("rank"/"stage"), ``Index`` (rank int or stage "(r0, r1)"), the nine time columns
-    in us (float), then ``DP Index, PP Index, TP Index`` (int, "NA" for stage rows and unplaced
+    in us (float; empty where the source did not record that metric), then ``DP Index, PP Index, TP Index`` (int, "NA" for stage rows and unplaced
     ranks) only when distributed_args are usable for all ranks. Raises nothing for a
     well-formed table; an empty table gives an empty frame with the columns.
     """
@@ -163,7 +163,8 @@ def build(step_trace: pa.Table, metadata: dict[int, dict], groups: dict | None =
         st = st.sort_values(["_step", "rank"], kind="stable", na_position="first")
         for rec in st.to_dict("records"):
             step = "" if pd.isna(rec["_step"]) else int(rec["_step"])
-            vals = [0.0 if pd.isna(rec[c]) else rec[c] / 1000 for _, c in TIME_COLUMNS]
+            # a metric the source never recorded (legacy output has no Free) stays empty, not 0
+            vals = [None if pd.isna(rec[c]) else rec[c] / 1000 for _, c in TIME_COLUMNS]
             rank_rows.append([step, "rank", int(rec["rank"])] + vals)
 
     stages = stages_from_groups(groups) if groups is not None else _stages_from_metadata(metadata)
@@ -174,7 +175,7 @@ def build(step_trace: pa.Table, metadata: dict[int, dict], groups: dict | None =
             stage = next((tuple(s) for s in stages if row[2] in s), tuple())
             by_key.setdefault((row[0], stage), []).append(row[3:])
         for (step, stage), vals in by_key.items():
-            stage_rows.append([step, "stage", str(stage)] + [max(c) for c in zip(*vals)])
+            stage_rows.append([step, "stage", str(stage)] + [_max_known(c) for c in zip(*vals)])
 
     rows = rank_rows + stage_rows
     args = _distributed_args(metadata)
@@ -189,6 +190,11 @@ def build(step_trace: pa.Table, metadata: dict[int, dict], groups: dict | None =
         for row in stage_rows:
             row.extend(["NA"] * 3)
     return pd.DataFrame(rows, columns=headers)
+
+
+def _max_known(values):
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
 
 
 __all__ = ["build", "parallel_index", "stages_from_groups", "TIME_COLUMNS", "PARALLEL_HEADERS"]
