@@ -26,18 +26,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from ascendprof import schemas as S
+from ascendprof.analyze.cluster_communication import double_hash as group_hash
+
 #: step_trace_time.csv column (spec §A.1) -> STEP_TRACE table column (ns).
-STEP_METRICS: dict[str, str] = {
-    "Computing": "computing_ns",
-    "Communication(Not Overlapped)": "comm_not_overlapped_ns",
-    "Overlapped": "overlapped_ns",
-    "Communication": "communication_ns",
-    "Free": "free_ns",
-    "Stage": "stage_ns",
-    "Bubble": "bubble_ns",
-    "Communication(Not Overlapped and Exclude Receive)": "comm_not_overlapped_excl_receive_ns",
-    "Preparing": "preparing_ns",
-}
+STEP_METRICS: dict[str, str] = dict(S.STEP_METRICS)
 
 #: Communication time fields of COMM_OPS (spec §A.5 'Communication Time Info').
 COMM_METRICS: dict[str, str] = {
@@ -147,17 +140,6 @@ def _records(df: pd.DataFrame) -> list[dict]:
 
 # ---------------------------------------------------------------------------------------------
 # group labels
-
-
-def group_hash(group_id: str) -> int:
-    """The group name torch_npu writes into communication.json for a ``parallel_group_info`` id
-    (``"group_name_19"`` -> ``3985310405473756128``): two 32-bit polynomial string hashes
-    (primes 29 and 131) packed high/low, as msprof-analyze's ``double_hash`` matches them."""
-    h0 = h1 = 0
-    for ch in group_id:
-        h0 = (h0 * 29 + ord(ch)) & 0xFFFFFFFF
-        h1 = (h1 * 131 + ord(ch)) & 0xFFFFFFFF
-    return (h0 << 32) | h1
 
 
 def group_labels(comm_ops: pd.DataFrame | None, metadata: dict[int, dict] | None = None,

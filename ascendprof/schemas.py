@@ -24,6 +24,20 @@ def _s(*fields: tuple[str, pa.DataType], doc: str) -> pa.Schema:
     return pa.schema([pa.field(n, t) for n, t in fields], metadata={"doc": doc})
 
 
+#: The nine step-breakdown metrics in step_trace_time.csv order: (column name as the profiler and
+#: msprof-analyze write it, STEP_TRACE column in ns) (spec §A.1).
+STEP_METRICS: tuple[tuple[str, str], ...] = (
+    ("Computing", "computing_ns"),
+    ("Communication(Not Overlapped)", "comm_not_overlapped_ns"),
+    ("Overlapped", "overlapped_ns"),
+    ("Communication", "communication_ns"),
+    ("Free", "free_ns"),
+    ("Stage", "stage_ns"),
+    ("Bubble", "bubble_ns"),
+    ("Communication(Not Overlapped and Exclude Receive)", "comm_not_overlapped_excl_receive_ns"),
+    ("Preparing", "preparing_ns"),
+)
+
 # Names of the tables a reader may emit.
 KERNELS = "kernels"
 STEP_TRACE = "step_trace"

@@ -14,6 +14,20 @@ import orjson
 from ascendprof.errors import InputError
 
 
+def read_payload(path: Path) -> bytes:
+    """The bytes of a text file without a UTF-8 BOM. Raises InputError when the file cannot be
+    read (a directory, no permission) or holds nothing but white space."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise InputError(path, f"cannot read: {e.strerror or e}") from None
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    if not data.strip():
+        raise InputError(path, "empty file")
+    return data
+
+
 def read_csv(path: Path, *, required: tuple[str, ...] = (), aliases: dict[str, str] | None = None
              ):
     """Read a profiler CSV as an all-string Arrow table (header row first, UTF-8).
@@ -30,14 +44,7 @@ def read_csv(path: Path, *, required: tuple[str, ...] = (), aliases: dict[str, s
     import pyarrow.csv as pacsv
 
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise InputError(path, f"cannot read: {e.strerror or e}") from None
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    if not data.strip():
-        raise InputError(path, "empty file")
+    data = read_payload(path)
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -86,14 +93,7 @@ def read_json(path: Path):
     Not for trace_view.json: that is streamed (:mod:`ascendprof.readers.trace_view`).
     """
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise InputError(path, f"cannot read: {e.strerror or e}") from None
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    if not data.strip():
-        raise InputError(path, "empty file")
+    data = read_payload(path)
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as e:

@@ -24,20 +24,11 @@ from __future__ import annotations
 import pandas as pd
 import pyarrow as pa
 
+from ascendprof import schemas as S
 from ascendprof.analyze.cluster_communication import parallel_groups
 
 #: (output column, STEP_TRACE column)
-TIME_COLUMNS = (
-    ("Computing", "computing_ns"),
-    ("Communication(Not Overlapped)", "comm_not_overlapped_ns"),
-    ("Overlapped", "overlapped_ns"),
-    ("Communication", "communication_ns"),
-    ("Free", "free_ns"),
-    ("Stage", "stage_ns"),
-    ("Bubble", "bubble_ns"),
-    ("Communication(Not Overlapped and Exclude Receive)", "comm_not_overlapped_excl_receive_ns"),
-    ("Preparing", "preparing_ns"),
-)
+TIME_COLUMNS = S.STEP_METRICS
 PARALLEL_HEADERS = ["DP Index", "PP Index", "TP Index"]
 
 

@@ -31,17 +31,7 @@ from ascendprof import schemas as S
 from ascendprof.analyze import intervals as I
 
 #: The nine step_trace_time.csv metrics: (CSV column, STEP_TRACE column) (spec §A.1).
-METRICS = (
-    ("Computing", "computing_ns"),
-    ("Communication(Not Overlapped)", "comm_not_overlapped_ns"),
-    ("Overlapped", "overlapped_ns"),
-    ("Communication", "communication_ns"),
-    ("Free", "free_ns"),
-    ("Stage", "stage_ns"),
-    ("Bubble", "bubble_ns"),
-    ("Communication(Not Overlapped and Exclude Receive)", "comm_not_overlapped_excl_receive_ns"),
-    ("Preparing", "preparing_ns"),
-)
+METRICS = S.STEP_METRICS
 
 #: Task types of compute kernels (kernel_details 'Accelerator Core', trace 'Task Type').
 COMPUTE_TYPES = {

@@ -41,6 +41,8 @@ import math
 
 import pandas as pd
 
+from ascendprof.analyze.cluster_communication import double_hash
+
 #: Compute problem: spread (max − min) of Computing as % of step time across a group's ranks,
 #: in percentage points. 5 points matches msprof-analyze's slow-rank gap ratio of 5%.
 COMPUTE_SPREAD_PCT = 5.0
@@ -106,15 +108,6 @@ def thresholds(overrides: dict | None = None) -> dict:
 
 # ---------------------------------------------------------------------------------------------
 # groups and stages from profiler_metadata.json
-
-
-def double_hash(text: str) -> int:
-    """The profiler's 64-bit id of a communication group key (see module docstring)."""
-    h0 = h1 = 0
-    for ch in text:
-        h0 = (h0 * 29 + ord(ch)) & 0xFFFFFFFF
-        h1 = (h1 * 131 + ord(ch)) & 0xFFFFFFFF
-    return (h0 << 32) | h1
 
 
 def group_directory(metadata: dict[int, dict]) -> dict[str, dict]:

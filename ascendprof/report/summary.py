@@ -13,19 +13,10 @@ Times are microseconds (keys end in ``_us``).
 from __future__ import annotations
 
 from ascendprof import __version__
+from ascendprof import schemas as S
 from ascendprof.report.files import not_written
 
-METRICS = [  # (STEP_TRACE column, display name)
-    ("computing_ns", "Computing"),
-    ("comm_not_overlapped_ns", "Communication(Not Overlapped)"),
-    ("overlapped_ns", "Overlapped"),
-    ("communication_ns", "Communication"),
-    ("free_ns", "Free"),
-    ("stage_ns", "Stage"),
-    ("bubble_ns", "Bubble"),
-    ("comm_not_overlapped_excl_receive_ns", "Communication(Not Overlapped and Exclude Receive)"),
-    ("preparing_ns", "Preparing"),
-]
+METRICS = [(col, name) for name, col in S.STEP_METRICS]  # (STEP_TRACE column, display name)
 
 
 def _rows(table, origin: str) -> list[dict]:
