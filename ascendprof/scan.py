@@ -176,7 +176,7 @@ def _load_json_quiet(path: Path, problems: Problems):
     try:
         return read_json(path)
     except InputError as e:
-        problems.add_error(e)
+        problems.add_error(e, affects=("metadata",))
         return None
 
 
@@ -195,7 +195,7 @@ def _framework_source(d: Path, name: str, problems: Problems) -> Source | None:
         prof_dirs = [f for f in top if f.startswith("PROF_") and (d / f).is_dir()]
         if not prof_dirs:
             problems.add(d, f"no {OUTPUT_DIR} data and no PROF_ directory; not analysable",
-                         severity="skipped")
+                         severity="skipped", affects=("all",))
             return None
         kind = PROF
     files = _list_files(d, max_depth=2 if kind != PROF else 4)
@@ -279,7 +279,8 @@ def _prof_source(d: Path, problems: Problems) -> Source | None:
         re.match(r"^device_\d+/timeline/.+\.json$", f) for f in files)
     has_raw = any(re.match(r"^(host|device_\d+)/data/", f) for f in files)
     if not has_out and not has_raw:
-        problems.add(d, "PROF_ directory with neither exported output nor raw data", severity="skipped")
+        problems.add(d, "PROF_ directory with neither exported output nor raw data",
+                     severity="skipped", affects=("all",))
         return None
     src = Source(path=str(d), kind=PROF if has_out else RAW_CANN, rank=None, files=files,
                  mtime=_mtime(d))
@@ -359,7 +360,7 @@ def _raw_job_source(d: Path, filenames: list[str], problems: Problems) -> Source
     if not any(_RAW_DEVICE_RE.match(os.path.basename(f)) for f in files):
         problems.add(d, "raw data without a device task log (hwts.log.data / stars_soc.data): "
                         "only host framework text or step-trace markers, which ascendprof does not "
-                        "decode", severity="skipped")
+                        "decode", severity="skipped", affects=("all",))
         return None
     src = Source(path=str(d), kind=RAW_CANN, rank=None, files=files, mtime=_mtime(d))
     for f in files:
@@ -442,5 +443,5 @@ def one_per_rank(found: list[Source], problems: Problems) -> list[Source]:
         out.append(keep)
     for s in unranked:
         problems.add(s.path, "rank unknown (no profiler_info, metadata or number in the name); "
-                             "not analysed", severity="skipped")
+                             "not analysed", severity="skipped", affects=("all",))
     return out

@@ -80,6 +80,9 @@ OVERLAP_NAMES = {0: "Computing", 1: "Communication", 2: "Communication(Not Overl
 _PROFILER_DB_RE = re.compile(
     r"^(ascend_pytorch_profiler|ascend_mindspore_profiler)(_\d+)?\.db$|^msprof_[\w.-]*\.db$")
 _ANALYSIS_DB_RE = re.compile(r"^(analysis|communication_analyzer)\.db$")
+#: analyses that lose input when one database is unreadable (names as in scan.ANALYSES)
+_DB_AFFECTS = {"profiler .db": ("step_breakdown", "op_statistics"),
+               "analysis.db": ("cluster_step_trace", "communication", "communication_matrix")}
 _MB = 1 << 20
 _KB = 1 << 10
 
@@ -187,29 +190,30 @@ def read(source: Source) -> RankData:
         raise InputError(source.path, "no .db export found (ascend_pytorch_profiler*.db, "
                                       "ascend_mindspore_profiler*.db, msprof_*.db, analysis.db)")
     _read_json_meta(source, data)
-    errors: list[InputError] = []
+    errors: list[tuple[InputError, tuple[str, ...]]] = []
     opened = 0
     for path, label, fill in ((profiler_path, "profiler .db", _fill_from_profiler_db),
                               (analysis_path, "analysis.db", _fill_from_analysis_db)):
         if path is None:
             data.missing.append(label)
             continue
+        affects = _DB_AFFECTS[label]
         try:
             db = _Db(path)
         except InputError as e:
-            errors.append(e)
+            errors.append((e, affects))
             continue
         opened += 1
         try:
             fill(db, data)
         except InputError as e:
-            errors.append(e)
+            errors.append((e, affects))
         finally:
             db.close()
     if not opened and errors:
-        raise errors[0]
-    for e in errors:
-        data.problems.add_error(e, rank=data.rank)
+        raise errors[0][0]
+    for e, affects in errors:
+        data.problems.add_error(e, rank=data.rank, affects=affects)
     return data
 
 
@@ -224,7 +228,7 @@ def _read_json_meta(source: Source, data: RankData) -> None:
             try:
                 data.meta[key] = read_json(Path(source.path) / f)
             except InputError as e:
-                data.problems.add_error(e, rank=data.rank)
+                data.problems.add_error(e, rank=data.rank, affects=("metadata",))
 
 
 # ----------------------------------------------------------------------------- profiler db

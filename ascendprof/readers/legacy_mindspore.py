@@ -123,7 +123,7 @@ def read(source) -> RankData:
         try:
             data.meta["profiler_info"] = read_json(path)
         except InputError as e:
-            data.problems.add_error(e, rank=rank)
+            data.problems.add_error(e, rank=rank, affects=("metadata",))
     if not read_any:
         raise InputError(source.path, f"no readable legacy MindSpore file for rank {rank}")
     return data

@@ -76,7 +76,7 @@ def read(source) -> RankData:
         try:
             data.meta["prof_info"] = read_json(base / info)
         except InputError as e:
-            data.problems.add_error(e, rank=rank)
+            data.problems.add_error(e, rank=rank, affects=("metadata",))
     if S.KERNELS in data.tables and data.has(S.ITERATIONS):
         from ascendprof.readers.ascend_output import assign_steps
 
@@ -220,7 +220,7 @@ def _mono_to_local_offset(base: Path, source, data: RankData) -> int | None:
             info = read_json(p)
             off = int(Decimal(str(info["collectionTimeBegin"])) * 1000) - int(info["clockMonotonicRaw"])
         except InputError as e:
-            data.problems.add_error(e, rank=data.rank)
+            data.problems.add_error(e, rank=data.rank, affects=("step_breakdown",))
             continue
         except (KeyError, TypeError, ValueError, ArithmeticError):
             data.problems.add(p, "start_info lacks collectionTimeBegin / clockMonotonicRaw",
