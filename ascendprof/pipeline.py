@@ -52,7 +52,8 @@ def process_rank(source: Source, tables_dir: Path | None = None,
     When ``tables_dir`` is given, every normalised table of the rank is written there as
     ``rank<r>/<table>.parquet`` (atomically). With ``cache_dir`` the normalised tables come from
     (or go to) the Parquet cache (see :mod:`ascendprof.cache`). Never raises for bad input: an
-    unreadable rank comes back with no tables and its problem recorded.
+    unreadable rank comes back with no tables and its problem recorded (an unexpected exception
+    of a reader too, so one rank cannot end the whole run).
     """
     from ascendprof.analyze import op_stats, step_breakdown
     from ascendprof.cache import read_cached
@@ -62,6 +63,11 @@ def process_rank(source: Source, tables_dir: Path | None = None,
         data = read_cached(source, cache_dir)
     except InputError as e:
         res.problems.add_error(e, rank=source.rank, affects=("all",))
+        return res
+    except Exception as e:  # noqa: BLE001 - a reader defect loses this rank, not the run
+        res.problems.add(source.path, f"reader failed ({type(e).__name__}: {e}); rank not "
+                                      f"analysed - please report this", rank=source.rank,
+                         affects=("all",))
         return res
     res.meta, res.missing = data.meta, data.missing
     res.problems.extend(data.problems)
@@ -115,8 +121,10 @@ def load(root: Path, problems: Problems | None = None) -> list[Source]:
     problems = problems if problems is not None else Problems()
     sources = one_per_rank(scan(Path(root), problems), problems)
     if not sources:
+        why = problems.brief()
         raise NothingAnalysable(f"{root}: no profiling data found (looked for *_ascend_pt, "
-                                f"*_ascend_ms, PROF_* and legacy MindSpore output)")
+                                f"*_ascend_ms, PROF_* and legacy MindSpore output)"
+                                + (f"; skipped: {why}" if why else ""))
     return sources
 
 
@@ -140,7 +148,7 @@ def combine(root: str, sources: list[Source], results: list[RankResult], problem
         problems.extend(r.problems)
     usable = [r for r in results if r.tables or r.op_partial is not None]
     if not usable:
-        raise NothingAnalysable(f"{root}: no rank could be read; see the problems above")
+        raise NothingAnalysable(f"{root}: no rank could be read: {problems.brief()}")
     ca = ClusterAnalysis(root=str(root), sources=sources, ranks=usable, problems=problems)
     ca.step_trace = ca.concat(S.STEP_TRACE)
     bds = [r.breakdown for r in usable if r.breakdown is not None and r.breakdown.num_rows]

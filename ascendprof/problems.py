@@ -68,3 +68,12 @@ class Problems:
     @property
     def skipped(self) -> list[Problem]:
         return [p for p in self.items if p.severity == "skipped"]
+
+    def brief(self, limit: int = 3) -> str:
+        """The first ``limit`` skipped problems as one line (``"<line>; <line> (and N more)"``),
+        for an error that ends the run; '' when nothing was skipped."""
+        skipped = self.skipped
+        text = "; ".join(p.line() for p in skipped[:limit])
+        if len(skipped) > limit:
+            text += f" (and {len(skipped) - limit} more)"
+        return " ".join(text.split())  # one line, whatever the reasons hold
