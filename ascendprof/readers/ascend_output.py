@@ -172,15 +172,25 @@ def read_kernel_details(path: Path, rank: int) -> pa.Table:
     ``Step Id`` -> ``step``; times (us, absolute start with trailing TAB) -> exact int ns; shapes
     lose the quotes torch_npu wraps them in. Every other column (the PMU metrics, e.g.
     ``aicore_time(us)``, ``aic_mac_ratio``, ``cube_utilization(%)``) becomes float64
-    ``pmu:<name>``. 'N/A' -> null. Raises InputError (missing required column, non-numeric cell).
+    ``pmu:<name>``. An unknown column whose first value is not a number is text some other
+    tool added (no metric), so it is left out rather than failing the file. 'N/A' -> null.
+    Raises InputError (missing required column, non-numeric cell in a numeric column).
     """
     path = Path(path)
     raw = read_csv(path, required=KERNEL_REQUIRED, aliases=KERNEL_ALIASES)
     pmu = {}
     for name in raw.column_names:
         if name not in KERNEL_COLUMNS and name not in KERNEL_IGNORED and not name.endswith(".dup"):
+            if _is_text_column(raw.column(name)):
+                continue
             pmu[S.PMU_PREFIX + name] = _convert(path, name, raw.column(name), FLOAT)
     return _build(path, raw, rank, KERNEL_COLUMNS, S.KERNELS, pmu)
+
+
+def _is_text_column(col) -> bool:
+    """True when the first non-missing cell of ``col`` is not a number."""
+    s = _clean(col).drop_null()
+    return len(s) > 0 and not pc.match_substring_regex(s[:1], _NUM_RE)[0].as_py()
 
 
 # ----------------------------------------------------------------------------- step_trace_time
