@@ -1,0 +1,296 @@
+#!/usr/bin/env python3
+"""`make bench`: ascendprof against msprof-analyze on generated clusters; figures to RESULTS.md.
+
+For each cluster size (default 16, 64, 256 ranks, ~1000 communication ops per rank, Qwen3
+template) it generates the cluster with make_cluster.py (reused when the same arguments built it
+before), then times, each in a fresh child process:
+
+* ``ascendprof analyse`` cold (empty cache) and warm (same output directory, cache filled);
+* ``msprof-analyze cluster -m all`` when installed ($MSPROF_ANALYZE, PATH, /work/refvenv/bin).
+
+Peak RSS is reported two ways: the largest single process (``ru_maxrss`` of the children, via a
+small wrapper process per run) and the sum over the whole process tree, sampled every 20 ms
+from /proc (both tools use worker processes). One LLM-size rank (torch_npu template, 200k
+kernel rows, ~300 MB trace_view.json) gives parse throughput of kernel_details.csv and
+trace_view.json with ascendprof's own readers, and both tools' end-to-end figures. Start-up of
+``ascendprof --help`` and ``ascendprof scan`` is the best of 5 runs.
+
+Generated data goes to benchmarks/out/ (gitignored) unless --work is given. Results are printed
+and appended to benchmarks/RESULTS.md with the machine description.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+RESULTS = HERE / "RESULTS.md"
+
+_WRAP = r"""
+import resource, subprocess, sys, json
+rc = subprocess.call(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=open(sys.argv[1], "w"))
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"rc": rc, "maxrss_kb": ru.ru_maxrss}))
+"""
+
+
+def find_msprof_analyze() -> str | None:
+    for cand in (os.environ.get("MSPROF_ANALYZE"), shutil.which("msprof-analyze"),
+                 "/work/refvenv/bin/msprof-analyze"):
+        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+def ascendprof_cmd() -> list[str]:
+    exe = Path(sys.executable).parent / "ascendprof"
+    return [str(exe)] if exe.is_file() else [sys.executable, "-m", "ascendprof"]
+
+
+def _tree_rss_kb(root_pid: int) -> int:
+    """Sum of VmRSS over root_pid and all its descendants (from /proc)."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                stat = f.read()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry.name}/statm") as f:
+                pages = int(f.read().split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        pid = int(entry.name)
+        children.setdefault(ppid, []).append(pid)
+        rss[pid] = pages * (os.sysconf("SC_PAGE_SIZE") // 1024)
+    total, todo = 0, [root_pid]
+    while todo:
+        p = todo.pop()
+        total += rss.get(p, 0)
+        todo.extend(children.get(p, []))
+    return total
+
+
+def measure(cmd: list[str], log: Path, env: dict | None = None) -> dict:
+    """Run ``cmd`` in a wrapper process; wall seconds, largest-process and tree peak RSS (MB)."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    p = subprocess.Popen([sys.executable, "-c", _WRAP, str(log), *cmd], stdout=subprocess.PIPE,
+                         env=env)
+    peak_tree = 0
+    stop = threading.Event()
+
+    def sample():
+        nonlocal peak_tree
+        while not stop.is_set():
+            peak_tree = max(peak_tree, _tree_rss_kb(p.pid))
+            stop.wait(0.02)
+
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    out, _ = p.communicate()
+    wall = time.perf_counter() - t0
+    stop.set()
+    th.join()
+    info = json.loads(out.decode().strip().splitlines()[-1])
+    if info["rc"] != 0:
+        print(f"  ! {' '.join(cmd[:3])} … exited {info['rc']} (log: {log})", file=sys.stderr)
+    return {"wall_s": wall, "rss_mb": info["maxrss_kb"] / 1024, "tree_rss_mb": peak_tree / 1024,
+            "rc": info["rc"]}
+
+
+def generate(n: int, out: Path, extra: list[str]) -> Path:
+    args = [str(n), str(out), *extra]
+    manifest = out / "make_cluster.json"
+    want = " ".join(args)
+    stamp = out / ".args"
+    if manifest.is_file() and stamp.is_file() and stamp.read_text() == want:
+        return out
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, str(HERE / "make_cluster.py"), *args, "--force"], check=True)
+    stamp.write_text(want)
+    print(f"  generated {out.name} in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    return out
+
+
+def du_mb(path: Path) -> float:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1e6
+
+
+def run_cluster(name: str, data: Path, work: Path, ref: str | None) -> dict:
+    ap_out = work / f"{name}.ascendprof"
+    shutil.rmtree(ap_out, ignore_errors=True)
+    env = dict(os.environ)
+    env.pop("ASCENDPROF_CACHE", None)
+    cmd = ascendprof_cmd() + ["analyse", str(data), "-o", str(ap_out), "-q"]
+    row = {"name": name, "input_mb": du_mb(data)}
+    row["cold"] = measure(cmd, work / f"{name}.ascendprof.cold.log", env)
+    row["warm"] = measure(cmd, work / f"{name}.ascendprof.warm.log", env)
+    row["nocache"] = None
+    if ref:
+        ma_out = work / f"{name}.msprof"
+        shutil.rmtree(ma_out, ignore_errors=True)
+        row["ref"] = measure([ref, "cluster", "-d", str(data), "-m", "all", "-o", str(ma_out)],
+                             work / f"{name}.msprof.log")
+    else:
+        row["ref"] = None
+    return row
+
+
+_THROUGHPUT = r"""
+import json, resource, sys, time
+from pathlib import Path
+from ascendprof.readers.ascend_output import read_kernel_details
+from ascendprof.readers.trace_view import read_trace_view
+import pyarrow.csv, pyarrow.compute, numpy  # imports are start-up, not parsing
+d = Path(sys.argv[1]) / "ASCEND_PROFILER_OUTPUT"
+out = {}
+for name, fn in (("kernel_details.csv", read_kernel_details), ("trace_view.json", read_trace_view)):
+    p = d / name
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    fn(p, 0)
+    s = time.perf_counter() - t0
+    out[name] = {"mb": p.stat().st_size / 1e6, "s": s, "mb_s": p.stat().st_size / 1e6 / s,
+                 "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+print(json.dumps(out))
+"""
+
+
+def throughput(rank_dir: Path) -> dict:
+    r = subprocess.run([sys.executable, "-c", _THROUGHPUT, str(rank_dir)], capture_output=True,
+                       text=True)
+    if r.returncode:
+        print(r.stderr[-2000:], file=sys.stderr)
+        return {}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def startup(data: Path) -> dict:
+    out = {"ranks": sum(1 for p in data.iterdir() if p.name.endswith("_ascend_pt"))}
+    for label, args in (("--help", ["--help"]), ("scan", ["scan", str(data)])):
+        best = None
+        for _ in range(5):
+            t0 = time.perf_counter()
+            subprocess.run(ascendprof_cmd() + args, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+            s = time.perf_counter() - t0
+            best = s if best is None else min(best, s)
+        out[label] = best
+    return out
+
+
+def machine() -> str:
+    cpu = platform.processor() or "unknown CPU"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = "?"
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal"):
+                mem = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    except OSError:
+        pass
+    return (f"{platform.system()} {platform.release()}, {cpu}, {os.cpu_count()} cores, {mem} RAM, "
+            f"Python {platform.python_version()}")
+
+
+def _ratio(a, b):
+    return f"{a / b:.2f}" if a and b else "–"
+
+
+def report(rows: list[dict], tp: dict, st: dict, ref: str | None) -> str:
+    from ascendprof import __version__
+
+    ref_v = "not installed"
+    if ref:
+        ref_v = f"msprof-analyze ({ref})"
+    lines = [f"## {dt.datetime.now().strftime('%Y-%m-%d %H:%M')} — ascendprof {__version__} vs {ref_v}",
+             "", f"Machine: {machine()}", "",
+             "| cluster | input MB | ascendprof cold s | warm s | cold/warm | peak RSS MB (largest proc / tree) "
+             "| msprof-analyze s | peak RSS MB (largest / tree) | time ratio ap/ma |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        c, w, m = r["cold"], r["warm"], r["ref"]
+        ma_t = f"{m['wall_s']:.1f}" + ("" if m["rc"] == 0 else f" (exit {m['rc']})") if m else "–"
+        ma_rss = f"{m['rss_mb']:.0f} / {m['tree_rss_mb']:.0f}" if m else "–"
+        lines.append(
+            f"| {r['name']} | {r['input_mb']:.0f} | {c['wall_s']:.1f}"
+            + ("" if c["rc"] == 0 else f" (exit {c['rc']})")
+            + f" | {w['wall_s']:.1f} | {_ratio(c['wall_s'], w['wall_s'])} | "
+              f"{c['rss_mb']:.0f} / {c['tree_rss_mb']:.0f} | {ma_t} | {ma_rss} | "
+              f"{_ratio(c['wall_s'], m['wall_s'] if m else None)} |")
+    if tp:
+        lines += ["", "Parse throughput on the LLM-size rank (ascendprof readers, one process):", ""]
+        for name, v in tp.items():
+            lines.append(f"- {name}: {v['mb']:.0f} MB in {v['s']:.1f} s = **{v['mb_s']:.0f} MB/s**, "
+                         f"process peak RSS {v['peak_rss_mb']:.0f} MB")
+    if st:
+        lines += ["", f"Start-up (best of 5): `ascendprof --help` {st['--help']:.3f} s, "
+                      f"`ascendprof scan` ({st['ranks']} ranks) {st['scan']:.3f} s"]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="ascendprof vs msprof-analyze benchmark")
+    ap.add_argument("--sizes", default="16,64,256", help="cluster sizes (ranks)")
+    ap.add_argument("--comm-ops", type=int, default=1000, help="communication ops per rank")
+    ap.add_argument("--llm-kernels", type=int, default=200_000,
+                    help="kernel rows of the LLM-size rank (0 skips it)")
+    ap.add_argument("--work", type=Path, default=HERE / "out", help="generated data and outputs")
+    ap.add_argument("--no-reference", action="store_true", help="do not run msprof-analyze")
+    ap.add_argument("--no-append", action="store_true", help="print only, leave RESULTS.md")
+    a = ap.parse_args(argv)
+    ref = None if a.no_reference else find_msprof_analyze()
+    work = a.work
+    work.mkdir(parents=True, exist_ok=True)
+    rows = []
+    sizes = [int(x) for x in a.sizes.split(",") if x]
+    for n in sizes:
+        print(f"cluster {n} ranks …", file=sys.stderr)
+        data = generate(n, work / f"cluster{n}", ["--comm-ops-per-rank", str(a.comm_ops)])
+        rows.append(run_cluster(f"{n} ranks x {a.comm_ops} ops", data, work, ref))
+        print(json.dumps(rows[-1]), file=sys.stderr)
+    tp = {}
+    if a.llm_kernels:
+        print("LLM-size rank …", file=sys.stderr)
+        data = generate(1, work / "llm1", ["--template", "torch_npu-level2",
+                                           "--kernels-per-rank", str(a.llm_kernels)])
+        tp = throughput(data / "rank_0_ascend_pt")
+        rows.append(run_cluster(f"1 rank, {a.llm_kernels // 1000}k kernels + trace_view", data,
+                                work, ref))
+        print(json.dumps(rows[-1]), json.dumps(tp), file=sys.stderr)
+    st = startup(work / f"cluster{max(sizes)}") if sizes else {}
+    text = report(rows, tp, st, ref)
+    print(text)
+    if not a.no_append:
+        with open(RESULTS, "a", encoding="utf-8") as f:
+            if RESULTS.stat().st_size == 0 if RESULTS.exists() else True:
+                f.write("# Benchmark results (appended by `make bench`)\n\n"
+                        "Generated clusters from benchmarks/make_cluster.py (Qwen3 template, "
+                        "TP x PP x DP layout); see benchmarks/run_bench.py for the method.\n\n")
+            f.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
