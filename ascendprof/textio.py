@@ -83,7 +83,10 @@ def read_csv(path: Path, *, required: tuple[str, ...] = (), aliases: dict[str, s
 def _header_names(line: bytes) -> list[str]:
     import csv
 
-    return next(csv.reader([line.decode("utf-8", "replace")]), [])
+    try:
+        return next(csv.reader([line.decode("utf-8", "replace")]), [])
+    except csv.Error as e:  # e.g. a lone CR inside the header line
+        raise ValueError(f"header row: {e}") from None
 
 
 def read_json(path: Path):
@@ -98,3 +101,16 @@ def read_json(path: Path):
         return orjson.loads(data)
     except orjson.JSONDecodeError as e:
         raise InputError(path, f"invalid JSON ({e.msg})", where=e.pos) from None
+
+
+def is_digits(s: str) -> bool:
+    """True for a non-empty run of ASCII digits. (``str.isdigit`` also accepts '²' and other
+    Unicode digits, which ``int()`` then rejects.)"""
+    return s.isascii() and s.isdigit()
+
+
+def int_text(text) -> int | None:
+    """The int of an ASCII decimal integer text (``" -12 "``), None for anything else."""
+    s = str(text).strip()
+    body = s[1:] if s[:1] in "+-" else s
+    return int(s) if is_digits(body) else None

@@ -14,6 +14,8 @@ import math
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ascendprof.textio import is_digits
+
 NS_PER_US = 1_000
 NS_PER_MS = 1_000_000
 
@@ -23,30 +25,46 @@ _MISSING = {"", "N/A", "NA", "nan", "NaN", "None", "null", "-"}
 def us_text_to_ns(text) -> int | None:
     """Exact conversion of one microsecond value (text or number) to int ns; None if missing.
 
-    Raises ``ValueError`` for text that is not a number.
+    Raises ``ValueError`` (and nothing else) for text that is not a number, for infinity and
+    for a value outside int64 nanoseconds.
     """
     if text is None:
         return None
     if isinstance(text, (int, float)):
         if isinstance(text, float) and math.isnan(text):
             return None
-        return round(text * NS_PER_US)
+        return _in_range(_round(text * NS_PER_US, text), text)
     s = str(text).strip().strip("\t").strip()
     if s in _MISSING:
         return None
     neg = s.startswith("-")
     if neg or s.startswith("+"):
         s = s[1:]
-    if "e" in s or "E" in s:
-        v = round(float(s) * NS_PER_US)
-        return -v if neg else v
+    if ("e" in s or "E" in s) and s.isascii():
+        try:
+            v = _round(float(s) * NS_PER_US, text)
+        except ValueError:
+            raise ValueError(f"not a number: {text!r}") from None
+        return _in_range(-v if neg else v, text)
     whole, _, frac = s.partition(".")
-    if not (whole or frac) or (whole and not whole.isdigit()) or (frac and not frac.isdigit()):
+    if not (whole or frac) or (whole and not is_digits(whole)) or (frac and not is_digits(frac)):
         raise ValueError(f"not a number: {text!r}")
     ns = int(whole or "0") * NS_PER_US + int((frac + "000")[:3])
     if len(frac) > 3 and int(frac[3]) >= 5:  # round half up on the 4th decimal
         ns += 1
-    return -ns if neg else ns
+    return _in_range(-ns if neg else ns, text)
+
+
+def _round(v: float, text) -> int:
+    if math.isinf(v) or math.isnan(v):
+        raise ValueError(f"not a finite number: {text!r}")
+    return round(v)
+
+
+def _in_range(ns: int, text) -> int:
+    if not -2**63 <= ns < 2**63:
+        raise ValueError(f"value out of range for int64 nanoseconds: {text!r}")
+    return ns
 
 
 def us_column_to_ns(col: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -58,7 +76,10 @@ def us_column_to_ns(col: pa.Array | pa.ChunkedArray) -> pa.Array:
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks()
     if pa.types.is_integer(col.type) or pa.types.is_floating(col.type):
-        return pc.round(pc.multiply(col.cast(pa.float64()), NS_PER_US)).cast(pa.int64())
+        try:
+            return pc.round(pc.multiply(col.cast(pa.float64()), NS_PER_US)).cast(pa.int64())
+        except pa.ArrowInvalid:  # inf / nan / beyond int64
+            raise ValueError("value not finite or out of range for int64 nanoseconds") from None
     if pa.types.is_null(col.type):
         return pa.nulls(len(col), pa.int64())
     s = pc.utf8_trim_whitespace(col.cast(pa.string()))
@@ -103,7 +124,7 @@ def ms_to_ns(ms) -> int | None:
     """Milliseconds (float, as communication.json writes them) to int ns; None if missing."""
     if ms is None or (isinstance(ms, float) and math.isnan(ms)):
         return None
-    return round(float(ms) * NS_PER_MS)
+    return _in_range(_round(float(ms) * NS_PER_MS, ms), ms)
 
 
 def ns_to_us(ns) -> float:
