@@ -56,3 +56,38 @@ class InputError(AscendProfError):
 
 class RecordError(InputError):
     """A fixed-size binary record is truncated or of an unknown kind (raw CANN decoders)."""
+
+
+class malformed:  # noqa: N801 - used as a context manager: ``with malformed(path, "event"):``
+    """Turn the built-in errors a parser meets on content of an unexpected shape (a list where a
+    number belongs, an unhashable id, a number beyond range ...) into one :class:`InputError`
+    naming ``path``. Parsers check the shapes they expect; this is the net for the rest, so a
+    damaged file never surfaces as KeyError / TypeError / OverflowError."""
+
+    CAUGHT = (TypeError, ValueError, AttributeError, KeyError, IndexError, ArithmeticError,
+              RecursionError)
+
+    def __init__(self, path: str | Path, what: str = "content"):
+        self.path, self.what = path, what
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, typ, err, tb):
+        if typ is not None and issubclass(typ, self.CAUGHT) and not issubclass(typ, AscendProfError):
+            raise InputError(self.path, f"unexpected {self.what} ({typ.__name__}: {err})") from None
+        return False
+
+
+def shielded(what: str = "content"):
+    """Decorator for a parser whose first argument is the file path: runs it inside
+    :class:`malformed` (``@shielded("trace event")``)."""
+    import functools
+
+    def deco(fn):
+        @functools.wraps(fn)
+        def wrapper(path, *args, **kwargs):
+            with malformed(path, what):
+                return fn(path, *args, **kwargs)
+        return wrapper
+    return deco

@@ -198,3 +198,46 @@ def conform(name: str, table: pa.Table) -> pa.Table:
                 cols.append(table.column(c).cast(F64))
                 fields.append(pa.field(c, F64))
     return pa.Table.from_arrays(cols, schema=pa.schema(fields, metadata=schema.metadata))
+
+
+def from_lists(name: str, cols: dict, path=None) -> pa.Table:
+    """Table of schema ``name`` from Python lists, as the JSON and text parsers collect them.
+
+    ``cols`` maps column names to equally long lists; absent columns become all-null, columns not
+    in the schema are dropped (except ``pmu:`` float columns of KERNELS). Text columns take
+    ``str()`` of any non-null value (a JSON number where a name was expected is still a name).
+    Raises :class:`~ascendprof.errors.InputError` naming ``path`` and the column when a value does
+    not fit a numeric column (text, a fraction in an integer column, beyond int64), never a
+    pyarrow error.
+    """
+    from ascendprof.errors import InputError
+
+    schema = SCHEMAS[name]
+    n = max((len(v) for v in cols.values()), default=0)
+    fields = list(schema)
+    if name == KERNELS:
+        fields += [pa.field(c, F64) for c in cols if str(c).startswith(PMU_PREFIX)]
+    arrays = []
+    for f in fields:
+        vals = cols.get(f.name)
+        if vals is None:
+            arrays.append(pa.nulls(n, f.type))
+            continue
+        vals = list(vals)
+        if pa.types.is_string(f.type):
+            vals = [v if v is None or isinstance(v, str) else str(v) for v in vals]
+        try:
+            arrays.append(pa.array(vals, f.type))
+        except (pa.ArrowException, OverflowError, TypeError, ValueError):
+            bad = next((v for v in vals if not _fits(v, f.type)), None)
+            raise InputError(path or "<data>", f"column {f.name!r}: {bad!r} is not a valid "
+                                               f"{f.type} value") from None
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=schema.metadata))
+
+
+def _fits(v, typ: pa.DataType) -> bool:
+    try:
+        pa.array([v], typ)
+        return True
+    except (pa.ArrowException, OverflowError, TypeError, ValueError):
+        return False
