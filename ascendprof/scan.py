@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ascendprof.errors import InputError, UsageError
 from ascendprof.problems import Problems
+from ascendprof.textio import int_text
 
 TORCH_TEXT = "torch_npu"
 MS_TEXT = "mindspore"
@@ -170,14 +171,36 @@ def _list_files(base: Path, max_depth: int = 4) -> list[str]:
     return out
 
 
-def _load_json_quiet(path: Path, problems: Problems):
+def _load_json_quiet(path: Path, problems: Problems) -> dict | None:
+    """A metadata JSON object, or None (problem recorded) when unreadable or not an object."""
     from ascendprof.textio import read_json
 
     try:
-        return read_json(path)
+        obj = read_json(path)
     except InputError as e:
         problems.add_error(e, affects=("metadata",))
         return None
+    if not isinstance(obj, dict):
+        problems.add(path, "not a JSON object", affects=("metadata",))
+        return None
+    return obj
+
+
+def _obj(v) -> dict:
+    return v if isinstance(v, dict) else {}
+
+
+def _rank_value(v) -> int | None:
+    """A rank id from metadata (int or decimal text) when it is a plausible int32 >= 0."""
+    if isinstance(v, str):
+        v = int_text(v)
+    if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**31:
+        return v
+    return None
+
+
+def _text(v) -> str | None:
+    return None if v is None or isinstance(v, (dict, list)) else str(v)
 
 
 def _framework_source(d: Path, name: str, problems: Problems) -> Source | None:
@@ -207,23 +230,23 @@ def _framework_source(d: Path, name: str, problems: Problems) -> Source | None:
         m = _PROFILER_INFO_RE.match(f)
         if m:
             info = _load_json_quiet(d / f, problems) or {}
-            if m.group(1) is not None:
+            if m.group(1) is not None and _rank_value(m.group(1)) is not None:
                 src.rank, src.rank_origin = int(m.group(1)), f
-            elif str(info.get("rank_id", "")).lstrip("-").isdigit() and int(info["rank_id"]) >= 0:
-                src.rank, src.rank_origin = int(info["rank_id"]), f"{f} rank_id"
+            elif _rank_value(info.get("rank_id")) is not None:
+                src.rank, src.rank_origin = _rank_value(info["rank_id"]), f"{f} rank_id"
             break
     if info:
-        src.framework_version = info.get("torch_npu_version") or info.get("mindspore_version") \
-            or info.get("ms_version")
-        src.cann_version = info.get("cann_version")
-        exp = (info.get("config") or {}).get("experimental_config") or {}
-        src.profiler_level = exp.get("_profiler_level") or exp.get("profiler_level") \
-            or info.get("profiler_level")
+        src.framework_version = _text(info.get("torch_npu_version")
+                                      or info.get("mindspore_version") or info.get("ms_version"))
+        src.cann_version = _text(info.get("cann_version"))
+        exp = _obj(_obj(info.get("config")).get("experimental_config"))
+        src.profiler_level = _text(exp.get("_profiler_level") or exp.get("profiler_level")
+                                   or info.get("profiler_level"))
     if src.rank is None:
         meta_path = d / "profiler_metadata.json"
         meta = _load_json_quiet(meta_path, problems) if meta_path.is_file() else None
-        r = ((meta or {}).get("distributed_args") or {}).get("rank")
-        if isinstance(r, int):
+        r = _rank_value(_obj(_obj(meta).get("distributed_args")).get("rank"))
+        if r is not None:
             src.rank, src.rank_origin = r, "profiler_metadata.json distributed_args.rank"
             problems.warn(d, "no profiler_info_{rank}.json; rank taken from profiler_metadata.json")
     if src.rank is None:
@@ -250,18 +273,19 @@ def _fill_from_outputs(src: Source, out_dir: Path, outs: list[str], problems: Pr
     try:
         with open(out_dir / "step_trace_time.csv", newline="", encoding="utf-8-sig") as f:
             rows = list(csv.reader(f))
-    except (OSError, UnicodeDecodeError):
+    except (OSError, UnicodeDecodeError, csv.Error):
         return  # the reader reports it
     if not rows:
         return
     head = [h.strip() for h in rows[0]]
     for r in rows[1:]:
         cell = dict(zip(head, r))
-        if cell.get("Device_id", "").strip().lstrip("-").isdigit() and src.device_id is None:
-            src.device_id = int(cell["Device_id"])
-        st = cell.get("Step", "").strip()
-        if st.isdigit():
-            src.steps.append(int(st))
+        dev = _rank_value(cell.get("Device_id") or "")
+        if dev is not None and src.device_id is None:
+            src.device_id = dev
+        st = _rank_value(cell.get("Step") or "")
+        if st is not None:
+            src.steps.append(st)
 
 
 def _prof_source(d: Path, problems: Problems) -> Source | None:
@@ -292,12 +316,10 @@ def _prof_source(d: Path, problems: Problems) -> Source | None:
         if m:
             src.device_id = int(m.group(2))
             info = _load_json_quiet(d / f, problems) or {}
-            r = info.get("rank_id")
-            if isinstance(r, str) and r.isdigit():
-                r = int(r)
-            if isinstance(r, int) and r >= 0:
+            r = _rank_value(info.get("rank_id"))
+            if r is not None:
                 src.rank, src.rank_origin = r, f"{f} rank_id"
-            src.cann_version = info.get("cannVersion") or info.get("version")
+            src.cann_version = _text(info.get("cannVersion") or info.get("version"))
             break
     if src.device_id is None and devices:
         src.device_id = devices[0]

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ascendprof.errors import RecordError
+from ascendprof.textio import int_text, is_digits
 
 HOST_MAGIC = 0x5A5A
 STARS_MAGIC = 0x6BD3
@@ -258,7 +259,7 @@ def parse_hash_dic(text: str) -> dict[int, str]:
     out = {}
     for line in text.splitlines():
         key, sep, val = line.partition(":")
-        if sep and key.strip().isdigit():
+        if sep and is_digits(key.strip()):
             out[int(key)] = val
     return out
 
@@ -290,8 +291,8 @@ def parse_start_log(text: str) -> dict[str, int]:
     out = {}
     for line in text.splitlines():
         key, sep, val = line.partition(":")
-        if sep and val.strip().lstrip("-").isdigit():
-            out[key.strip()] = int(val.strip())
+        if sep and int_text(val) is not None:
+            out[key.strip()] = int_text(val)
     return out
 
 

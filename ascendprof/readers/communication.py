@@ -118,6 +118,13 @@ def read_communication(path: Path, rank: int, problems: Problems | None = None
     """
     path = Path(path)
     data = read_json(path)
+    try:
+        return _communication_tables(data, path, rank, problems)
+    except ValueError as e:  # a time beyond int64 ns (units raise only ValueError)
+        raise InputError(path, str(e)) from None
+
+
+def _communication_tables(data, path: Path, rank: int, problems) -> dict[str, pa.Table]:
     ops = {f.name: [] for f in S.SCHEMAS[S.COMM_OPS]}
     bws = {f.name: [] for f in S.SCHEMAS[S.COMM_BANDWIDTH]}
     sds = {f.name: [] for f in S.SCHEMAS[S.COMM_SIZE_DIST]}
@@ -171,9 +178,9 @@ def read_communication(path: Path, rank: int, problems: Problems | None = None
                 for k in sds:
                     sds[k].append(row.get(k))
     return {
-        S.COMM_OPS: pa.Table.from_pydict(ops, schema=S.SCHEMAS[S.COMM_OPS]),
-        S.COMM_BANDWIDTH: pa.Table.from_pydict(bws, schema=S.SCHEMAS[S.COMM_BANDWIDTH]),
-        S.COMM_SIZE_DIST: pa.Table.from_pydict(sds, schema=S.SCHEMAS[S.COMM_SIZE_DIST]),
+        S.COMM_OPS: S.from_lists(S.COMM_OPS, ops, path),
+        S.COMM_BANDWIDTH: S.from_lists(S.COMM_BANDWIDTH, bws, path),
+        S.COMM_SIZE_DIST: S.from_lists(S.COMM_SIZE_DIST, sds, path),
     }
 
 
@@ -201,6 +208,13 @@ def read_matrix(path: Path, rank: int, problems: Problems | None = None) -> pa.T
     """
     path = Path(path)
     data = read_json(path)
+    try:
+        return _links_table(data, path, rank, problems)
+    except ValueError as e:  # a time beyond int64 ns
+        raise InputError(path, str(e)) from None
+
+
+def _links_table(data, path: Path, rank: int, problems) -> pa.Table:
     cols = {f.name: [] for f in S.SCHEMAS[S.COMM_LINKS]}
     flat = isinstance(data, dict) and _is_flat(data)
     for step_key, kind, link_key, links in _iter_ops(data, path, problems, rank):
@@ -225,4 +239,4 @@ def read_matrix(path: Path, rank: int, problems: Problems | None = None) -> pa.T
                    "large_packet_ratio": _num(info, "Large Packet Ratio")}
             for k in cols:
                 cols[k].append(row.get(k))
-    return pa.Table.from_pydict(cols, schema=S.SCHEMAS[S.COMM_LINKS])
+    return S.from_lists(S.COMM_LINKS, cols, path)

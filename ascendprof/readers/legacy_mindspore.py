@@ -44,9 +44,10 @@ from pathlib import Path
 import pyarrow as pa
 
 from ascendprof import schemas as S
-from ascendprof.errors import InputError
+from ascendprof.errors import InputError, shielded
 from ascendprof.rankdata import RankData
 from ascendprof.textio import read_json
+from ascendprof.textio import int_text
 
 #: One HWTS cycle of the legacy step trace in ns (100 MHz; MindInsight: value / 1e5 = ms).
 TICK_NS = 10
@@ -148,20 +149,21 @@ def _rows(path: Path) -> tuple[list[str], list[list[str]]]:
 def _int(path, text: str, line: int) -> int:
     try:
         return int(Decimal(text.strip()))
-    except (InvalidOperation, ValueError):
+    except (ArithmeticError, ValueError):  # InvalidOperation, Infinity -> OverflowError
         raise InputError(path, f"not a number: {text!r}", where=f"line {line}") from None
 
 
 def _ms_to_ns(path, text: str, line: int) -> int:
     try:
         return int((Decimal(text.strip()) * 1_000_000).to_integral_value())
-    except (InvalidOperation, ValueError):
+    except (ArithmeticError, ValueError):  # InvalidOperation, Infinity -> OverflowError
         raise InputError(path, f"not a number: {text!r}", where=f"line {line}") from None
 
 
 def _step_of(text: str) -> int | None:
     t = text.strip()
-    return int(t) if t.isdigit() and int(t) > 0 else None
+    n = int_text(t)
+    return n if n is not None and n > 0 else None
 
 
 def read_step_trace_raw(path: Path, rank: int) -> pa.Table:
@@ -192,7 +194,7 @@ def read_step_trace_raw(path: Path, rank: int) -> pa.Table:
                          ("fp_and_bp", "fp_bp_ns"), ("tail", "tail_ns")):
             out[key].append(_int(path, row[ix[col]], n) * TICK_NS)
     out["rank"] = [rank] * len(out["step"])
-    return S.conform(S.ITERATIONS, pa.table(out))
+    return S.from_lists(S.ITERATIONS, out, path)
 
 
 _CLUSTER_COLS = {
@@ -230,7 +232,7 @@ def read_cluster_analyse(path: Path, rank: int, device_id: int | None,
     k = len(out["step"])
     out["rank"] = [rank] * k
     out["device_id"] = [device_id if device_id is not None else rank] * k
-    return S.conform(S.STEP_TRACE, pa.table(out))
+    return S.from_lists(S.STEP_TRACE, out, path)
 
 
 def read_hccl_raw(path: Path, rank: int) -> pa.Table:
@@ -252,14 +254,21 @@ def read_hccl_raw(path: Path, rank: int) -> pa.Table:
             continue
         try:
             ops = json.loads(row[i_ops])
-        except (json.JSONDecodeError, IndexError):
+        except (json.JSONDecodeError, IndexError, RecursionError):
             raise InputError(path, "communication_operator_cost is not JSON",
                              where=f"line {n}") from None
+        if not isinstance(ops, dict):
+            raise InputError(path, "communication_operator_cost is not a JSON object",
+                             where=f"line {n}")
         for op, val in ops.items():
             if not isinstance(val, list) or len(val) < 3:
                 raise InputError(path, f"unexpected value for {op}", where=f"line {n}")
-            transit = round(float(val[1]) * 1_000_000)
-            wait = round(float(val[2]) * 1_000_000)
+            try:
+                transit = round(float(val[1]) * 1_000_000)
+                wait = round(float(val[2]) * 1_000_000)
+            except (TypeError, ValueError, OverflowError):
+                raise InputError(path, f"cost of {op} is not a number: {val[1:3]!r}",
+                                 where=f"line {n}") from None
             cols["step"].append(step)
             cols["step_key"].append(f"step{step}")
             cols["kind"].append("p2p" if _P2P_RE.search(op.rsplit("_", 1)[-1]) else "collective")
@@ -268,7 +277,7 @@ def read_hccl_raw(path: Path, rank: int) -> pa.Table:
             cols["wait_ns"].append(wait)
             cols["wait_ratio"].append(round(wait / (wait + transit), 4) if wait + transit else 0.0)
     cols["rank"] = [rank] * len(cols["step"])
-    return S.conform(S.COMM_OPS, pa.table(cols))
+    return S.from_lists(S.COMM_OPS, cols, path)
 
 
 def op_type_of(name: str) -> str:
@@ -318,7 +327,7 @@ def read_timeline_data(path: Path, rank: int, device_id: int | None,
     cols["step"] = _assign_steps(cols["start_ns"], iterations)
     cols["rank"] = [rank] * k
     cols["device_id"] = [device_id if device_id is not None else rank] * k
-    return S.conform(S.KERNELS, pa.table(cols))
+    return S.from_lists(S.KERNELS, cols, path)
 
 
 def read_aicore_detail(path: Path, rank: int, device_id: int | None) -> pa.Table:
@@ -333,6 +342,9 @@ def read_aicore_detail(path: Path, rank: int, device_id: int | None) -> pa.Table
     i_name, i_time = head.index(name_col), head.index("execution_time")
     cols = {k: [] for k in ("name", "op_type", "dur_ns")}
     for n, row in enumerate(rows, start=2):
+        if len(row) <= max(i_name, i_time):
+            raise InputError(path, f"row has {len(row)} fields, header has {len(head)}",
+                             where=f"line {n}")
         cols["name"].append(row[i_name])
         cols["op_type"].append(op_type_of(row[i_name]))
         cols["dur_ns"].append(_ms_to_ns(path, row[i_time], n))
@@ -340,9 +352,10 @@ def read_aicore_detail(path: Path, rank: int, device_id: int | None) -> pa.Table
     cols["rank"] = [rank] * k
     cols["device_id"] = [device_id if device_id is not None else rank] * k
     cols["accelerator_core"] = ["AI_CORE"] * k
-    return S.conform(S.KERNELS, pa.table(cols))
+    return S.from_lists(S.KERNELS, cols, path)
 
 
+@shielded("trace event")
 def read_timeline_display(path: Path, rank: int) -> pa.Table:
     """``ascend_timeline_display_{rank}.json`` -> TIMELINE rows for its complete ('X') events.
 
@@ -359,7 +372,7 @@ def read_timeline_display(path: Path, rank: int) -> pa.Table:
         try:
             ts = round(float(e["ts"]) * 1000)
             dur = round(float(e.get("dur", 0)) * 1000)
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):
             raise InputError(path, f"event without numeric ts/dur: {str(e)[:80]}") from None
         cols["track"].append("hardware")
         cols["process"].append(str(e.get("pid", "")))
@@ -368,4 +381,4 @@ def read_timeline_display(path: Path, rank: int) -> pa.Table:
         cols["start_ns"].append(ts)
         cols["dur_ns"].append(dur)
     cols["rank"] = [rank] * len(cols["name"])
-    return S.conform(S.TIMELINE, pa.table(cols))
+    return S.from_lists(S.TIMELINE, cols, path)

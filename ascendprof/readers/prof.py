@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 from ascendprof import schemas as S
-from ascendprof.errors import InputError
+from ascendprof.errors import InputError, shielded
 from ascendprof.rankdata import RankData
 from ascendprof.textio import read_csv, read_json
 from ascendprof.units import us_column_to_ns
@@ -141,6 +141,13 @@ def _read_export(out: Path, names: list[str], data: RankData) -> None:
 def read_task_time_csv(path: Path, rank: int) -> pa.Table:
     """``task_time_*.csv`` (§C.2: ``Device_id, kernel_name, kernel_type, stream_id, task_id,
     task_time(us), task_start(us), task_stop(us)``) -> KERNELS (no op type). Raises InputError."""
+    try:
+        return _task_time_csv(path, rank)
+    except ValueError as e:  # units: a time cell that is not a number / out of range
+        raise InputError(path, str(e)) from None
+
+
+def _task_time_csv(path: Path, rank: int) -> pa.Table:
     raw = read_csv(path, required=("kernel_name", "task_time(us)", "task_start(us)"))
     cols = {"rank": [rank] * raw.num_rows,
             "name": raw.column("kernel_name"),
@@ -162,6 +169,13 @@ def read_step_trace_csv(path: Path, rank: int) -> pa.Table:
     """``step_trace_*.csv`` (§C.5) -> ITERATIONS: end = Iteration End, start = end - Iteration
     Time, interval = Data Aug Bound, fp+bp = FP to BP Time, tail = Iteration Refresh (us -> ns).
     Raises InputError."""
+    try:
+        return _step_trace_csv(path, rank)
+    except ValueError as e:  # units: a time cell that is not a number / out of range
+        raise InputError(path, str(e)) from None
+
+
+def _step_trace_csv(path: Path, rank: int) -> pa.Table:
     need = ("Iteration ID", "Iteration End(us)", "Iteration Time(us)", "FP to BP Time(us)",
             "Iteration Refresh(us)", "Data Aug Bound(us)")
     raw = read_csv(path, required=need)
@@ -248,6 +262,12 @@ def _dur_ns(v) -> int:
     return int((Decimal(repr(float(v))) * 1000).to_integral_value()) if v is not None else 0
 
 
+def _args(event: dict) -> dict:
+    """The event's ``args`` object ({} when absent or not an object)."""
+    a = event.get("args")
+    return a if isinstance(a, dict) else {}
+
+
 def _load_events(path: Path) -> list:
     events = read_json(path)
     if not isinstance(events, list):
@@ -255,6 +275,7 @@ def _load_events(path: Path) -> list:
     return events
 
 
+@shielded("trace event")
 def timeline_rows(path: Path, rank: int, offset: int | None, step: int | None) -> pa.Table:
     """X events of one msprof/hccl timeline JSON -> TIMELINE (tracks as in trace_view: overlap,
     communication, hardware; ``Iteration N`` of the step trace -> track ``step``). Raises
@@ -264,16 +285,16 @@ def timeline_rows(path: Path, rank: int, offset: int | None, step: int | None) -
     for e in events:
         if isinstance(e, dict) and e.get("ph") == "M":
             if e.get("name") == "process_name":
-                procs[e.get("pid")] = str((e.get("args") or {}).get("name"))
+                procs[e.get("pid")] = str(_args(e).get("name"))
             elif e.get("name") == "thread_name":
-                threads[(e.get("pid"), e.get("tid"))] = str((e.get("args") or {}).get("name"))
+                threads[(e.get("pid"), e.get("tid"))] = str(_args(e).get("name"))
     cols = defaultdict(list)
     for e in events:
         if not isinstance(e, dict) or e.get("ph") != "X":
             continue
         proc = procs.get(e.get("pid"), "")
         track = _TRACKS.get(proc)
-        args = e.get("args") or {}
+        args = _args(e)
         name = str(e.get("name", ""))
         thread = threads.get((e.get("pid"), e.get("tid")), str(e.get("tid")))
         if track in ("hardware", "step") and e.get("cat") == "Iteration Time":
@@ -296,9 +317,10 @@ def timeline_rows(path: Path, rank: int, offset: int | None, step: int | None) -
         m = re.match(r"^Iteration (\d+)$", name)
         cols["step"].append(int(m.group(1)) if track == "step" and m else step)
     cols["rank"] = [rank] * len(cols["name"])
-    return S.conform(S.TIMELINE, pa.table(dict(cols)) if cols["name"] else pa.table({"rank": []}))
+    return S.from_lists(S.TIMELINE, cols, path)
 
 
+@shielded("trace event")
 def task_time_kernels(path: Path, rank: int, device_id: int | None, model_id: int | None,
                       step: int | None, offset: int | None) -> pa.Table:
     """``task_time_<dev>_<model>_<iter>.json`` -> KERNELS: one row per Ascend Hardware X event
@@ -309,7 +331,7 @@ def task_time_kernels(path: Path, rank: int, device_id: int | None, model_id: in
     for e in events:
         if not isinstance(e, dict) or e.get("ph") != "X":
             continue
-        args = e.get("args") or {}
+        args = _args(e)
         if "Task Type" not in args:
             continue
         name = str(e.get("name", ""))
@@ -328,9 +350,10 @@ def task_time_kernels(path: Path, rank: int, device_id: int | None, model_id: in
     if not n:
         return S.empty(S.KERNELS)
     cols.update(rank=[rank] * n, device_id=[device_id] * n, model_id=[model_id] * n, step=[step] * n)
-    return S.conform(S.KERNELS, pa.table(dict(cols)))
+    return S.from_lists(S.KERNELS, cols, path)
 
 
+@shielded("trace event")
 def step_trace_iterations(path: Path, rank: int, offset: int | None) -> pa.Table:
     """``step_trace_*.json`` -> ITERATIONS from its ``Iteration N`` events (args FP Start, BP End,
     Iteration End, us). Window = [previous Iteration End (else the event ts), Iteration End];
@@ -340,7 +363,7 @@ def step_trace_iterations(path: Path, rank: int, offset: int | None) -> pa.Table
     for e in _load_events(path):
         if not isinstance(e, dict) or e.get("ph") != "X" or e.get("cat") != "Iteration Time":
             continue
-        a = e.get("args") or {}
+        a = _args(e)
         try:
             it = int(a["Iteration ID"])
             rows[it] = (ts_to_ns(e["ts"], offset), ts_to_ns(a["FP Start"], offset),
@@ -360,7 +383,7 @@ def step_trace_iterations(path: Path, rank: int, offset: int | None) -> pa.Table
         cols["tail_ns"].append(end - bp)
         prev_end = end
     cols["rank"] = [rank] * len(cols["step"])
-    return S.conform(S.ITERATIONS, pa.table(dict(cols)) if cols["step"] else pa.table({"rank": []}))
+    return S.from_lists(S.ITERATIONS, cols, path)
 
 
 def _read_timeline_dir(tl: Path, names: list[str], data: RankData, offset: int | None) -> None:

@@ -38,7 +38,7 @@ from ascendprof import schemas as S
 from ascendprof.errors import InputError, RecordError
 from ascendprof.rankdata import RankData
 from ascendprof.readers import cann_records as C
-from ascendprof.textio import read_json
+from ascendprof.textio import int_text, read_json
 
 #: legacy HWTS cycle length in ns (100 MHz)
 LEGACY_TICK_NS = 10
@@ -72,7 +72,7 @@ def parse_task_desc(text: str, path="<text>") -> dict[int, tuple[str, int, int]]
         parts = line.split()
         if not parts:
             continue
-        if len(parts) < 4 or not all(p.lstrip("-").isdigit() for p in parts[1:4]):
+        if len(parts) < 4 or not all(int_text(p) is not None for p in parts[1:4]):
             raise InputError(path, f"unexpected task_desc_info line: {line[:80]!r}", where=f"line {n}")
         out[int(parts[2])] = (parts[0], int(parts[1]), int(parts[3]))
     return out

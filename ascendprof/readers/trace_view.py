@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from ascendprof import schemas as S
-from ascendprof.errors import InputError
+from ascendprof.errors import InputError, malformed
 from ascendprof.units import us_text_to_ns
 
 #: process name -> TIMELINE track (spec §A.7). "Communication" is the newer CANN name of "HCCL".
@@ -170,9 +170,15 @@ def read_trace_view(path: Path, rank: int) -> dict[str, pa.Table]:
     ``"NPU <n>"`` process labels (bare ``"NPU"`` -> -1).
 
     Raises :class:`InputError` (path, reason, byte offset) for unreadable / invalid / truncated
-    JSON and for an event whose ``ts`` is not a number.
+    JSON, for an event whose ``ts`` is not a number and for events of an unexpected shape (e.g. a
+    list where an id or ``dur`` belongs).
     """
     path = Path(path)
+    with malformed(path, "trace event"):
+        return _read_events(path, rank)
+
+
+def _read_events(path: Path, rank: int) -> dict[str, pa.Table]:
     proc_name: dict[int, str] = {}
     proc_label: dict[int, str] = {}
     thread_name: dict[tuple[int, int], str] = {}
