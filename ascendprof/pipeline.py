@@ -102,6 +102,7 @@ class ClusterAnalysis:
     communication_group: dict | None = None     # communication_group.json
     op_statistics: object = None                # pandas DataFrame (op_statistics.csv)
     top_kernels: object = None                  # pandas DataFrame (top_kernels.csv)
+    iteration_trace: object = None              # pandas DataFrame (iteration_trace.csv)
     verdicts: list = field(default_factory=list)
     thresholds: dict = field(default_factory=dict)
 
@@ -146,6 +147,7 @@ def combine(root: str, sources: list[Source], results: list[RankResult], problem
 
     for r in results:
         problems.extend(r.problems)
+    problems.dedupe()
     usable = [r for r in results if r.tables or r.op_partial is not None]
     if not usable:
         raise NothingAnalysable(f"{root}: no rank could be read: {problems.brief()}")
@@ -176,6 +178,11 @@ def combine(root: str, sources: list[Source], results: list[RankResult], problem
         ca.op_statistics = op_stats.combine(parts)
         ca.top_kernels = op_stats.top_kernels([r.kernel_partial for r in usable
                                                if r.kernel_partial is not None])
+    iterations = ca.concat(S.ITERATIONS)
+    if iterations is not None and iterations.num_rows:
+        from ascendprof.analyze import iteration_trace
+
+        ca.iteration_trace = iteration_trace.per_rank(iterations)
     ca.thresholds = verdicts.thresholds(thresholds)
     ca.verdicts = verdicts.derive(ca, ca.thresholds)
     return ca

@@ -3,8 +3,8 @@
 File names and columns are the ones the ecosystem already reads (msprof-analyze, MindStudio
 Insight): cluster_step_trace_time.csv, cluster_communication.json,
 cluster_communication_matrix.json, communication_group.json; plus ascendprof's own
-op_statistics.csv, top_kernels.csv, step_trace_check.csv, verdicts.json, problems.csv and
-summary.json.
+op_statistics.csv, top_kernels.csv, step_trace_check.csv, iteration_trace.csv (graph-mode
+iteration trace: interval / fp+bp / tail per rank), verdicts.json, problems.csv and summary.json.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from ascendprof.output import write_csv, write_frame_csv, write_json
 
 OUTPUT_FILES = ("cluster_step_trace_time.csv", "cluster_communication.json",
                 "cluster_communication_matrix.json", "communication_group.json",
-                "op_statistics.csv", "top_kernels.csv", "step_trace_check.csv",
+                "op_statistics.csv", "top_kernels.csv", "step_trace_check.csv", "iteration_trace.csv",
                 "verdicts.json", "problems.csv", "summary.json")
 
 PROBLEM_COLUMNS = ["Rank", "Severity", "Path", "Where", "Reason", "Affects"]
@@ -73,6 +73,7 @@ def write_outputs(ca, out: Path, summary: dict) -> list[Path]:
     frame("op_statistics.csv", ca.op_statistics)
     frame("top_kernels.csv", ca.top_kernels)
     frame("step_trace_check.csv", ca.step_trace_check)
+    frame("iteration_trace.csv", ca.iteration_trace)
     written.append(write_json(out / "verdicts.json", {
         "verdicts": ca.verdicts, "thresholds": ca.thresholds,
         "problems": [p.as_dict() for p in ca.problems]}))
