@@ -148,7 +148,6 @@ def combine(root: str, sources: list[Source], results: list[RankResult], problem
     for r in results:
         problems.extend(r.problems)
     problems.dedupe()
-    problems.dedupe()
     usable = [r for r in results if r.tables or r.op_partial is not None]
     if not usable:
         raise NothingAnalysable(f"{root}: no rank could be read: {problems.brief()}")

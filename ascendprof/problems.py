@@ -69,6 +69,21 @@ class Problems:
     def skipped(self) -> list[Problem]:
         return [p for p in self.items if p.severity == "skipped"]
 
+    def dedupe(self) -> None:
+        """Drop repeats of one problem (same file, place, reason and severity), e.g. a damaged
+        profiler_info.json seen by the scanner and again by the reader; the copy that knows the
+        rank is kept, in the position of the first."""
+        first: dict[tuple, int] = {}
+        out: list[Problem] = []
+        for p in self.items:
+            key = (p.path, p.where, p.reason, p.severity)
+            if key not in first:
+                first[key] = len(out)
+                out.append(p)
+            elif out[first[key]].rank is None and p.rank is not None:
+                out[first[key]] = p
+        self.items = out
+
     def brief(self, limit: int = 3) -> str:
         """The first ``limit`` skipped problems as one line (``"<line>; <line> (and N more)"``),
         for an error that ends the run; '' when nothing was skipped."""
