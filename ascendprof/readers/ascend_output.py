@@ -469,6 +469,9 @@ def read_output_dir(source) -> "RankData":  # noqa: F821 (import below avoids a 
             data.tables[table] = parse(out / fname, rank)
         except InputError as e:
             data.problems.add_error(e, rank=rank, affects=AFFECTS[fname])
+            continue
+        if data.tables[table].num_rows == 0:  # kept (the file exists), but say it is empty
+            data.problems.warn(out / fname, "header only, no data rows", rank=rank)
 
     comm_mod = "ascendprof.readers.communication"
     if COMMUNICATION in present:
