@@ -302,14 +302,14 @@ def corpus() -> list[Fault]:
         mentions=(CJ, "empty"), touched=frozenset({1}))
     add("empty_trace_view", "level1", lambda root: empty(out_file(root, "level1", 0, TV)),
         mentions=(TV, "empty"), touched=frozenset({0}))
-    add("empty_profiler_info", q,
+    add("empty_profiler_info_reported_once", q,
         lambda root: empty(rank_dir(root, q, 2) / "profiler_info_2.json"),
         mentions=("profiler_info_2.json", "empty"), touched=frozenset({2}))
     # --- header-only CSV
     add("header_only_kernel_details", q, lambda root: header_only(_k(2, KD)(root)),
-        mentions=(), touched=frozenset({2}), skip_expected=False)
+        mentions=(KD, "no data rows"), touched=frozenset({2}), skip_expected=False)
     add("header_only_step_trace_time", q, lambda root: header_only(_k(1, ST)(root)),
-        mentions=(), touched=frozenset({1}), skip_expected=False)
+        mentions=(ST, "no data rows"), touched=frozenset({1}), skip_expected=False)
     # --- missing, renamed and extra columns
     add("missing_column_duration", q, lambda root: drop_column(_k(0, KD)(root), "Duration(us)"),
         mentions=(KD, "Duration(us)"), touched=frozenset({0}))

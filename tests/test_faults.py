@@ -102,6 +102,8 @@ def test_fault_case(fault, tmp_path, clean_out):
     skipped = [p for p in probs if p["Severity"] == "skipped"]
     summary = json.loads((out / "summary.json").read_text())
     verdicts = json.loads((out / "verdicts.json").read_text())
+    keys = [(p["Path"], p["Where"], p["Reason"], p["Severity"]) for p in probs]
+    assert len(keys) == len(set(keys)), f"a problem is reported twice: {probs}"
     if fault.skip_expected:
         named = [p for p in skipped if fault.mentions[0].lower() in p["Path"].lower()]
         assert named, f"no skipped problem names {fault.mentions[0]}: {probs}"
