@@ -486,3 +486,31 @@ def test_scan_on_damaged_metadata():
             pass
 
     run()
+
+
+# ------------------------------------------------------------------------------ intervals
+# tests/test_intervals.py checks the set operations against brute force on small numbers; what
+# it does not cover is real-epoch nanoseconds (~1.76e18, near int64's 9.2e18), negative
+# durations and unsorted input as the readers deliver them.
+
+_EPOCH = 1_764_246_877_073_569_640  # a real Start Time(us) of the Qwen3 fixture, in ns
+_spans = st.lists(st.tuples(st.integers(0, 10**12), st.integers(-10**6, 10**9)), max_size=30)
+
+
+@FUZZ
+@given(_spans, _spans)
+def test_intervals_translation_invariant_at_epoch_scale(a, b):
+    from ascendprof.analyze import intervals as I
+
+    def sets(spans, shift):
+        return I.from_durations([s + shift for s, _ in spans], [d for _, d in spans])
+
+    for op in (I.intersection, I.difference):
+        small = op(I.union(sets(a, 0)), I.union(sets(b, 0)))
+        big = op(I.union(sets(a, _EPOCH)), I.union(sets(b, _EPOCH)))
+        assert (big[0] - _EPOCH).tolist() == small[0].tolist()
+        assert (big[1] - _EPOCH).tolist() == small[1].tolist()
+    u = I.union(sets(a, _EPOCH))
+    assert I.total(u) == I.total(I.union(sets(a, 0)))
+    assert I.total(u) <= sum(max(d, 0) for _, d in a)  # negative durations count as zero
+    assert all(x < y for x, y in zip(u[1][:-1], u[0][1:]))  # sorted, disjoint, not touching
