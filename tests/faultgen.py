@@ -47,10 +47,11 @@ BASES: dict[str, tuple[Path | None, str]] = {
     "level1": (SHARED, "torch_npu-2rank-levels/text/level1"),
     "db_level1": (SHARED, "torch_npu-2rank-levels/db/level1"),
     "legacy_cluster": (SHARED, "mindspore-legacy/cluster_propose"),
+    "raw_job": (SHARED, "mindspore-legacy/JOB3"),
 }
 #: Ranks of each base (for 'the other ranks are unchanged' comparisons).
 BASE_RANKS = {"qwen3": (0, 1, 2, 3), "level0": (0, 1), "level1": (0, 1), "db_level1": (0, 1),
-              "legacy_cluster": (0, 1, 2, 3)}
+              "legacy_cluster": (0, 1, 2, 3), "raw_job": ()}
 #: Rank directory names inside the bases.
 RANK_DIR = {"qwen3": "rank_{}_ascend_pt", "level0": "rank{}_ascend_pt",
             "level1": "rank{}_ascend_pt", "db_level1": "rank{}_ascend_pt"}
@@ -392,6 +393,10 @@ def corpus() -> list[Fault]:
     add("legacy_truncated_hccl_raw", "legacy_cluster",
         lambda root: truncate(root / "hccl_raw_1.csv", 0.5),
         mentions=("hccl_raw_1.csv",), touched=frozenset({1}))
+    # --- raw CANN device log cut mid-record (the only rank of the job: nothing analysable)
+    add("raw_hwts_log_cut_mid_record", "raw_job",
+        lambda root: truncate(sorted(root.glob("hwts.log.data.*"))[0], keep=64 * 100 + 17),
+        exit_code=3, mentions=("hwts.log.data", "truncated", "byte 6400"), touched=None)
     # --- whole-run failures
     add("every_rank_broken", q,
         lambda root: [shutil.rmtree(rank_dir(root, q, r) / OUT) for r in range(4)],
