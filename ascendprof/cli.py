@@ -145,7 +145,9 @@ def analyse(directory, out, fmt, workers, executor, scheduler, no_tables, no_cac
     sys.exit(code)
 
 
-main.add_command(analyse, name="analyze")  # US spelling as an alias
+# US spelling as a hidden alias
+main.add_command(click.Command("analyze", callback=analyse.callback, params=analyse.params,
+                               help=analyse.help, hidden=True))
 
 
 def _register_optional():
