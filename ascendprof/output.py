@@ -52,6 +52,43 @@ def write_json(path: Path, obj, *, indent: bool = True) -> Path:
     return write_bytes(path, orjson.dumps(obj, option=opt | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS))
 
 
+def write_pieces(path: Path, pieces) -> Path:
+    """Write the byte strings of the iterable ``pieces`` one after another to ``path``,
+    atomically (temp file in the same directory + rename), holding one piece at a time."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for piece in pieces:
+                f.write(piece)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def json_object_pieces(items):
+    """Compact JSON text of an object, piece by piece, from ``(key, value JSON bytes)`` pairs
+    (what ``json.dumps`` would write for the dict of those pairs, without the spaces)."""
+    yield b"{"
+    first = True
+    for key, value in items:
+        yield (b"" if first else b",") + orjson.dumps(str(key)) + b":"
+        yield value
+        first = False
+    yield b"}"
+
+
+def write_json_items(path: Path, items) -> Path:
+    """Write a JSON object whose members come from the iterable ``(key, value JSON bytes)``
+    pairs ``items`` (e.g. one communication group at a time), atomically and without ever
+    holding the whole text."""
+    return write_pieces(path, json_object_pieces(items))
+
+
 def write_csv(path: Path, header: list[str], rows) -> Path:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")

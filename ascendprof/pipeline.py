@@ -18,9 +18,11 @@ from ascendprof.errors import AscendProfError, InputError, NothingAnalysable
 from ascendprof.problems import Problems
 from ascendprof.scan import Source, one_per_rank, scan
 
-#: Tables small enough to send back from a worker and concatenate over ranks.
-SMALL_TABLES = (S.STEP_TRACE, S.STEPS, S.COMM_OPS, S.COMM_BANDWIDTH, S.COMM_SIZE_DIST,
-                S.COMM_LINKS, S.OP_STATISTIC, S.ITERATIONS)
+#: Tables small enough to send back from a worker and concatenate over ranks. COMM_BANDWIDTH
+#: and COMM_SIZE_DIST (five rows or more per op) stay in the worker: what the cluster step needs
+#: of them travels as :class:`~ascendprof.analyze.cluster_communication.OpFragments` and as the
+#: ``bw_transit_ns`` column added to COMM_OPS (see verdicts.add_bandwidth_transit).
+SMALL_TABLES = (S.STEP_TRACE, S.STEPS, S.COMM_OPS, S.COMM_LINKS, S.OP_STATISTIC, S.ITERATIONS)
 
 
 @dataclass
@@ -30,6 +32,8 @@ class RankResult:
     ``tables``: the :data:`SMALL_TABLES` the rank had. ``breakdown``: the recomputed step
     breakdown (STEP_TRACE schema) and ``breakdown_method`` how it was obtained (or why not).
     ``op_partial`` / ``kernel_partial``: per-rank aggregates for op statistics.
+    ``comm_fragments``: the rank's part of cluster_communication.json, serialised and compressed
+    (list of cluster_communication.OpFragments).
     """
 
     source: Source
@@ -40,6 +44,7 @@ class RankResult:
     breakdown_method: str = ""
     op_partial: pa.Table | None = None
     kernel_partial: pa.Table | None = None
+    comm_fragments: list = field(default_factory=list)
     problems: Problems = field(default_factory=Problems)
     missing: list[str] = field(default_factory=list)
     table_rows: dict[str, int] = field(default_factory=dict)
@@ -55,7 +60,7 @@ def process_rank(source: Source, tables_dir: Path | None = None,
     unreadable rank comes back with no tables and its problem recorded (an unexpected exception
     of a reader too, so one rank cannot end the whole run).
     """
-    from ascendprof.analyze import op_stats, step_breakdown
+    from ascendprof.analyze import cluster_communication, op_stats, step_breakdown, verdicts
     from ascendprof.cache import read_cached
 
     res = RankResult(source=source, rank=source.rank)
@@ -72,6 +77,11 @@ def process_rank(source: Source, tables_dir: Path | None = None,
     res.meta, res.missing = data.meta, data.missing
     res.problems.extend(data.problems)
     res.tables = {k: v for k, v in data.tables.items() if k in SMALL_TABLES}
+    if data.has(S.COMM_OPS):
+        ops, bw = data.tables[S.COMM_OPS], data.tables.get(S.COMM_BANDWIDTH)
+        res.comm_fragments = cluster_communication.rank_fragments(
+            ops, bw, data.tables.get(S.COMM_SIZE_DIST))
+        res.tables[S.COMM_OPS] = verdicts.add_bandwidth_transit(ops, bw)
     res.table_rows = {k: v.num_rows for k, v in data.tables.items()}
     res.breakdown, res.breakdown_method = step_breakdown.recompute(data.tables, data.rank)
     if data.has(S.KERNELS):
@@ -97,7 +107,8 @@ class ClusterAnalysis:
     breakdown: pa.Table | None = None           # recomputed, all ranks (STEP_TRACE schema)
     step_trace_check: object = None             # pandas DataFrame (step_trace_check.csv)
     cluster_step_trace: object = None           # pandas DataFrame (cluster_step_trace_time.csv)
-    communication: dict | None = None           # cluster_communication.json
+    communication: object = None                # cluster_communication.json: a Mapping
+    #                                             (cluster_communication.CommunicationFile)
     communication_matrix: dict | None = None    # cluster_communication_matrix.json
     communication_group: dict | None = None     # communication_group.json
     op_statistics: object = None                # pandas DataFrame (op_statistics.csv)
@@ -167,9 +178,9 @@ def combine(root: str, sources: list[Source], results: list[RankResult], problem
         ca.cluster_step_trace = cluster_step_trace.build(ca.step_trace, ca.metadata, groups)
     ca.communication_group = groups
     if has_comm:
-        ca.communication = cluster_communication.build_communication(
-            comm, ca.concat(S.COMM_BANDWIDTH), ca.concat(S.COMM_SIZE_DIST), ca.metadata,
-            comm_links=links if has_links else None)
+        coll, p2p = cluster_communication.group_membership(comm, links if has_links else None)
+        ca.communication = cluster_communication.CommunicationFile(
+            [f for r in usable for f in r.comm_fragments], coll, p2p)
     if has_links:
         ca.communication_matrix = cluster_communication.build_matrix(
             links, ca.metadata, comm_ops=comm if has_comm else None)

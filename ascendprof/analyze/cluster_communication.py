@@ -26,9 +26,12 @@ Everything takes tables and returns plain dicts / DataFrames; nothing touches fi
 
 from __future__ import annotations
 
-import copy
 from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
 
+import orjson
 import pandas as pd
 import pyarrow as pa
 
@@ -87,11 +90,12 @@ def _rows(table: pa.Table | None) -> list[dict]:
     return table.to_pylist()
 
 
-def _by_rank(rows: list[dict]) -> dict[int, list[dict]]:
-    out: dict[int, list[dict]] = defaultdict(list)
-    for r in rows:
-        out[r["rank"]].append(r)
-    return out
+def _membership_rows(table: pa.Table | None, source: int) -> pd.DataFrame | None:
+    if table is None or table.num_rows == 0:
+        return None
+    df = table.select(["rank", "kind", "group"]).to_pandas()
+    df["source"] = source
+    return df
 
 
 def group_membership(comm_ops: pa.Table | None, comm_links: pa.Table | None = None
@@ -101,12 +105,17 @@ def group_membership(comm_ops: pa.Table | None, comm_links: pa.Table | None = No
     ascending, each rank's ops in file order, then its links)."""
     coll: dict[str, set] = {}
     p2p: dict[str, set] = {}
-    ops, links = _by_rank(_rows(comm_ops)), _by_rank(_rows(comm_links))
-    for rank in sorted(set(ops) | set(links)):
-        for r in ops.get(rank, []) + links.get(rank, []):
-            target = coll if r["kind"] == "collective" else p2p if r["kind"] == "p2p" else None
-            if target is not None:
-                target.setdefault(r["group"], set()).add(rank)
+    parts = [df for df in (_membership_rows(comm_ops, 0), _membership_rows(comm_links, 1))
+             if df is not None]
+    if not parts:
+        return coll, p2p
+    df = pd.concat(parts, ignore_index=True)
+    df = df[df["kind"].isin(["collective", "p2p"])]
+    df = df.sort_values(["rank", "source"], kind="stable")
+    df = df.drop_duplicates(["kind", "group", "rank"])
+    groups = [g if isinstance(g, str) else None for g in df["group"].tolist()]
+    for rank, kind, group in zip(df["rank"].tolist(), df["kind"].tolist(), groups):
+        (coll if kind == "collective" else p2p).setdefault(group, set()).add(rank)
     return coll, p2p
 
 
@@ -118,8 +127,13 @@ def group_key(ranks) -> str:
     return str(tuple(s))
 
 
+@lru_cache(maxsize=4096)
+def _frozen_key(ranks: frozenset) -> str:
+    return group_key(ranks)
+
+
 def _key_for(kind: str, group: str, coll: dict, p2p: dict) -> str:
-    return group_key((p2p if kind == "p2p" else coll).get(group, ()))
+    return _frozen_key(frozenset((p2p if kind == "p2p" else coll).get(group, ())))
 
 
 # --- communication_group.json ------------------------------------------------------------------
@@ -191,22 +205,6 @@ def _op_info(op: dict, bandwidth: list[dict], dist: dict[str, dict]) -> dict:
     return {TIME_INFO: t, BANDWIDTH_INFO: b}
 
 
-def _op_infos(comm_ops, comm_bandwidth, comm_size_dist) -> list[tuple[dict, dict]]:
-    """[(COMM_OPS row, OPINFO dict)] in rank then file order."""
-    def k(r):
-        return (r["rank"], r["step_key"], r["kind"], r["op_name"], r["group"])
-
-    bw: dict[tuple, list[dict]] = defaultdict(list)
-    for r in _rows(comm_bandwidth):
-        bw[k(r)].append(r)
-    dist: dict[tuple, dict[str, dict]] = defaultdict(lambda: defaultdict(dict))
-    for r in _rows(comm_size_dist):
-        dist[k(r)][r["transport"]][r["packet_size_mb"]] = [r["count"] or 0,
-                                                           _ms(r["dur_ns"]) or 0]
-    ops = sorted(_rows(comm_ops), key=lambda r: r["rank"])  # stable: file order within a rank
-    return [(r, _op_info(r, bw.get(k(r), []), dist.get(k(r), {}))) for r in ops]
-
-
 def _total_info(rank_infos: list[dict]) -> dict:
     """Sum of one rank's OPINFOs of one group in one step (CommunicationAnalysis totals)."""
     t: dict[str, float] = defaultdict(float)
@@ -235,6 +233,176 @@ def _total_info(rank_infos: list[dict]) -> dict:
     return {TIME_INFO: t, BANDWIDTH_INFO: b}
 
 
+#: Framing of one rank's serialised OPINFOs: records ``<step key JSON> 0x01 <op key JSON> 0x01
+#: <OPINFO JSON> 0x00``. orjson escapes control characters inside strings, so neither byte can
+#: occur in the JSON pieces.
+_FIELD, _RECORD = b"\x01", b"\x00"
+_CODEC = "zstd"
+
+
+@dataclass
+class OpFragments:
+    """One rank's communication ops of one (kind, group), serialised for cluster_communication.json.
+
+    ``blob``: zstd-compressed records (see ``_FIELD`` / ``_RECORD``) in the rank's file order,
+    one per (step key, op key) (first occurrence wins, as in msprof-analyze), ``size`` its
+    uncompressed length; ``totals``: ``[(step key JSON, "Total Op Info" JSON of this rank)]``.
+    Built by :func:`rank_fragments` (in the worker), combined by :class:`CommunicationFile`.
+    """
+
+    rank: int
+    kind: str
+    group: str
+    size: int
+    blob: bytes
+    totals: list
+
+
+def _columns(table: pa.Table | None, names) -> dict[str, list]:
+    if table is None or table.num_rows == 0:
+        return {}
+    return {n: (table.column(n).to_pylist() if n in table.column_names else [None] * table.num_rows)
+            for n in names}
+
+
+_OP_COLS = ("rank", "step_key", "kind", "op_name", "group", "start_ns", "elapse_ns", "transit_ns",
+            "wait_ns", "sync_ns", "idle_ns", "wait_ratio", "sync_ratio")
+_BW_COLS = ("rank", "step_key", "kind", "op_name", "group", "transport", "size_mb", "transit_ns",
+            "bandwidth_gbps", "large_packet_ratio")
+_DIST_COLS = ("rank", "step_key", "kind", "op_name", "group", "transport", "packet_size_mb",
+              "count", "dur_ns")
+
+
+def rank_fragments(comm_ops: pa.Table | None, comm_bandwidth: pa.Table | None,
+                   comm_size_dist: pa.Table | None) -> list[OpFragments]:
+    """Serialise the OPINFOs and per-step totals of cluster_communication.json for the ops in
+    ``comm_ops`` (normally one rank's COMM_OPS, with its COMM_BANDWIDTH / COMM_SIZE_DIST).
+
+    Out: one :class:`OpFragments` per (rank, kind, group) in order of first appearance (rows
+    taken in ascending rank, file order within a rank). The values are exactly those
+    :func:`build_communication` writes; only the group key (which needs every rank's group
+    membership) is left to :class:`CommunicationFile`. Runs per rank in the workers, so the
+    cluster step never holds all ranks' raw rows.
+    """
+    ops = _columns(comm_ops, _OP_COLS)
+    if not ops:
+        return []
+    n = len(ops["rank"])
+    order = sorted(range(n), key=ops["rank"].__getitem__)  # stable: file order within a rank
+    bw: dict[tuple, list[dict]] = defaultdict(list)
+    b = _columns(comm_bandwidth, _BW_COLS)
+    for i in range(len(b.get("rank", ()))):
+        bw[(b["rank"][i], b["step_key"][i], b["kind"][i], b["op_name"][i], b["group"][i])].append(
+            {c: b[c][i] for c in ("transport", "size_mb", "transit_ns", "bandwidth_gbps",
+                                  "large_packet_ratio")})
+    dist: dict[tuple, dict[str, dict]] = defaultdict(lambda: defaultdict(dict))
+    d = _columns(comm_size_dist, _DIST_COLS)
+    for i in range(len(d.get("rank", ()))):
+        k = (d["rank"][i], d["step_key"][i], d["kind"][i], d["op_name"][i], d["group"][i])
+        dur = d["dur_ns"][i]
+        dist[k][d["transport"][i]][d["packet_size_mb"][i]] = [d["count"][i] or 0,
+                                                              (dur / 1e6 if dur is not None
+                                                               else None) or 0]
+    parts: dict[tuple, dict] = {}
+    dumps = orjson.dumps
+    for i in order:
+        row = {c: ops[c][i] for c in _OP_COLS}
+        rank, kind, group = row["rank"], row["kind"], row["group"]
+        p = parts.get((rank, kind, group))
+        if p is None:
+            p = parts[(rank, kind, group)] = {"seen": set(), "records": [], "steps": {}}
+        op_key = f"{row['op_name']}@{group}"
+        if (row["step_key"], op_key) in p["seen"]:
+            continue
+        p["seen"].add((row["step_key"], op_key))
+        k = (rank, row["step_key"], kind, row["op_name"], group)
+        info = _op_info(row, bw.get(k, []), dist.get(k, {}))
+        p["steps"].setdefault(row["step_key"], []).append(info)
+        p["records"].append(_FIELD.join((dumps(row["step_key"]), dumps(op_key), dumps(info))))
+    out = []
+    for (rank, kind, group), p in parts.items():
+        raw = _RECORD.join(p["records"]) + _RECORD
+        out.append(OpFragments(rank=rank, kind=kind, group=group, size=len(raw),
+                               blob=pa.compress(raw, codec=_CODEC, asbytes=True),
+                               totals=[(dumps(step), dumps(_total_info(infos)))
+                                       for step, infos in p["steps"].items()]))
+    return out
+
+
+def _merge_totals(totals: list[dict]) -> dict:
+    """One 'Total Op Info' from several partial ones (a rank whose ops of one group name come
+    in two kinds that share a group key): sums again, ratios and bandwidths recomputed."""
+    return _total_info(totals)
+
+
+class CommunicationFile(Mapping):
+    """cluster_communication.json assembled one group key at a time from :class:`OpFragments`.
+
+    A read-only mapping ``{group key: {step key: {...}}}`` equal to what
+    :func:`build_communication` returns; :meth:`group_json` gives one group's value as JSON
+    bytes without building Python objects, which the report writer streams into the file, so
+    at most one group's records are decompressed at once. Group keys are listed in order of
+    first appearance (ranks ascending), as msprof-analyze and :func:`build_communication` do.
+    """
+
+    def __init__(self, fragments, coll: dict[str, set], p2p: dict[str, set]):
+        keys: dict[tuple, str] = {}
+        by_key: dict[str, list[OpFragments]] = {}
+        for f in sorted(fragments, key=lambda f: f.rank):  # stable
+            kg = (f.kind, f.group)
+            if kg not in keys:
+                keys[kg] = _key_for(f.kind, f.group, coll, p2p)
+            by_key.setdefault(keys[kg], []).append(f)
+        self._by_key = by_key
+
+    def __getitem__(self, key: str) -> dict:
+        return orjson.loads(self.group_json(key))
+
+    def __iter__(self):
+        return iter(self._by_key)
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    def items_json(self):
+        """``(group key, JSON bytes of its value)`` for every group, one at a time."""
+        for key in self._by_key:
+            yield key, self.group_json(key)
+
+    def group_json(self, key: str) -> bytes:
+        """The value of ``key`` as compact JSON bytes. Raises KeyError for an unknown key."""
+        steps: dict[bytes, dict[bytes, list]] = {}
+        totals: dict[bytes, dict[str, dict[int, list]]] = {}
+        for f in self._by_key[key]:
+            raw = pa.decompress(f.blob, f.size, codec=_CODEC, asbytes=True)
+            prefix = b'"%d":' % f.rank
+            for rec in raw.split(_RECORD)[:-1]:
+                step, op_key, info = rec.split(_FIELD, 2)
+                ops = steps.get(step)
+                if ops is None:
+                    ops = steps[step] = {}
+                ranks = ops.get(op_key)
+                if ranks is None:
+                    ops[op_key] = [f.rank, prefix + info]
+                elif ranks[0] != f.rank:  # a rank's first record of an op wins
+                    ranks[0] = f.rank
+                    ranks.append(prefix + info)
+            for step, total in f.totals:
+                totals.setdefault(step, {}).setdefault(f.group, {}).setdefault(f.rank, []) \
+                    .append(total)
+        out = []
+        for step, ops in steps.items():
+            items = [op_key + b":{" + b",".join(ranks[1:]) + b"}" for op_key, ranks in ops.items()]
+            for group, ranks in totals.get(step, {}).items():
+                vals = [b'"%d":' % r + (t[0] if len(t) == 1 else
+                                         orjson.dumps(_merge_totals([orjson.loads(x) for x in t])))
+                        for r, t in ranks.items()]
+                items.append(orjson.dumps(f"{TOTAL_OP_INFO}@{group}") + b":{"
+                             + b",".join(vals) + b"}")
+            out.append(step + b":{" + b",".join(items) + b"}")
+        return b"{" + b",".join(out) + b"}"
+
+
 def build_communication(comm_ops: pa.Table, comm_bandwidth: pa.Table | None,
                         comm_size_dist: pa.Table | None, metadata: dict[int, dict],
                         comm_links: pa.Table | None = None) -> dict:
@@ -245,25 +413,12 @@ def build_communication(comm_ops: pa.Table, comm_bandwidth: pa.Table | None,
     Out: ``{group key: {step key: {op key: {str(rank): OPINFO}, "Total Op Info@<group>":
     {str(rank): TOTAL}}}}`` with times in ms and Start Timestamp in us, as in the profiler's
     communication.json. A missing ratio or bandwidth (db input) is recomputed as in spec §7.2.
-    Returns ``{}`` when there are no ops. Raises nothing for well-formed tables.
+    Returns ``{}`` when there are no ops. Raises nothing for well-formed tables. The pipeline
+    uses the same code per rank (:func:`rank_fragments`) and :class:`CommunicationFile`.
     """
     coll, p2p = group_membership(comm_ops, comm_links)
-    out: dict = {}
-    for row, info in _op_infos(comm_ops, comm_bandwidth, comm_size_dist):
-        gk = _key_for(row["kind"], row["group"], coll, p2p)
-        op_key = f"{row['op_name']}@{row['group']}"
-        out.setdefault(gk, {}).setdefault(row["step_key"], {}).setdefault(op_key, {}) \
-            .setdefault(str(row["rank"]), info)
-    for steps in out.values():
-        for step_ops in steps.values():
-            per_group: dict[str, dict[str, list]] = {}
-            for op_key, ranks in step_ops.items():
-                group = op_key.split("@")[-1]
-                for rank, info in ranks.items():
-                    per_group.setdefault(group, {}).setdefault(rank, []).append(info)
-            for group, ranks in per_group.items():
-                step_ops[f"{TOTAL_OP_INFO}@{group}"] = {r: _total_info(v) for r, v in ranks.items()}
-    return out
+    return dict(CommunicationFile(rank_fragments(comm_ops, comm_bandwidth, comm_size_dist),
+                                  coll, p2p))
 
 
 # --- cluster_communication_matrix.json ---------------------------------------------------------

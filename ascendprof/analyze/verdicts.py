@@ -202,6 +202,43 @@ def rank_means(steps: pd.DataFrame) -> pd.DataFrame:
     return m
 
 
+def _bandwidth_transit(comm_bandwidth) -> pd.DataFrame:
+    """Per (rank, step_key, op, group): summed RDMA + SDMA Transit Time (``bw_transit_ns``)."""
+    bw = comm_bandwidth.select(["rank", "step_key", "op_name", "group", "transport",
+                                "transit_ns"]).to_pandas()
+    bw = bw[bw["transport"].astype(str).str.upper().isin(["RDMA", "SDMA"])]
+    bw = bw.assign(step_key=bw["step_key"].fillna("").astype(str),
+                   op=bw["op_name"].astype(str).str.split("@").str[0],
+                   group=bw["group"].fillna("").astype(str), rank=bw["rank"].astype("int64"),
+                   bw_transit_ns=pd.to_numeric(bw["transit_ns"], errors="coerce").fillna(0))
+    return bw.groupby(["rank", "step_key", "op", "group"], as_index=False)["bw_transit_ns"].sum()
+
+
+def add_bandwidth_transit(comm_ops, comm_bandwidth):
+    """COMM_OPS (pyarrow Table) plus a float64 column ``bw_transit_ns``: the op's summed RDMA and
+    SDMA Transit Time from COMM_BANDWIDTH (null when it has none), which is all
+    :func:`comm_op_frame` needs of COMM_BANDWIDTH. Computed per rank in the worker so the
+    bandwidth rows (five or more per op) need not reach the cluster step. Returns ``comm_ops``
+    unchanged when there is no bandwidth table."""
+    import pyarrow as pa
+
+    if comm_ops is None or comm_ops.num_rows == 0 or comm_bandwidth is None \
+            or comm_bandwidth.num_rows == 0:
+        return comm_ops
+    bw = _bandwidth_transit(comm_bandwidth)
+    keys = pd.DataFrame({
+        "rank": pd.Series(comm_ops.column("rank").to_pylist(), dtype="int64"),
+        "step_key": comm_ops.column("step_key").to_pandas().fillna("").astype(str),
+        "op": comm_ops.column("op_name").to_pandas().astype(str).str.split("@").str[0],
+        "group": comm_ops.column("group").to_pandas().fillna("").astype(str)})
+    got = keys.merge(bw, on=["rank", "step_key", "op", "group"], how="left")["bw_transit_ns"]
+    if "bw_transit_ns" in comm_ops.column_names:
+        comm_ops = comm_ops.drop_columns(["bw_transit_ns"])
+    return comm_ops.append_column("bw_transit_ns",
+                                  pa.array(got.to_numpy(dtype="float64"), pa.float64(),
+                                           mask=got.isna().to_numpy()))
+
+
 def comm_op_frame(comm_ops, comm_bandwidth) -> pd.DataFrame:
     """One row per communication op instance and rank, with its time split three ways.
 
@@ -209,8 +246,9 @@ def comm_op_frame(comm_ops, comm_bandwidth) -> pd.DataFrame:
     ``peer_wait_ns``, ``waited_for`` (global rank, -1 when unknown) and ``other_ns``.
 
     - ``transfer_ns``: Transit Time (§7.2). When that is 0 but the op's 'Communication Bandwidth
-      Info' (COMM_BANDWIDTH) shows RDMA or SDMA transit (SDMA already includes HCCS/PCIE/SIO,
-      §7.2), that transit, capped at the elapse, is used: some profiles report no master-plane
+      Info' (COMM_BANDWIDTH, or the ``bw_transit_ns`` column :func:`add_bandwidth_transit`
+      put on COMM_OPS when ``comm_bandwidth`` is None) shows RDMA or SDMA transit (SDMA
+      already includes HCCS/PCIE/SIO, §7.2), that transit, capped at the elapse, is used: some profiles report no master-plane
       transit while still recording the transfer per transport.
     - ``peer_wait_ns``: time this rank waited for a slower peer. The same op instance (same
       group, step and op name) ends together on every member, so a member's extra elapse over the
@@ -231,14 +269,10 @@ def comm_op_frame(comm_ops, comm_bandwidth) -> pd.DataFrame:
     ops["group"] = ops["group"].fillna("").astype(str)
     key = ["step_key", "op", "group"]
     if comm_bandwidth is not None and comm_bandwidth.num_rows:
-        bw = comm_bandwidth.to_pandas()
-        bw = bw[bw["transport"].astype(str).str.upper().isin(["RDMA", "SDMA"])]
-        bw = bw.assign(step_key=bw["step_key"].fillna("").astype(str),
-                       op=bw["op_name"].astype(str).str.split("@").str[0],
-                       group=bw["group"].fillna("").astype(str), rank=bw["rank"].astype("int64"),
-                       bw_transit_ns=pd.to_numeric(bw["transit_ns"], errors="coerce").fillna(0))
-        bw = bw.groupby(["rank"] + key, as_index=False)["bw_transit_ns"].sum()
+        bw = _bandwidth_transit(comm_bandwidth)
+        ops = ops.drop(columns=["bw_transit_ns"], errors="ignore")
         ops = ops.merge(bw, on=["rank"] + key, how="left")
+    if "bw_transit_ns" in ops.columns:
         fallback = ops[["bw_transit_ns", "elapse_ns"]].fillna(0).min(axis=1).astype("int64")
         ops["transfer_ns"] = ops["transit_ns"].where(ops["transit_ns"] > 0, fallback)
         ops = ops.drop(columns="bw_transit_ns")
@@ -782,4 +816,5 @@ def derive(ca, th: dict) -> list[dict]:
 
 
 __all__ = ["thresholds", "derive", "double_hash", "group_directory", "stages", "step_frame",
-           "rank_means", "comm_components", "link_table"] + list(_NAMES)
+           "rank_means", "comm_components", "link_table", "comm_op_frame",
+           "add_bandwidth_transit"] + list(_NAMES)

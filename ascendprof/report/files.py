@@ -12,7 +12,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ascendprof.output import write_csv, write_frame_csv, write_json
+import orjson
+
+from ascendprof.output import write_csv, write_frame_csv, write_json, write_json_items
 
 OUTPUT_FILES = ("cluster_step_trace_time.csv", "cluster_communication.json",
                 "cluster_communication_matrix.json", "communication_group.json",
@@ -63,8 +65,16 @@ def write_outputs(ca, out: Path, summary: dict) -> list[Path]:
             written.append(write_frame_csv(out / name, df))
 
     def js(name, obj):
-        if obj:
-            written.append(write_json(out / name, obj))
+        # cluster files compact, as msprof-analyze writes them (no indentation: a 256-rank
+        # cluster_communication.json is hundreds of MB); members streamed one at a time
+        if not obj:
+            return
+        if hasattr(obj, "items_json"):
+            items = obj.items_json()
+        else:
+            opt = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+            items = ((k, orjson.dumps(v, option=opt)) for k, v in obj.items())
+        written.append(write_json_items(out / name, items))
 
     frame("cluster_step_trace_time.csv", ca.cluster_step_trace)
     js("cluster_communication.json", ca.communication)
