@@ -6,7 +6,7 @@ All readers go through these helpers, so every damaged file turns into one
 
 from __future__ import annotations
 
-import io
+import re
 from pathlib import Path
 
 import orjson
@@ -23,47 +23,58 @@ def read_payload(path: Path) -> bytes:
         raise InputError(path, f"cannot read: {e.strerror or e}") from None
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
-    if not data.strip():
+    if not data or data.isspace():  # isspace scans without copying (strip() copies 100s of MB)
         raise InputError(path, "empty file")
     return data
 
 
-def read_csv(path: Path, *, required: tuple[str, ...] = (), aliases: dict[str, str] | None = None
-             ):
-    """Read a profiler CSV as an all-string Arrow table (header row first, UTF-8).
+#: Cell texts read as null when a CSV is read with ``types`` (the spellings profilers use for
+#: "no value"; the all-text read nulls only "" and "N/A" and leaves the rest to the caller).
+MISSING_CELLS = ("", "N/A", "NA", "None", "none", "null", "nan", "NaN", "-")
 
-    Handles a UTF-8 BOM, CRLF line ends, and the trailing TAB of absolute timestamps (kept in
-    the text; :func:`ascendprof.units.us_column_to_ns` strips it). ``aliases`` maps an older
-    column name to the current one (e.g. ``{"Block Dim": "Block Num"}``); header names are
-    stripped of whitespace.
+# How many columns the typed read may demote to text (one re-parse each) before reading all text.
+_MAX_DEMOTIONS = 3
+_COLUMN_RE = re.compile(r"In CSV column #(\d+)")
+
+
+def read_csv(path: Path, *, required: tuple[str, ...] = (), aliases: dict[str, str] | None = None,
+             types: dict | None = None, other=None):
+    """Read a profiler CSV into an Arrow table (header row first, UTF-8).
+
+    Handles a UTF-8 BOM, CRLF line ends, and the trailing TAB of absolute timestamps. ``aliases``
+    maps an older column name to the current one (e.g. ``{"Block Dim": "Block Num"}``); header
+    names are stripped of whitespace.
+
+    Without ``types`` every column is text (only "" and "N/A" are null) and a caller converts.
+    With ``types`` (column name after aliases -> Arrow type; ``other`` is the type of the columns
+    not named, default text) the columns are parsed into those types while reading, which is
+    several times faster than converting text afterwards, and every :data:`MISSING_CELLS`
+    spelling is null. A column with a cell that does not parse as its type comes back as text
+    instead (so the caller's text conversion can name the bad cell); a file with duplicated
+    headers is read all text. Absolute times in us parse exactly as ``decimal128(p, 3)``.
 
     Raises :class:`InputError` when the file cannot be read, is empty, is not UTF-8, lacks a
     header row, has rows of the wrong width, or lacks a ``required`` column (after aliases).
     """
-    import pyarrow as pa  # deferred: scan and --help must start fast
-    import pyarrow.csv as pacsv
-
     path = Path(path)
     data = read_payload(path)
+    if not data.isascii():  # isascii is a quick scan; most profiler CSVs are pure ASCII
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InputError(path, "not UTF-8 text", where=e.start) from None
+    nl = data.find(b"\n")
+    header_line = (data if nl < 0 else data[:nl]).rstrip(b"\r")
     try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise InputError(path, "not UTF-8 text", where=e.start) from None
-    header_line = data.split(b"\n", 1)[0].rstrip(b"\r")
-    try:
-        table = pacsv.read_csv(
-            io.BytesIO(data),
-            read_options=pacsv.ReadOptions(block_size=1 << 24),
-            parse_options=pacsv.ParseOptions(newlines_in_values=False),
-            convert_options=pacsv.ConvertOptions(
-                column_types={n: pa.string() for n in _header_names(header_line)},
-                strings_can_be_null=True,
-                null_values=["", "N/A"],
-            ),
-        )
-    except (pa.ArrowInvalid, pa.ArrowKeyError, ValueError) as e:
-        msg = str(e).splitlines()[0]
-        raise InputError(path, f"malformed CSV: {msg}") from None
+        header = _header_names(header_line)
+    except ValueError as e:
+        raise InputError(path, f"malformed CSV: {e}") from None
+    finals = [(aliases or {}).get(n.strip(), n.strip()) for n in header]
+    table = None
+    if types is not None and len(set(finals)) == len(finals) and len(set(header)) == len(header):
+        table = _read_typed(data, header, finals, types, other)
+    if table is None:
+        table = _read_text(path, data, header)
     names = [n.strip() for n in table.column_names]
     if aliases:
         names = [aliases.get(n, n) for n in names]
@@ -78,6 +89,52 @@ def read_csv(path: Path, *, required: tuple[str, ...] = (), aliases: dict[str, s
     if missing:
         raise InputError(path, f"missing column(s) {', '.join(missing)}")
     return table
+
+
+def _csv_options(column_types: dict, null_values):
+    import pyarrow.csv as pacsv
+
+    return dict(
+        read_options=pacsv.ReadOptions(block_size=1 << 24),
+        parse_options=pacsv.ParseOptions(newlines_in_values=False),
+        convert_options=pacsv.ConvertOptions(column_types=column_types, strings_can_be_null=True,
+                                             null_values=list(null_values)),
+    )
+
+
+def _read_text(path: Path, data: bytes, header: list[str]):
+    """The exact, all-text read (also the fallback of the typed one). Raises InputError."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    try:
+        return pacsv.read_csv(pa.py_buffer(data),
+                              **_csv_options({n: pa.string() for n in header}, ["", "N/A"]))
+    except (pa.ArrowInvalid, pa.ArrowKeyError, ValueError) as e:
+        msg = str(e).splitlines()[0]
+        raise InputError(path, f"malformed CSV: {msg}") from None
+
+
+def _read_typed(data: bytes, header: list[str], finals: list[str], types: dict, other):
+    """The typed read of :func:`read_csv`; None when it cannot be done (the caller then reads all
+    text, which also produces the precise error for a malformed file)."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    col_types = {raw: types.get(fin, other if other is not None else pa.string())
+                 for raw, fin in zip(header, finals)}
+    for _ in range(_MAX_DEMOTIONS + 1):
+        try:
+            return pacsv.read_csv(pa.py_buffer(data), **_csv_options(col_types, MISSING_CELLS))
+        except (pa.ArrowInvalid, pa.ArrowKeyError, ValueError) as e:
+            m = _COLUMN_RE.search(str(e))
+            if not m or int(m.group(1)) >= len(header):
+                return None  # not a cell conversion error (e.g. rows of the wrong width)
+            raw = header[int(m.group(1))]
+            if col_types[raw] == pa.string():
+                return None
+            col_types[raw] = pa.string()  # the caller's text conversion names the bad cell
+    return None
 
 
 def _header_names(line: bytes) -> list[str]:

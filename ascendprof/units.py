@@ -70,7 +70,8 @@ def _in_range(ns: int, text) -> int:
 def us_column_to_ns(col: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Vectorised :func:`us_text_to_ns` for a string (or numeric) column; missing -> null.
 
-    Numeric input is treated as a duration-sized float (``round(us * 1000)``). Raises
+    Numeric input is treated as a duration-sized float (``round(us * 1000)``); decimal input
+    (up to 3 decimals, as :func:`ascendprof.textio.read_csv` parses it) converts exactly. Raises
     ``ValueError`` naming the first bad value when a cell is not a number.
     """
     if isinstance(col, pa.ChunkedArray):
@@ -82,6 +83,13 @@ def us_column_to_ns(col: pa.Array | pa.ChunkedArray) -> pa.Array:
             raise ValueError("value not finite or out of range for int64 nanoseconds") from None
     if pa.types.is_null(col.type):
         return pa.nulls(len(col), pa.int64())
+    if pa.types.is_decimal(col.type) and col.type.scale <= 3:
+        # Exact decimal (read_csv parses us text with 3 decimals so): ns = us * 1000, integral.
+        try:
+            ns = pc.multiply(col, pa.scalar(1000, pa.decimal128(4, 0)))
+            return ns.cast(pa.int64())
+        except pa.ArrowInvalid:
+            raise ValueError("value out of range for int64 nanoseconds") from None
     s = pc.utf8_trim_whitespace(col.cast(pa.string()))
     s = pc.if_else(pc.is_in(s, pa.array(sorted(_MISSING))), pa.scalar(None, pa.string()), s)
     ok = pc.match_substring_regex(s, r"^-?\d*(\.\d*)?$")
