@@ -378,3 +378,32 @@ def read_slices(base: Path, names: list[str]) -> bytes:
     """Concatenate the slices ``names`` (relative to ``base``) in the given order: a record may
     straddle a slice boundary, so records are cut only after concatenation (§D.0)."""
     return b"".join((Path(base) / n).read_bytes() for n in names)
+
+
+# ------------------------------------------------------------------------------ HCCL small tasks
+
+#: hccl_info rdmaType (§D.2; names 2-5 as the db's ENUM_HCCL_RDMA_TYPE lists them, §B.1)
+RDMA_TYPES = ("RDMA_SEND_NOTIFY", "RDMA_SEND_PAYLOAD", "RDMA_PAYLOAD_PREPARE",
+              "RDMA_PAYLOAD_CHECK", "RDMA_PAYLOAD_ACK", "RDMA_SEND_OP")
+#: linkType names past the spec's six, as ENUM_HCCL_LINK_TYPE lists them (§B.1)
+LINK_TYPES_DB = LINK_TYPES + ("STANDARD_ROCE", "RESERVED")
+INVALID_ENUM = 0xFFFF
+
+
+def enum_names(values, names: tuple[str, ...]) -> np.ndarray:
+    """hccl_info enum codes -> names (object array); 65535 / 0xFFFFFFFF -> None (not set),
+    other unknown codes -> the decimal number as text."""
+    out = np.empty(len(values), dtype=object)
+    for i, v in enumerate(np.asarray(values).tolist()):
+        if v in (INVALID_ENUM, 0xFFFFFFFF, 65534):
+            out[i] = None
+        else:
+            out[i] = names[v] if 0 <= v < len(names) else str(v)
+    return out
+
+
+def api_ranges(api: np.ndarray, level: int) -> np.ndarray:
+    """The API (range) records of one level from decoded api_event records (§D.2): Event
+    (point) records and zero-length ranges are left out (CANN drops them as invalid)."""
+    keep = (api["level"] == level) & (api["end"] != EVENT_FLAG) & (api["end"] > api["begin"])
+    return api[keep]

@@ -21,8 +21,18 @@ Two layouts:
    the op of the latest node_basic_info at or before it; a device task takes the latest host
    task_track with the same (stream, task) launched before it (§D.7, batch id ignored).
 
-Only KERNELS (and the device ids) come out of raw data here; HCCL small tasks (COMM tables) and
-the step trace (ts_track / training_trace) are not decoded yet.
+   HCCL small tasks (§D.2 association, per host thread): an ``hccl_info`` record belongs to the
+   HCCL-level API range containing it (its type string ``master`` / ``slave`` gives is_master),
+   that range's last task_track gives the device (stream, task) and the node-level API range
+   around it gives the big op (name = hash of its itemId, group = ``hccl_op_info`` groupName
+   hash in decimal, as the profiler keys groups, else hccl_info's). With FFTS+ (a level-5500
+   ``context_id_info`` in the range) the small task's context id is hccl_info's ctxID. Device
+   tasks paired to such a host task become the small-task table that
+   :func:`ascendprof.analyze.hccl_tasks.comm_tables` turns into COMM_OPS / COMM_BANDWIDTH /
+   COMM_SIZE_DIST / COMM_LINKS (spec §7.2/§7.3, elapse over the master plane); those device
+   tasks are not kernels.
+
+The step trace (ts_track / training_trace) is not decoded yet.
 """
 
 from __future__ import annotations
@@ -226,16 +236,14 @@ def _host_ops(base: Path, groups: dict, data: RankData):
     tt = C.decode_compact(tt_buf, "task_track", tt_path)
     nb_buf, nb_path = _host_concat(base, groups, "compact.node_basic_info")
     nb = C.decode_compact(nb_buf, "node_basic_info", nb_path) if nb_buf else None
-    hd_buf, _ = _host_concat(base, groups, "additional.hash_dic")
-    hashes = C.parse_hash_dic(hd_buf.decode("utf-8", "replace")) if hd_buf else {}
-    ti_buf, _ = _host_concat(base, groups, "additional.type_info_dic")
-    types = C.parse_type_info_dic(ti_buf.decode("utf-8", "replace")) if ti_buf else {}
+    hashes, types = _dictionaries(base, groups)
     host = pd.DataFrame({
         "thread_id": tt["thread_id"].astype(np.int64), "timestamp": tt["timestamp"].astype(np.int64),
         "stream_id": tt["stream_id"].astype(np.int64), "task_id": tt["task_id"].astype(np.int64),
         "host_task_type": [C.type_name(types, 5000, int(x)) for x in tt["task_type"]],
         "kernel_name": [hashes.get(int(x)) for x in tt["kernel_name"]],
     }).sort_values("timestamp")
+    host["launch_ts"] = host["timestamp"]   # kept through the merge: pairs HCCL small tasks
     if nb is not None and len(nb):
         ops = pd.DataFrame({
             "thread_id": nb["thread_id"].astype(np.int64),
@@ -288,6 +296,10 @@ def _read_prof_raw(base: Path, groups: dict, data: RankData, source) -> None:
         data.problems.warn(base, "no host task_track data: kernels have no op names",
                            rank=data.rank)
         dev_df["name"] = dev_df["op_type"] = dev_df["task_type"] = dev_df["block_num"] = None
+    if host is not None:
+        comm = _hccl_host_tasks(base, groups, data)
+        if comm is not None and len(comm):
+            dev_df = _emit_comm(dev_df, comm, clock.local_offset_ns, data)
     n = len(dev_df)
     core = dev_df["task_type"].where(dev_df["task_type"].notna(), dev_df["core"])
     ctx = [None if c == C.INVALID_CONTEXT else int(c) for c in dev_df["context_id"].tolist()]
@@ -305,6 +317,155 @@ def _read_prof_raw(base: Path, groups: dict, data: RankData, source) -> None:
         "start_ns": dev_df["timestamp"].to_numpy(), "dur_ns": dev_df["dur_ns"].to_numpy(),
     }
     data.tables[S.KERNELS] = S.conform(S.KERNELS, pa.table(cols))
+
+
+# ----------------------------------------------------------------------------- HCCL small tasks
+
+def _dictionaries(base: Path, groups: dict):
+    hd_buf, _ = _host_concat(base, groups, "additional.hash_dic")
+    hashes = C.parse_hash_dic(hd_buf.decode("utf-8", "replace")) if hd_buf else {}
+    ti_buf, _ = _host_concat(base, groups, "additional.type_info_dic")
+    types = C.parse_type_info_dic(ti_buf.decode("utf-8", "replace")) if ti_buf else {}
+    return hashes, types
+
+
+def _inside(points, ranges, cols: list[str]):
+    """For each point (thread_id, ts) the latest range (thread_id, begin, end, *cols) of the same
+    thread with begin < ts <= end (§D.2 attach rule); cols are null where none contains it."""
+    import pandas as pd
+
+    left = points.reset_index(drop=True).assign(_row=lambda d: range(len(d))).sort_values("ts")
+    right = ranges.sort_values("begin")
+    m = pd.merge_asof(left, right[["thread_id", "begin", "end"] + cols], left_on="ts",
+                      right_on="begin", by="thread_id", direction="backward",
+                      allow_exact_matches=False).sort_values("_row")
+    out = m.drop(columns=["_row"]).reset_index(drop=True)
+    miss = ~(out["ts"] <= out["end"])
+    for c in ["begin", "end"] + cols:
+        out[c] = out[c].astype(object).where(~miss, None)
+    return out
+
+
+def _hccl_host_tasks(base: Path, groups: dict, data: RankData):
+    """Host HCCL small tasks (§D.2): one row per hccl_info attached to an HCCL API range with a
+    task_track, with its op (node API), group, plane, master flag, task name, transport, link and
+    rdma type, size, ranks and the (stream, task, context, launch_ts) of its device task.
+    None when the source has no hccl_info / api_event data."""
+    import pandas as pd
+
+    hi_buf, hi_path = _host_concat(base, groups, "additional.hccl_info")
+    api_buf, api_path = _host_concat(base, groups, "api_event.data")
+    tt_buf, tt_path = _host_concat(base, groups, "compact.task_track")
+    if not hi_buf:
+        return None
+    if not (api_buf and tt_buf):
+        data.problems.warn(base, "hccl_info without api_event / task_track data: no "
+                                 "communication tables", rank=data.rank)
+        return None
+    hashes, types = _dictionaries(base, groups)
+    hi = C.decode_additional(hi_buf, "hccl_info", hi_path)
+    api = C.decode_api_event(api_buf, api_path)
+    tt = C.decode_compact(tt_buf, "task_track", tt_path)
+
+    def ranges(level):
+        r = C.api_ranges(api, level)
+        return pd.DataFrame({"thread_id": r["thread_id"].astype(np.int64),
+                             "begin": r["begin"].astype(np.int64),
+                             "end": r["end"].astype(np.int64),
+                             "item_id": r["item_id"].astype(np.int64),
+                             "type": r["type"].astype(np.int64)})
+
+    hccl, node = ranges(5500), ranges(10000)
+    if hccl.empty or node.empty:
+        data.problems.warn(hi_path, "hccl_info records but no HCCL- or node-level API ranges: "
+                                    "no communication tables", rank=data.rank)
+        return None
+    hccl["api_id"] = np.arange(len(hccl))
+    hccl["is_master"] = [int(C.type_name(types, 5500, int(t)) == "master") for t in hccl["type"]]
+    # the big op around each HCCL API, and its group from hccl_op_info
+    at = _inside(hccl[["thread_id"]].assign(ts=hccl["begin"]),
+                 node.rename(columns={"item_id": "op_item"}).assign(op_begin=node["begin"]),
+                 ["op_item", "op_begin"])
+    hccl["op_item"], hccl["op_begin"] = at["op_item"].to_numpy(), at["op_begin"].to_numpy()
+    ho_buf, ho_path = _host_concat(base, groups, "compact.hccl_op_info")
+    op_group = {}
+    if ho_buf:
+        ho = C.decode_compact(ho_buf, "hccl_op_info", ho_path)
+        pts = pd.DataFrame({"thread_id": ho["thread_id"].astype(np.int64),
+                            "ts": ho["timestamp"].astype(np.int64),
+                            "group": [str(int(g)) for g in ho["group_name"]]})
+        hit = _inside(pts, node.assign(op_begin=node["begin"]), ["op_begin"])
+        op_group = {(t, b): g for t, b, g in zip(hit["thread_id"], hit["op_begin"], pts["group"])
+                    if b is not None}
+    # the last task_track of each HCCL API: the device task of its small tasks
+    trk = _inside(pd.DataFrame({"thread_id": tt["thread_id"].astype(np.int64),
+                                "ts": tt["timestamp"].astype(np.int64),
+                                "stream_id": tt["stream_id"].astype(np.int64),
+                                "task_id": tt["task_id"].astype(np.int64)}),
+                  hccl, ["api_id"]).dropna(subset=["api_id"])
+    last_track = trk.groupby("api_id").last()
+    ffts_apis = set()
+    ci_buf, ci_path = _host_concat(base, groups, "additional.context_id_info")
+    if ci_buf:
+        ci = C.decode_additional(ci_buf, "context_id_info", ci_path)
+        ci = ci[ci["level"] == 5500]
+        hit = _inside(pd.DataFrame({"thread_id": ci["thread_id"].astype(np.int64),
+                                    "ts": ci["timestamp"].astype(np.int64)}), hccl, ["api_id"])
+        ffts_apis = {int(a) for a in hit["api_id"] if a is not None}
+    info = _inside(pd.DataFrame({"thread_id": hi["thread_id"].astype(np.int64),
+                                 "ts": hi["timestamp"].astype(np.int64)}), hccl, ["api_id"])
+    rows = []
+    api_rows = hccl.set_index("api_id")
+    for k, a in enumerate(info["api_id"].tolist()):
+        if a is None or a not in last_track.index:
+            continue
+        a = int(a)
+        h, trk_row, rec = api_rows.loc[a], last_track.loc[a], hi[k]
+        if h["op_item"] is None:
+            continue
+        ctx = int(rec["ctx_id"]) if a in ffts_apis else C.INVALID_CONTEXT
+        key = (int(h["thread_id"]), h["op_begin"])
+        rows.append({
+            "api_id": a, "stream_id": int(trk_row["stream_id"]), "task_id": int(trk_row["task_id"]),
+            "context_id": ctx, "launch_ts": int(trk_row["ts"]),
+            "op_name": hashes.get(int(h["op_item"]), str(int(h["op_item"]))),
+            "op_start_ns": int(h["op_begin"]),
+            "group": op_group.get(key, str(int(rec["group_name"]))),
+            "plane_id": int(rec["plane_id"]), "is_master": int(h["is_master"]),
+            "task_name": hashes.get(int(rec["item_id"]), str(int(rec["item_id"]))),
+            "transport": C.enum_names([rec["transport_type"]], C.TRANSPORT_TYPES)[0],
+            "link_type": C.enum_names([rec["link_type"]], C.LINK_TYPES_DB)[0],
+            "rdma_type": C.enum_names([rec["rdma_type"]], C.RDMA_TYPES)[0],
+            "size_bytes": int(rec["data_size"]), "local_rank": int(rec["local_rank"]),
+            "remote_rank": int(rec["remote_rank"]),
+        })
+    if not rows:
+        return None
+    # one small task per (HCCL API, context id): a later hccl_info replaces an earlier one
+    return pd.DataFrame(rows).drop_duplicates(["api_id", "context_id"], keep="last")
+
+
+def _emit_comm(dev_df, comm, local_offset_ns: int, data: RankData):
+    """Pair device tasks with host HCCL small tasks (same stream, task, context and launching
+    task_track), store the COMM_* tables in ``data`` and return the device tasks that are not
+    HCCL small tasks (the kernels)."""
+    from ascendprof.analyze import hccl_tasks
+
+    keys = ["stream_id", "task_id", "context_id", "launch_ts"]
+    dev = dev_df.reset_index(drop=True)
+    # launch_ts: the raw host time of the task_track each device task was matched to
+    m = dev.dropna(subset=["launch_ts"]).astype({"launch_ts": "int64"}).reset_index() \
+        .merge(comm, on=keys, how="inner")
+    if m.empty:
+        data.problems.warn(data.source.path, "HCCL small tasks found on the host but none in the "
+                                             "device log: no communication tables", rank=data.rank)
+        return dev_df
+    small = m.assign(start_ns=m["timestamp"], dur_ns=m["dur_ns"],
+                     op_start_ns=m["op_start_ns"] + local_offset_ns)
+    tables = hccl_tasks.comm_tables(small[list(hccl_tasks.REQUIRED) + ["op_start_ns"]],
+                                    data.rank if data.rank is not None else -1)
+    data.tables.update(tables)
+    return dev.drop(index=m["index"].unique())
 
 
 __all__ = ["read", "parse_task_desc", "parse_graph_desc", "RecordError"]
