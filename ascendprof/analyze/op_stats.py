@@ -74,22 +74,36 @@ def _us(ns: pd.Series) -> pd.Series:
 
 
 def _finish(g: pd.DataFrame, rank_label) -> pd.DataFrame:
-    total_all = g["total_ns"].sum()
+    """op_statistics rows of ``g`` (grouped partial rows). ``rank_label`` None: ``g`` holds many
+    ranks (column ``rank``), each rank's ratios relative to its own total; else every row is
+    labelled ``rank_label`` and ratios are relative to the whole of ``g``. Sorted by rank, then
+    Total desc, OP Type, Accelerator Core (vectorised over all ranks at once: no per-rank loop)."""
+    if rank_label is None:
+        labels = g["rank"].astype("int64").to_numpy()
+        total_all = g.groupby("rank")["total_ns"].transform("sum").astype("float64")
+    else:
+        labels = [rank_label] * len(g)
+        total_all = pd.Series(float(g["total_ns"].sum()), index=g.index)
+    total = g["total_ns"].astype("float64")
+    ratio = (total / total_all.where(total_all != 0) * 100.0).round(3).fillna(0.0)
+    ratio = ratio.where(total_all != 0, 0.0)
     out = pd.DataFrame({
-        "Rank": [rank_label] * len(g),
+        "Rank": labels,
         "OP Type": g["op_type"].to_numpy(),
         "Accelerator Core": g["accelerator_core"].to_numpy(),
         "Count": g["count"].astype("int64").to_numpy(),
         "Total Time(us)": _us(g["total_ns"]).to_numpy(),
         "Min Time(us)": _us(g["min_ns"]).to_numpy(),
-        "Avg Time(us)": (g["total_ns"].astype("float64") / g["count"] / 1000.0).round(3).to_numpy(),
+        "Avg Time(us)": (total / g["count"] / 1000.0).round(3).to_numpy(),
         "Max Time(us)": _us(g["max_ns"]).to_numpy(),
-        "Ratio(%)": ((g["total_ns"].astype("float64") / total_all * 100.0).round(3).to_numpy()
-                     if total_all else [0.0] * len(g)),
+        "Ratio(%)": ratio.to_numpy(),
     })
     out["_total"] = g["total_ns"].to_numpy()
-    return out.sort_values(["_total", "OP Type", "Accelerator Core"],
-                           ascending=[False, True, True], kind="stable")
+    keys = ["_total", "OP Type", "Accelerator Core"]
+    asc = [False, True, True]
+    if rank_label is None:
+        keys, asc = ["Rank"] + keys, [True] + asc
+    return out.sort_values(keys, ascending=asc, kind="stable")
 
 
 def _group(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -114,9 +128,7 @@ def combine(partials: list[pa.Table]) -> pd.DataFrame:
     df = pa.concat_tables(parts).to_pandas()
     df[["op_type", "accelerator_core"]] = df[["op_type", "accelerator_core"]].astype(object)
     frames = []
-    per_rank = _group(df, ["rank", "op_type", "accelerator_core"])
-    for rank, g in per_rank.groupby("rank", sort=True):
-        frames.append(_finish(g, int(rank)))
+    frames.append(_finish(_group(df, ["rank", "op_type", "accelerator_core"]), None))
     frames.append(_finish(_group(df, ["op_type", "accelerator_core"]), "cluster"))
     out = pd.concat(frames, ignore_index=True).drop(columns="_total")
     out["Rank"] = out["Rank"].astype(object)
