@@ -71,13 +71,17 @@ def write_pieces(path: Path, pieces) -> Path:
 
 
 def json_object_pieces(items):
-    """Compact JSON text of an object, piece by piece, from ``(key, value JSON bytes)`` pairs
-    (what ``json.dumps`` would write for the dict of those pairs, without the spaces)."""
+    """Compact JSON text of an object, piece by piece, from ``(key, value)`` pairs where the
+    value is its JSON text as bytes or as an iterable of byte pieces (what ``json.dumps``
+    would write for the dict of those pairs, without the spaces)."""
     yield b"{"
     first = True
     for key, value in items:
         yield (b"" if first else b",") + orjson.dumps(str(key)) + b":"
-        yield value
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            yield value
+        else:
+            yield from value
         first = False
     yield b"}"
 

@@ -365,42 +365,59 @@ class CommunicationFile(Mapping):
         return len(self._by_key)
 
     def items_json(self):
-        """``(group key, JSON bytes of its value)`` for every group, one at a time."""
+        """``(group key, iterable of JSON byte pieces of its value)`` for every group, one group
+        at a time (see :meth:`group_pieces`)."""
         for key in self._by_key:
-            yield key, self.group_json(key)
+            yield key, self.group_pieces(key)
 
     def group_json(self, key: str) -> bytes:
         """The value of ``key`` as compact JSON bytes. Raises KeyError for an unknown key."""
+        return b"".join(self.group_pieces(key))
+
+    def group_pieces(self, key: str):
+        """The value of ``key`` as a generator of compact JSON byte pieces. Holds the group's
+        decompressed records (OPINFOs are memoryview slices of them, never copied) until the
+        last piece is taken. Raises KeyError for an unknown key."""
         steps: dict[bytes, dict[bytes, list]] = {}
         totals: dict[bytes, dict[str, dict[int, list]]] = {}
         for f in self._by_key[key]:
             raw = pa.decompress(f.blob, f.size, codec=_CODEC, asbytes=True)
+            view = memoryview(raw)
             prefix = b'"%d":' % f.rank
-            for rec in raw.split(_RECORD)[:-1]:
-                step, op_key, info = rec.split(_FIELD, 2)
+            pos, end = 0, len(raw)
+            while pos < end:
+                a = raw.index(_FIELD, pos)
+                b = raw.index(_FIELD, a + 1)
+                stop = raw.index(_RECORD, b + 1)
+                step, op_key = raw[pos:a], raw[a + 1:b]
+                pos = stop + 1
                 ops = steps.get(step)
                 if ops is None:
                     ops = steps[step] = {}
                 ranks = ops.get(op_key)
                 if ranks is None:
-                    ops[op_key] = [f.rank, prefix + info]
+                    ops[op_key] = [f.rank, prefix, view[b + 1:stop]]
                 elif ranks[0] != f.rank:  # a rank's first record of an op wins
                     ranks[0] = f.rank
-                    ranks.append(prefix + info)
+                    ranks += (b"," + prefix, view[b + 1:stop])
             for step, total in f.totals:
                 totals.setdefault(step, {}).setdefault(f.group, {}).setdefault(f.rank, []) \
                     .append(total)
-        out = []
-        for step, ops in steps.items():
-            items = [op_key + b":{" + b",".join(ranks[1:]) + b"}" for op_key, ranks in ops.items()]
+        yield b"{"
+        for i, (step, ops) in enumerate(steps.items()):
+            yield (b"," if i else b"") + step + b":{"
+            for j, (op_key, ranks) in enumerate(ops.items()):
+                yield (b"," if j else b"") + op_key + b":{"
+                yield from ranks[1:]
+                yield b"}"
             for group, ranks in totals.get(step, {}).items():
                 vals = [b'"%d":' % r + (t[0] if len(t) == 1 else
                                          orjson.dumps(_merge_totals([orjson.loads(x) for x in t])))
                         for r, t in ranks.items()]
-                items.append(orjson.dumps(f"{TOTAL_OP_INFO}@{group}") + b":{"
-                             + b",".join(vals) + b"}")
-            out.append(step + b":{" + b",".join(items) + b"}")
-        return b"{" + b",".join(out) + b"}"
+                yield (b"," + orjson.dumps(f"{TOTAL_OP_INFO}@{group}") + b":{" + b",".join(vals)
+                       + b"}")
+            yield b"}"
+        yield b"}"
 
 
 def build_communication(comm_ops: pa.Table, comm_bandwidth: pa.Table | None,
