@@ -1,0 +1,237 @@
+"""The cluster combine from per-rank partials and the streamed cluster files.
+
+cluster_communication.json is written one group key at a time from compressed per-rank
+fragments (cluster_communication.rank_fragments / CommunicationFile). Expected values: the
+in-memory build over all ranks' concatenated tables (a different path: one call over every row,
+no per-rank partials, no streaming), msprof-analyze 26.2.0's reference file, each rank's own
+communication.json as the profiler wrote it, and sums written out here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from ascendprof import pipeline
+from ascendprof import schemas as S
+from ascendprof.analyze import cluster_communication as cc
+from ascendprof.analyze.verdicts import _leave_one_out_median
+from ascendprof.problems import Problems
+from ascendprof.report.files import write_outputs
+from ascendprof.report.summary import build_summary
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = Path(__file__).parent / "reference"
+#: msprof-analyze rounds these to 4 decimals from ms values (see test_cluster_files.py)
+ROUNDED = {"Bandwidth(GB/s)", "Wait Time Ratio", "Synchronization Time Ratio",
+           "Large Packet Ratio"}
+
+
+def _load_make_cluster():
+    spec = importlib.util.spec_from_file_location("make_cluster",
+                                                  ROOT / "benchmarks" / "make_cluster.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["make_cluster"] = mod  # dataclasses look their module up here
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def cluster8(tmp_path_factory):
+    mc = _load_make_cluster()
+    try:
+        mc.shared_data_dir()
+    except SystemExit:
+        pytest.skip("shared data not present")
+    out = tmp_path_factory.mktemp("combine") / "c8"
+    mc.main(["8", str(out), "--comm-ops-per-rank", "120", "--kernels-per-rank", "500"])
+    return out
+
+
+def _analyse(root: Path, out: Path):
+    """The analyse flow: per-rank partials (two worker processes), combine, streamed files."""
+    problems = Problems()
+    sources = pipeline.load(root, problems)
+    results = pipeline.run_ranks(sources, None, workers=2)
+    ca = pipeline.combine(str(root), sources, results, problems)
+    write_outputs(ca, out, build_summary(ca))
+    return ca, results
+
+
+def _all_tables(root: Path) -> tuple[dict, dict]:
+    """Every rank's full COMM_* tables read again (nothing dropped), concatenated."""
+    from ascendprof.readers import read_source
+
+    parts: dict[str, list] = {}
+    meta = {}
+    for src in pipeline.load(root, Problems()):
+        data = read_source(src)
+        meta[data.rank] = (data.meta or {}).get("profiler_metadata") or {}
+        for name in (S.COMM_OPS, S.COMM_BANDWIDTH, S.COMM_SIZE_DIST, S.COMM_LINKS):
+            if data.has(name):
+                parts.setdefault(name, []).append(data.tables[name])
+    return {n: pa.concat_tables(v) for n, v in parts.items()}, meta
+
+
+def _close(ours, ref, key="", rel=1e-9, abs_=1e-12) -> list[str]:
+    if isinstance(ref, dict):
+        if not isinstance(ours, dict) or set(ours) != set(ref):
+            return [f"{key}: keys differ"]
+        return [d for k in ref for d in _close(ours[k], ref[k], k, rel, abs_)]
+    if isinstance(ref, list):
+        if not isinstance(ours, list) or len(ours) != len(ref):
+            return [f"{key}: list differs"]
+        return [d for a, b in zip(ours, ref) for d in _close(a, b, key, rel, abs_)]
+    if isinstance(ref, (int, float)) and not isinstance(ref, bool):
+        tol = 1.5e-4 if key in ROUNDED else abs_
+        ok = isinstance(ours, (int, float)) and math.isclose(ours, ref, rel_tol=rel, abs_tol=tol)
+        return [] if ok else [f"{key}: {ours!r} vs {ref!r}"]
+    return [] if ours == ref else [f"{key}: {ours!r} vs {ref!r}"]
+
+
+@pytest.fixture(params=["qwen3", "cluster8"])
+def analysed(request, tmp_path):
+    root = request.getfixturevalue(request.param)
+    ca, results = _analyse(root, tmp_path / "out")
+    return request.param, root, tmp_path / "out", ca, results
+
+
+def test_streamed_file_equals_in_memory_build(analysed):
+    """The file written group by group from per-rank partials is the dict the in-memory build
+    makes from all ranks' rows at once: same keys at every level, same numbers."""
+    _, root, out, ca, _ = analysed
+    t, meta = _all_tables(root)
+    expected = cc.build_communication(t[S.COMM_OPS], t.get(S.COMM_BANDWIDTH),
+                                      t.get(S.COMM_SIZE_DIST), meta,
+                                      comm_links=t.get(S.COMM_LINKS))
+    streamed = json.loads((out / "cluster_communication.json").read_text())
+    assert expected and streamed == json.loads(json.dumps(expected))
+    # the mapping the pipeline keeps gives the same groups, and each group on demand
+    assert list(ca.communication) == list(expected)
+    first = next(iter(expected))
+    assert ca.communication[first] == json.loads(json.dumps(expected[first]))
+    matrix = json.loads((out / "cluster_communication_matrix.json").read_text())
+    assert matrix == json.loads(json.dumps(cc.build_matrix(t[S.COMM_LINKS], meta,
+                                                           comm_ops=t[S.COMM_OPS])))
+
+
+def test_streamed_file_matches_msprof_analyze(qwen3, tmp_path):
+    """The file the pipeline streams equals msprof-analyze 26.2.0's (tests/reference)."""
+    _analyse(qwen3, tmp_path)
+    ours = json.loads((tmp_path / "cluster_communication.json").read_text())
+    ref = json.loads((REFERENCE / "qwen3-4rank-pp2dp2" / "cluster_communication.json")
+                     .read_text())
+    assert _close(ours, ref, rel=1e-3) == []
+
+
+def test_cluster_files_are_compact_json(qwen3, tmp_path):
+    """Written without indentation, like msprof-analyze's (one line)."""
+    _analyse(qwen3, tmp_path)
+    for name in ("cluster_communication.json", "cluster_communication_matrix.json"):
+        text = (tmp_path / name).read_text()
+        assert "\n" not in text.strip() and json.loads(text)
+
+
+def _own_records(root: Path) -> dict:
+    """(rank, step, op key) -> that rank's own OPINFO in its communication.json."""
+    out = {}
+    for d in sorted(root.glob("rank_*_ascend_pt")):
+        rank = int(next(d.glob("profiler_info_*.json")).stem.rsplit("_", 1)[1])
+        doc = json.loads((d / "ASCEND_PROFILER_OUTPUT" / "communication.json").read_text())
+        for step, kinds in doc.items():
+            for kind in ("collective", "p2p"):
+                for op_key, info in (kinds.get(kind) or {}).items():
+                    if not op_key.startswith("Total Op Info"):
+                        out[(rank, step, op_key)] = info
+    return out
+
+
+def test_every_opinfo_is_the_ranks_own_record(cluster8, tmp_path):
+    """Each rank's entry under an op in the cluster file is the record the profiler wrote in
+    that rank's communication.json, and every record is there once."""
+    _analyse(cluster8, tmp_path)
+    cluster = json.loads((tmp_path / "cluster_communication.json").read_text())
+    own = _own_records(cluster8)
+    seen = set()
+    for steps in cluster.values():
+        for step, ops in steps.items():
+            for op_key, ranks in ops.items():
+                if op_key.startswith("Total Op Info"):
+                    continue
+                for rank, info in ranks.items():
+                    k = (int(rank), step, op_key)
+                    assert k not in seen and _close(info, own[k]) == [], k
+                    seen.add(k)
+    assert seen == set(own)
+
+
+def test_total_op_info_sums_the_ranks_ops(cluster8, tmp_path):
+    """'Total Op Info@<group>' of a rank: its ops' Elapse / Transit / Wait times of that group
+    and step added up (here from the profiler's own records), Wait Time Ratio =
+    wait / (wait + transit) rounded to 4 decimals."""
+    _analyse(cluster8, tmp_path)
+    cluster = json.loads((tmp_path / "cluster_communication.json").read_text())
+    own = _own_records(cluster8)
+    checked = 0
+    for steps in cluster.values():
+        for step, ops in steps.items():
+            for key, ranks in ops.items():
+                if not key.startswith("Total Op Info@"):
+                    continue
+                group = key.split("@", 1)[1]
+                for rank, total in ranks.items():
+                    recs = [v for (r, s, k), v in own.items()
+                            if r == int(rank) and s == step and k.endswith("@" + group)]
+                    t = total["Communication Time Info"]
+                    for label in ("Elapse Time(ms)", "Transit Time(ms)", "Wait Time(ms)"):
+                        want = sum(v["Communication Time Info"][label] for v in recs)
+                        assert math.isclose(t[label], want, rel_tol=1e-9, abs_tol=1e-9)
+                    w, tr = t["Wait Time(ms)"], t["Transit Time(ms)"]
+                    assert t["Wait Time Ratio"] == (round(w / (w + tr), 4) if w + tr else 0)
+                    checked += 1
+    assert checked >= 8
+
+
+def test_rank_results_carry_no_bandwidth_rows(qwen3):
+    """What a worker sends back: COMM_OPS (with the op's RDMA+SDMA transit) and compressed
+    OPINFO fragments, not the per-transport bandwidth / size-distribution rows."""
+    results = pipeline.run_ranks(pipeline.load(qwen3, Problems()), None, workers=1)
+    with_comm = [r for r in results if S.COMM_OPS in r.tables]
+    assert with_comm
+    for r in with_comm:
+        assert S.COMM_BANDWIDTH not in r.tables and S.COMM_SIZE_DIST not in r.tables
+        assert "bw_transit_ns" in r.tables[S.COMM_OPS].column_names
+        assert r.comm_fragments and all(len(f.blob) < f.size for f in r.comm_fragments)
+
+
+def test_verdicts_same_from_partials_as_from_full_tables(qwen3):
+    """comm_op_frame gives the same op split from the per-rank bw_transit_ns column as from the
+    full COMM_BANDWIDTH table."""
+    from ascendprof.analyze import verdicts as V
+
+    t, _ = _all_tables(qwen3)
+    full = V.comm_op_frame(t[S.COMM_OPS], t[S.COMM_BANDWIDTH])
+    slim = V.comm_op_frame(V.add_bandwidth_transit(t[S.COMM_OPS], t[S.COMM_BANDWIDTH]), None)
+    cols = ["rank", "step_key", "op", "group", "transfer_ns", "peer_wait_ns", "waited_for",
+            "other_ns"]
+    pd.testing.assert_frame_equal(full[cols], slim[cols])
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 7, 10])
+def test_leave_one_out_median_is_the_median_of_the_others(n):
+    rng = np.random.default_rng(n)
+    for values in (rng.random(n), rng.integers(0, 3, n).astype(float)):
+        got = _leave_one_out_median(values)
+        for i in range(n):
+            others = sorted(np.delete(values, i))
+            mid = len(others) // 2
+            want = others[mid] if len(others) % 2 else (others[mid - 1] + others[mid]) / 2
+            assert got[i] == want
