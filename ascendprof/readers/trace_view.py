@@ -12,6 +12,7 @@ processes we do not keep are then dropped.
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 from collections import defaultdict
@@ -25,7 +26,7 @@ import pyarrow as pa
 
 from ascendprof import schemas as S
 from ascendprof.errors import InputError, malformed
-from ascendprof.units import us_text_to_ns
+from ascendprof.units import us_column_to_ns, us_text_to_ns
 
 #: process name -> TIMELINE track (spec §A.7). "Communication" is the newer CANN name of "HCCL".
 TRACK_OF_PROCESS = {
@@ -38,7 +39,7 @@ OVERLAP_THREADS = ("Computing", "Communication", "Communication(Not Overlapped)"
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 _NPU_LABEL = re.compile(r"^NPU(?:\s+(\d+))?$")
 _CHUNK = 1 << 16
-_BLOCK = 1 << 22  # bytes per orjson block: bounds memory to a few blocks of parsed events
+_BLOCK = 1 << 20  # bytes per orjson block: bounds memory to a few blocks of parsed events
 _ARRAY_START = re.compile(rb'\s*\[')
 _OBJECT_START = re.compile(rb'\s*\{\s*"traceEvents"\s*:\s*\[')
 _MAX_CUT_TRIES = 6
@@ -121,6 +122,13 @@ def iter_events(path: Path) -> Iterator[dict]:
     from the start, skipping the events already yielded, so the result and the error offset are
     exactly those of the ijson reader.
     """
+    for block in iter_event_blocks(path, ijson_block=1):  # ijson: one event at a time
+        yield from block
+
+
+def iter_event_blocks(path: Path, ijson_block: int = 4096) -> Iterator[list[dict]]:
+    """:func:`iter_events` in lists of consecutive events (one per orjson block; ``ijson_block``
+    events each when ijson reads), which spares a generator step per event. Same errors."""
     path = Path(path)
     try:
         prefix = _items_prefix(path)
@@ -129,16 +137,21 @@ def iter_events(path: Path) -> Iterator[dict]:
     done = 0  # array items yielded by the fast path
     try:
         for block in _orjson_blocks(path):
-            for ev in block:
-                done += 1
-                if isinstance(ev, dict):
-                    yield ev
+            done += len(block)
+            yield [ev for ev in block if type(ev) is dict]
         return
     except _Fallback:
         pass
     except OSError as e:
         raise InputError(path, f"cannot read: {e.strerror or e}") from None
-    yield from _ijson_events(path, prefix, skip=done)
+    block = []
+    for ev in _ijson_events(path, prefix, skip=done):
+        block.append(ev)
+        if len(block) >= ijson_block:
+            yield block
+            block = []
+    if block:
+        yield block
 
 
 def _orjson_blocks(path: Path) -> Iterator[list]:
@@ -236,6 +249,33 @@ def _ns(path: Path, ev: dict, key: str) -> int:
     return ns
 
 
+def _starts_ns(path: Path, ts: list, names: list, pids: list) -> list[int]:
+    """The ``ts`` values of the kept device events as exact int ns: one vectorised pass when all
+    are text (:func:`us_column_to_ns`), else (and to name a bad value) one by one like
+    :func:`_ns`. Raises InputError naming the first event whose ts is not a number."""
+    if all(type(v) is str for v in ts):
+        try:
+            col = us_column_to_ns(pa.array(ts, pa.string()))
+        except ValueError:
+            col = None
+        if col is not None and col.null_count == 0:
+            return col.to_numpy().tolist()
+    out = []
+    for v, name, pid in zip(ts, names, pids):
+        out.append(_ns(path, {"ts": v, "name": name, "pid": pid}, "ts"))
+    return out
+
+
+def _durs_ns(durs: list) -> list[int]:
+    """:func:`_dur_ns` of each value; vectorised when all are plain numbers."""
+    if all(type(v) is float or type(v) is int for v in durs):
+        us = np.asarray(durs, np.float64)
+        ns = np.round(us * 1000)  # half to even, as round() in _dur_ns
+        if np.isfinite(ns).all() and (np.abs(ns) < 2.0**63).all():
+            return ns.astype(np.int64).tolist()
+    return [_dur_ns(v) for v in durs]
+
+
 def _dur_ns(v) -> int:
     """``dur`` is a float in us (or text); rounded to whole ns, missing -> 0."""
     if v is None:
@@ -272,55 +312,66 @@ def read_trace_view(path: Path, rank: int) -> dict[str, pa.Table]:
     list where an id or ``dur`` belongs).
     """
     path = Path(path)
-    with malformed(path, "trace event"):
-        return _read_events(path, rank)
+    # The millions of parsed events form no reference cycles; without this the cyclic collector
+    # re-walks the growing kept rows again and again (about half the reading time).
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        with malformed(path, "trace event"):
+            return _read_events(path, rank)
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _read_events(path: Path, rank: int) -> dict[str, pa.Table]:
     proc_name: dict[int, str] = {}
     proc_label: dict[int, str] = {}
     thread_name: dict[tuple[int, int], str] = {}
-    pending: dict[int, list] = defaultdict(list)  # pid -> [(tid, name, start, dur, task_type)]
+    # pid -> [(tid, name, ts, dur, task_type)]; ts / dur as in the file, converted per column
+    pending: dict[int, list] = defaultdict(list)
     steps: list[tuple[int, int, int, str, str]] = []  # (N, start, dur, process pid, tid)
     flow_start: dict = {}  # async_npu id -> host ts
     flow_end: dict = {}  # async_npu id -> (pid, tid, ts)
 
-    for ev in iter_events(path):
-        ph = ev.get("ph")
-        if ph == "X":
-            name = ev.get("name") or ""
-            if "cat" in ev:  # framework (CPU) event: only ProfilerStep#N is kept
-                m = _STEP_RE.match(name)
-                if m:
-                    steps.append((int(m.group(1)), _ns(path, ev, "ts"), _dur_ns(ev.get("dur")),
-                                  ev.get("pid"), ev.get("tid")))
-                continue
-            pid = ev.get("pid")
-            known = proc_name.get(pid)
-            if known is not None and known not in TRACK_OF_PROCESS:
-                continue
-            args = ev.get("args") or {}
-            tt = args.get("Task Type") or args.get("task type")
-            pending[pid].append((ev.get("tid"), name, _ns(path, ev, "ts"),
-                                 _dur_ns(ev.get("dur")), tt))
-        elif ph == "M":
-            pid, args = ev.get("pid"), ev.get("args") or {}
-            what = ev.get("name")
-            if what == "process_name":
-                proc_name[pid] = str(args.get("name"))
-                if proc_name[pid] not in TRACK_OF_PROCESS:
-                    pending.pop(pid, None)
-            elif what == "process_labels":
-                proc_label[pid] = str(args.get("labels"))
-            elif what == "thread_name":
-                thread_name[(pid, ev.get("tid"))] = str(args.get("name"))
-        elif ph in ("s", "f") and ev.get("cat") == "async_npu":
-            if ph == "s":
-                flow_start[ev.get("id")] = _ns(path, ev, "ts")
-            else:
-                flow_end[ev.get("id")] = (ev.get("pid"), ev.get("tid"), _ns(path, ev, "ts"))
+    for block in iter_event_blocks(path):  # blocks: no generator step per event
+        for ev in block:
+            ph = ev.get("ph")
+            if ph == "X":
+                name = ev.get("name") or ""
+                if "cat" in ev:  # framework (CPU) event: only ProfilerStep#N is kept
+                    m = _STEP_RE.match(name)
+                    if m:
+                        steps.append((int(m.group(1)), _ns(path, ev, "ts"), _dur_ns(ev.get("dur")),
+                                      ev.get("pid"), ev.get("tid")))
+                    continue
+                pid = ev.get("pid")
+                known = proc_name.get(pid)
+                if known is not None and known not in TRACK_OF_PROCESS:
+                    continue
+                args = ev.get("args") or {}
+                tt = args.get("Task Type") or args.get("task type")
+                pending[pid].append((ev.get("tid"), name, ev.get("ts"), ev.get("dur"), tt))
+            elif ph == "M":
+                pid, args = ev.get("pid"), ev.get("args") or {}
+                what = ev.get("name")
+                if what == "process_name":
+                    proc_name[pid] = str(args.get("name"))
+                    if proc_name[pid] not in TRACK_OF_PROCESS:
+                        pending.pop(pid, None)
+                elif what == "process_labels":
+                    proc_label[pid] = str(args.get("labels"))
+                elif what == "thread_name":
+                    thread_name[(pid, ev.get("tid"))] = str(args.get("name"))
+            elif ph in ("s", "f") and ev.get("cat") == "async_npu":
+                if ph == "s":
+                    flow_start[ev.get("id")] = _ns(path, ev, "ts")
+                else:
+                    flow_end[ev.get("id")] = (ev.get("pid"), ev.get("tid"), _ns(path, ev, "ts"))
 
     rows = _resolve(pending, proc_name, thread_name)
+    rows["start_ns"] = _starts_ns(path, rows["start_ns"], rows["name"], rows["pid"])
+    rows["dur_ns"] = _durs_ns(rows["dur_ns"])
     steps_table, windows = _step_windows(rank, steps, rows, flow_start, flow_end)
     timeline = _timeline_table(rank, rows, steps, proc_name, thread_name, windows)
     devices = sorted({_device(lbl) for pid, lbl in proc_label.items()
