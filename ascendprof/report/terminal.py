@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.table import Table
+import sys
 
 
 _SHORT = [("computing_ns", "Comp"), ("comm_not_overlapped_ns", "CommNO"),
@@ -15,25 +14,66 @@ _LEGEND = ("Comp Computing, CommNO Communication(Not Overlapped), Ovlp Overlappe
 _SEV_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 
 
-def _console() -> Console:
+def _console():
+    from rich.console import Console  # deferred: plain scan output needs no rich (60 ms import)
+
     con = Console(highlight=False, soft_wrap=False)
     if not con.is_terminal:  # piped or captured: rich would assume 80 columns
         con = Console(highlight=False, soft_wrap=False, width=140)
     return con
 
 
-def print_scan(sources, problems) -> None:
-    con = _console()
-    t = Table(title=f"{len(sources)} profiling source(s)", show_lines=False)
-    for c in ("Rank", "Kind", "Device", "Level", "Versions", "Steps", "Analyses", "Path"):
-        t.add_column(c, overflow="fold")
-    for s in sources:
-        vers = " / ".join(v for v in (s.framework_version, s.cann_version) if v) or "-"
-        t.add_row("?" if s.rank is None else str(s.rank), s.label,
-                  "-" if s.device_id is None else str(s.device_id), s.profiler_level or "-",
-                  vers, ",".join(map(str, s.steps)) or "-", ", ".join(s.analyses) or "-", s.path)
-    con.print(t)
-    _print_problems(con, list(problems))
+_SCAN_COLUMNS = ("Rank", "Kind", "Device", "Level", "Versions", "Steps", "Analyses", "Path")
+#: Above this many sources, or when stdout is not a terminal, the scan table is plain aligned
+#: text: rich lays out a boxed table cell by cell (0.4 s for 256 ranks, more than the scan).
+RICH_SCAN_MAX_ROWS = 64
+
+
+def _scan_row(s) -> tuple[str, ...]:
+    vers = " / ".join(v for v in (s.framework_version, s.cann_version) if v) or "-"
+    return ("?" if s.rank is None else str(s.rank), s.label,
+            "-" if s.device_id is None else str(s.device_id), s.profiler_level or "-",
+            vers, ",".join(map(str, s.steps)) or "-", ", ".join(s.analyses) or "-", str(s.path))
+
+
+def print_scan(sources, problems, out=None) -> None:
+    """One row per source (rank, kind, device, level, versions, steps, analyses, path), then the
+    problems. A rich boxed table on a terminal for up to :data:`RICH_SCAN_MAX_ROWS` sources,
+    else plain aligned columns, one line per source (fast, and easy to grep). ``out`` (a text
+    stream, default stdout) forces the plain form."""
+    rows = [_scan_row(s) for s in sources]
+    problems = list(problems)
+    stream = out or sys.stdout
+    if out is None and len(rows) <= RICH_SCAN_MAX_ROWS and stream.isatty():
+        from rich.table import Table
+
+        con = _console()
+        t = Table(title=f"{len(sources)} profiling source(s)", show_lines=False)
+        for c in _SCAN_COLUMNS:
+            t.add_column(c, overflow="fold")
+        for r in rows:
+            t.add_row(*r)
+        con.print(t)
+        _print_problems(con, problems)
+        return
+    stream.write(_plain_table(f"{len(sources)} profiling source(s)", _SCAN_COLUMNS, rows))
+    if problems:
+        stream.write(f"{len(problems)} note(s) on the input:\n")
+        for p in problems[:50]:
+            stream.write(f"  {p.severity} {p.line()}\n")
+        if len(problems) > 50:
+            stream.write(f"  ... and {len(problems) - 50} more in problems.csv\n")
+    stream.flush()
+
+
+def _plain_table(title: str, header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    """Left-aligned columns two spaces apart; the last column is not padded."""
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
+    lines = [title]
+    for r in [header, *rows]:
+        cells = [c.ljust(w) for c, w in zip(r[:-1], widths)] + [r[-1]]
+        lines.append("  ".join(cells))
+    return "\n".join(lines) + "\n"
 
 
 def _print_problems(con, problems) -> None:
@@ -48,6 +88,8 @@ def _print_problems(con, problems) -> None:
 
 
 def print_summary(summary: dict, out_dir) -> None:
+    from rich.table import Table
+
     con = _console()
     con.print(f"[bold]ascendprof {summary['version']}[/bold] - {summary['root']}")
     kinds = {}
