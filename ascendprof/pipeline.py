@@ -184,6 +184,7 @@ def combine(root: str, sources: list[Source], results: list[RankResult], problem
     if has_links:
         ca.communication_matrix = cluster_communication.build_matrix(
             links, ca.metadata, comm_ops=comm if has_comm else None)
+    del comm, links  # verdicts concatenate again; do not hold two copies of all ranks' ops
     parts = [r.op_partial for r in usable if r.op_partial is not None]
     if parts:
         ca.op_statistics = op_stats.combine(parts)

@@ -266,7 +266,7 @@ def comm_op_frame(comm_ops, comm_bandwidth) -> pd.DataFrame:
         ops[c] = pd.to_numeric(ops[c], errors="coerce").fillna(0).astype("int64")
     ops["rank"] = ops["rank"].astype("int64")
     ops["step_key"] = ops["step_key"].fillna("").astype(str)
-    ops["op"] = ops["op_name"].astype(str).str.split("@").str[0]
+    ops["op"] = ops["op_name"].astype(str).str.replace("(?s)@.*", "", regex=True)  # no lists
     ops["group"] = ops["group"].fillna("").astype(str)
     key = ["step_key", "op", "group"]
     if comm_bandwidth is not None and comm_bandwidth.num_rows:
