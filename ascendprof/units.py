@@ -90,6 +90,11 @@ def us_column_to_ns(col: pa.Array | pa.ChunkedArray) -> pa.Array:
             return ns.cast(pa.int64())
         except pa.ArrowInvalid:
             raise ValueError("value out of range for int64 nanoseconds") from None
+    if pa.types.is_string(col.type):
+        try:  # plain decimal text with up to 3 decimals (the usual case): one exact cast
+            return us_column_to_ns(col.cast(pa.decimal128(22, 3)))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass  # spaces, missing-value spellings, more decimals, bad text: the exact path
     s = pc.utf8_trim_whitespace(col.cast(pa.string()))
     s = pc.if_else(pc.is_in(s, pa.array(sorted(_MISSING))), pa.scalar(None, pa.string()), s)
     ok = pc.match_substring_regex(s, r"^-?\d*(\.\d*)?$")

@@ -249,7 +249,7 @@ def _ns(path: Path, ev: dict, key: str) -> int:
     return ns
 
 
-def _starts_ns(path: Path, ts: list, names: list, pids: list) -> list[int]:
+def _starts_ns(path: Path, ts: list, names: list, pids: list) -> np.ndarray:
     """The ``ts`` values of the kept device events as exact int ns: one vectorised pass when all
     are text (:func:`us_column_to_ns`), else (and to name a bad value) one by one like
     :func:`_ns`. Raises InputError naming the first event whose ts is not a number."""
@@ -259,21 +259,19 @@ def _starts_ns(path: Path, ts: list, names: list, pids: list) -> list[int]:
         except ValueError:
             col = None
         if col is not None and col.null_count == 0:
-            return col.to_numpy().tolist()
-    out = []
-    for v, name, pid in zip(ts, names, pids):
-        out.append(_ns(path, {"ts": v, "name": name, "pid": pid}, "ts"))
-    return out
+            return col.to_numpy()
+    return np.array([_ns(path, {"ts": v, "name": name, "pid": pid}, "ts")
+                     for v, name, pid in zip(ts, names, pids)], np.int64)
 
 
-def _durs_ns(durs: list) -> list[int]:
+def _durs_ns(durs: list) -> np.ndarray:
     """:func:`_dur_ns` of each value; vectorised when all are plain numbers."""
     if all(type(v) is float or type(v) is int for v in durs):
         us = np.asarray(durs, np.float64)
         ns = np.round(us * 1000)  # half to even, as round() in _dur_ns
         if np.isfinite(ns).all() and (np.abs(ns) < 2.0**63).all():
-            return ns.astype(np.int64).tolist()
-    return [_dur_ns(v) for v in durs]
+            return ns.astype(np.int64)
+    return np.array([_dur_ns(v) for v in durs], np.int64)
 
 
 def _dur_ns(v) -> int:
@@ -333,6 +331,7 @@ def _read_events(path: Path, rank: int) -> dict[str, pa.Table]:
     steps: list[tuple[int, int, int, str, str]] = []  # (N, start, dur, process pid, tid)
     flow_start: dict = {}  # async_npu id -> host ts
     flow_end: dict = {}  # async_npu id -> (pid, tid, ts)
+    same: dict = {}  # one str object per distinct kernel name / task type (memory)
 
     for block in iter_event_blocks(path):  # blocks: no generator step per event
         for ev in block:
@@ -351,6 +350,10 @@ def _read_events(path: Path, rank: int) -> dict[str, pa.Table]:
                     continue
                 args = ev.get("args") or {}
                 tt = args.get("Task Type") or args.get("task type")
+                if type(name) is str:
+                    name = same.setdefault(name, name)
+                if type(tt) is str:
+                    tt = same.setdefault(tt, tt)
                 pending[pid].append((ev.get("tid"), name, ev.get("ts"), ev.get("dur"), tt))
             elif ph == "M":
                 pid, args = ev.get("pid"), ev.get("args") or {}
@@ -370,6 +373,7 @@ def _read_events(path: Path, rank: int) -> dict[str, pa.Table]:
                     flow_end[ev.get("id")] = (ev.get("pid"), ev.get("tid"), _ns(path, ev, "ts"))
 
     rows = _resolve(pending, proc_name, thread_name)
+    pending.clear()  # the rows hold what is kept; free the raw tuples before the conversions
     rows["start_ns"] = _starts_ns(path, rows["start_ns"], rows["name"], rows["pid"])
     rows["dur_ns"] = _durs_ns(rows["dur_ns"])
     steps_table, windows = _step_windows(rank, steps, rows, flow_start, flow_end)
@@ -418,12 +422,12 @@ def _step_windows(rank, steps, rows, flow_start, flow_end):
     if not steps:
         return S.empty(S.STEPS), []
     is_task = np.array([t in ("hardware", "communication") for t in rows["track"]], bool)
-    t_start = np.asarray(rows["start_ns"], np.int64)
-    t_end = t_start + np.asarray(rows["dur_ns"], np.int64)
+    t_start = rows["start_ns"]
+    t_end = t_start + rows["dur_ns"]
     # Host launch time of each device task, through its async_npu flow (pid, tid, ts) -> host ts.
     host_of = {v: flow_start[k] for k, v in flow_end.items() if k in flow_start}
     host = np.array([host_of.get((p, t, s), -1) for p, t, s in
-                     zip(rows["pid"], rows["tid"], rows["start_ns"])], np.int64)
+                     zip(rows["pid"], rows["tid"], t_start.tolist())], np.int64)
     linked = is_task & (host >= 0)
     use_flows = bool(linked.any())
     origin = ("trace_view ProfilerStep# + async_npu flows" if use_flows
@@ -446,23 +450,23 @@ def _step_windows(rank, steps, rows, flow_start, flow_end):
 
 
 def _timeline_table(rank, rows, steps, proc_name, thread_name, windows) -> pa.Table:
-    start = np.asarray(rows["start_ns"], np.int64)
-    step = _assign_steps(start, windows)
-    cols = {k: list(rows[k]) for k in ("track", "process", "thread", "name", "task_type")}
-    starts, durs, step_ids = list(start), list(rows["dur_ns"]), list(step)
+    """TIMELINE: the device rows (``rows``, start/dur as int64 arrays), then one 'step' row per
+    ProfilerStep#N."""
+    step_ids, has_step = _assign_steps(rows["start_ns"], windows)
+    cols = {k: rows[k] + [] for k in ("track", "process", "thread", "name", "task_type")}
     for n, s0, dur, pid, tid in steps:
         cols["track"].append("step")
         cols["process"].append(proc_name.get(pid, f"Process {pid}"))
         cols["thread"].append(thread_name.get((pid, tid), f"Thread {tid}"))
         cols["name"].append(f"ProfilerStep#{n}")
         cols["task_type"].append(None)
-        starts.append(s0)
-        durs.append(dur)
-        step_ids.append(n)
-    n_rows = len(starts)
+    starts = np.concatenate([rows["start_ns"], np.array([x[1] for x in steps], np.int64)])
+    durs = np.concatenate([rows["dur_ns"], np.array([x[2] for x in steps], np.int64)])
+    step = np.concatenate([step_ids, np.array([x[0] for x in steps], np.int64)])
+    valid = np.concatenate([has_step, np.ones(len(steps), bool)])
     t = pa.table({
-        "rank": pa.array(np.full(n_rows, rank, np.int32)),
-        "step": pa.array(step_ids, pa.int32()),
+        "rank": pa.array(np.full(starts.size, rank, np.int32)),
+        "step": pa.array(step, pa.int64(), mask=~valid).cast(pa.int32()),
         **{k: pa.array(v, pa.string()) for k, v in cols.items()},
         "start_ns": pa.array(starts, pa.int64()),
         "dur_ns": pa.array(durs, pa.int64()),
@@ -470,15 +474,16 @@ def _timeline_table(rank, rows, steps, proc_name, thread_name, windows) -> pa.Ta
     return S.conform(S.TIMELINE, t)
 
 
-def _assign_steps(ts: np.ndarray, windows) -> list:
-    """Step of each start: the first window with ``start <= ts < end`` (spec §7.1.c), else None."""
+def _assign_steps(ts: np.ndarray, windows) -> tuple[np.ndarray, np.ndarray]:
+    """Step of each start: the first window with ``start <= ts < end`` (spec §7.1.c). Returns
+    (step ids, found mask); ids are 0 where not found."""
+    out = np.zeros(ts.size, np.int64)
+    found = np.zeros(ts.size, bool)
     if not windows or ts.size == 0:
-        return [None] * ts.size
+        return out, found
     w = sorted(windows, key=lambda x: x[1])
-    ids = np.array([x[0] for x in w])
-    lo = np.array([x[1] for x in w], np.int64)
-    hi = np.array([x[2] for x in w], np.int64)
-    out = np.full(ts.size, -1, np.int64)
-    for i in range(len(w) - 1, -1, -1):  # earlier windows win where windows overlap
-        out[(ts >= lo[i]) & (ts < hi[i])] = ids[i]
-    return [None if v < 0 else int(v) for v in out]
+    for n, lo, hi in reversed(w):  # earlier windows win where windows overlap
+        inside = (ts >= lo) & (ts < hi)
+        out[inside] = n
+        found |= inside
+    return out, found
