@@ -190,3 +190,28 @@ def test_plain_scan_table_one_aligned_line_per_source(qwen3):
     assert sorted(r[at:] for r in rows) == sorted(str(s.path) for s in sources)
     kind_at = header.index("Kind")
     assert all(r[kind_at:].startswith("torch_npu text") for r in rows)
+
+
+# ----------------------------------------------------------------------------- units
+
+@pytest.mark.parametrize("text, ns", [
+    ("1736412474597843.402", 1736412474597843402), ("-0.5", -500), ("+1.5", 1500), (".5", 500),
+    ("1e3", 1_000_000), ("2.0005", 2001), ("2.0004", 2000), ("12.", 12000), (None, None),
+])
+def test_column_decimal_cast_and_text_path_agree_with_hand_values(text, ns):
+    import pyarrow as pa
+
+    from ascendprof.units import us_column_to_ns
+
+    assert us_column_to_ns(pa.array([text, "1.000"], pa.string())).to_pylist() == [ns, 1000]
+
+
+def test_decimal_column_beyond_int64_ns_is_out_of_range():
+    from decimal import Decimal
+
+    import pyarrow as pa
+
+    from ascendprof.units import us_column_to_ns
+
+    with pytest.raises(ValueError, match="out of range"):
+        us_column_to_ns(pa.array([Decimal("9999999999999999.999")], pa.decimal128(22, 3)))
