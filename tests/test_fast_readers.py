@@ -215,3 +215,18 @@ def test_decimal_column_beyond_int64_ns_is_out_of_range():
 
     with pytest.raises(ValueError, match="out of range"):
         us_column_to_ns(pa.array([Decimal("9999999999999999.999")], pa.decimal128(22, 3)))
+
+
+def test_an_event_longer_than_the_buffer_grows_it(tmp_path, small_blocks, monkeypatch):
+    calls = []
+    real = TV._ijson_events
+    monkeypatch.setattr(TV, "_ijson_events", lambda *a, **k: calls.append(1) or real(*a, **k))
+    evs = _events()
+    # one event of ~3 kB whose args hold 200 '},' candidates: the 97-byte buffer must grow
+    evs.insert(3, {"ph": "X", "name": "big", "pid": 1, "tid": 2, "ts": "15.000", "dur": 1.0,
+                   "args": {"list": [{"i": i} for i in range(200)]}})
+    p = tmp_path / "trace_view.json"
+    p.write_text(json.dumps(evs), encoding="utf-8")
+    want = [e for e in json.loads(p.read_text()) if isinstance(e, dict)]
+    assert list(TV.iter_events(p)) == want
+    assert calls == []  # read by the orjson blocks alone

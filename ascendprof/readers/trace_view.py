@@ -43,6 +43,7 @@ _BLOCK = 1 << 20  # bytes per orjson block: bounds memory to a few blocks of par
 _ARRAY_START = re.compile(rb'\s*\[')
 _OBJECT_START = re.compile(rb'\s*\{\s*"traceEvents"\s*:\s*\[')
 _MAX_CUT_TRIES = 6
+_MAX_BUFFER = 1 << 24  # an event bigger than this (or damage) hands the file to ijson
 
 
 class _Fallback(Exception):
@@ -158,8 +159,9 @@ def _orjson_blocks(path: Path) -> Iterator[list]:
     """The items of the trace event array in blocks of about :data:`_BLOCK` bytes, each parsed
     by orjson. A block ends at a ``}`` followed by ``,``; the cut is at an event boundary
     exactly when ``[`` + block + ``]`` parses (inside a string or a nested value it leaves a
-    string or bracket open), so candidates are tried from the end of the buffer. Raises
-    :class:`_Fallback` when no cut parses or the array is not closed properly."""
+    string or bracket open), so candidates are tried from the end of the buffer; when none
+    parses (an event longer than the buffer) the buffer grows up to :data:`_MAX_BUFFER`.
+    Raises :class:`_Fallback` when still no cut parses or the array is not closed properly."""
     with open(path, "rb") as f:
         buf = f.read(_BLOCK)
         if buf.startswith(b"\xef\xbb\xbf"):
@@ -172,22 +174,29 @@ def _orjson_blocks(path: Path) -> Iterator[list]:
                 raise _Fallback
         buf = buf[m.end():]
         eof = False
+        want = 2 * _BLOCK
         while True:
-            while not eof and len(buf) < 2 * _BLOCK:
+            while not eof and len(buf) < want:
                 more = f.read(_BLOCK)
                 eof = not more
                 buf += more
             if eof:
                 yield _last_block(buf, wrapped)
                 return
-            items, rest = _cut_block(buf)
-            yield items
-            buf = rest
+            got = _cut_block(buf)
+            if got is None:
+                if len(buf) >= _MAX_BUFFER:
+                    raise _Fallback
+                want = 2 * len(buf)
+                continue
+            want = 2 * _BLOCK
+            yield got[0]
+            buf = got[1]
 
 
-def _cut_block(buf: bytes) -> tuple[list, bytes]:
+def _cut_block(buf: bytes) -> tuple[list, bytes] | None:
     """(items of the longest parseable leading run of events in ``buf``, the bytes after it and
-    its separating comma)."""
+    its separating comma), or None when none of the last few candidate cuts parses."""
     end = len(buf)
     for _ in range(_MAX_CUT_TRIES):
         cut = buf.rfind(b"},", 0, end)
@@ -199,7 +208,7 @@ def _cut_block(buf: bytes) -> tuple[list, bytes]:
             end = cut
             continue
         return items, buf[cut + 2:]
-    raise _Fallback
+    return None
 
 
 def _last_block(buf: bytes, wrapped: bool) -> list:
