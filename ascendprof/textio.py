@@ -125,7 +125,9 @@ def _read_typed(data: bytes, header: list[str], finals: list[str], types: dict, 
                  for raw, fin in zip(header, finals)}
     for _ in range(_MAX_DEMOTIONS + 1):
         try:
-            return pacsv.read_csv(pa.py_buffer(data), **_csv_options(col_types, MISSING_CELLS))
+            table = pacsv.read_csv(pa.py_buffer(data), **_csv_options(col_types, MISSING_CELLS))
+            # Arrow's header parse must agree with ours, or some column was type-inferred
+            return table if table.column_names == header else None
         except (pa.ArrowInvalid, pa.ArrowKeyError, ValueError) as e:
             m = _COLUMN_RE.search(str(e))
             if not m or int(m.group(1)) >= len(header):
