@@ -106,7 +106,8 @@ def _events():
     return [
         {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "HCCL"}},
         {"ph": "X", "name": "a},{b", "pid": 1, "tid": 2, "ts": "10.500", "dur": 1.5,
-         "args": {"Call stack": "f(): {x},\r\ng(): },{\"ph\":\"X\"}", "list": [{"a": 1}, {"b": 2}]}},
+         "args": {"Call stack": "f(): {x},\r\ng(): },{\"ph\":\"X\"}",
+                  "list": [{"a": 1}, {"b": 2}]}},
         {"ph": "X", "name": "c\\", "pid": 1, "tid": 2, "ts": "12.000", "dur": 2},
         7,  # not an event: skipped
         {"ph": "C", "name": "HBM", "pid": 3, "tid": 0, "ts": "13.000", "args": {"r": [1, {}]}},

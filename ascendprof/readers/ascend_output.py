@@ -4,8 +4,9 @@
 One function per file, each ``(path, rank) -> pa.Table`` conformed to a schema of
 :mod:`ascendprof.schemas`. :func:`ascendprof.textio.read_csv` parses the columns into their
 types while reading; a column with a cell that does not parse comes back as text and is
-converted here (which names the bad cell): absolute times and durations in microseconds become exact int64 nanoseconds
-(:func:`ascendprof.units.us_column_to_ns`), counts become int64, everything else float64 or text.
+converted here (which names the bad cell). Absolute times and durations in microseconds become
+exact int64 nanoseconds (:func:`ascendprof.units.us_column_to_ns`), counts become int64,
+everything else float64 or text.
 ``N/A``, empty cells and ``None`` become null.
 
 Every parser raises :class:`~ascendprof.errors.InputError` naming the file when it cannot be
@@ -361,7 +362,8 @@ def read_npu_module_mem(path: Path, rank: int) -> pa.Table:
     and divided by 1024. ``Device_id`` is optional. Raises InputError."""
     path = Path(path)
     raw = read_csv(path, required=("Component", "Timestamp(us)"),
-                   types={**_read_types(NPU_MODULE_MEM_COLUMNS), "Total Reserved(KB)": pa.float64()})
+                   types={**_read_types(NPU_MODULE_MEM_COLUMNS),
+                          "Total Reserved(KB)": pa.float64()})
     extra = {}
     if "Total Reserved(MB)" not in raw.column_names:
         if "Total Reserved(KB)" not in raw.column_names:
