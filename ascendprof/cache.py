@@ -146,6 +146,71 @@ def store(data, cache_dir: Path) -> Path | None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+_RESULT = "result.pkl"
+
+
+def load_result(source, cache_dir: Path | None):
+    """The cached per-rank analysis result (pipeline.RankResult) of ``source``, or None.
+
+    It is valid only together with a fresh table entry: same fingerprint (inputs and code). The
+    pickle is ascendprof's own file in the user's output (or $ASCENDPROF_CACHE) directory; any
+    damage is a miss.
+    """
+    if cache_dir is None:
+        return None
+    import pickle
+
+    d = Path(cache_dir) / entry_key(source)
+    try:
+        entry = orjson.loads((d / _ENTRY).read_bytes())
+        if entry.get("fingerprint") != fingerprint(source):
+            return None
+        fp, result = pickle.loads((d / _RESULT).read_bytes())
+    except Exception:  # noqa: BLE001 - a missing or damaged result is a miss
+        return None
+    if fp != entry["fingerprint"]:
+        return None
+    result.source = source
+    return result
+
+
+def store_result(result, cache_dir: Path | None) -> None:
+    """Keep ``result`` beside the table entry of its source (only when that entry is fresh)."""
+    if cache_dir is None:
+        return
+    import pickle
+
+    d = Path(cache_dir) / entry_key(result.source)
+    try:
+        entry = orjson.loads((d / _ENTRY).read_bytes())
+        fp = fingerprint(result.source)
+        if entry.get("fingerprint") != fp:
+            return
+        fd, tmp = tempfile.mkstemp(prefix=f".{_RESULT}.", dir=d)
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump((fp, result), f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, d / _RESULT)
+    except (OSError, orjson.JSONDecodeError, pickle.PicklingError, TypeError):
+        return
+
+
+def copy_tables(source, cache_dir: Path, dest: Path) -> bool:
+    """Copy the cached Parquet tables of ``source`` to ``dest/<table>.parquet`` (each atomically);
+    False when the entry is not there (the caller then writes them itself)."""
+    d = Path(cache_dir) / entry_key(source)
+    try:
+        entry = orjson.loads((d / _ENTRY).read_bytes())
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in entry["tables"]:
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=dest)
+            os.close(fd)
+            shutil.copyfile(d / f"{name}.parquet", tmp)
+            os.replace(tmp, dest / f"{name}.parquet")
+        return True
+    except (OSError, orjson.JSONDecodeError, KeyError):
+        return False
+
+
 def read_cached(source, cache_dir: Path | None):
     """Read ``source`` through the cache: the cached RankData when fresh, else the reader's
     output (stored for next time). With ``cache_dir`` None this is just the reader.

@@ -60,6 +60,13 @@ def process_rank(source: Source, tables_dir: Path | None = None,
     unreadable rank comes back with no tables and its problem recorded (an unexpected exception
     of a reader too, so one rank cannot end the whole run).
     """
+    from ascendprof import cache
+
+    hit = cache.load_result(source, cache_dir)
+    if hit is not None:  # inputs and code unchanged since the last run: nothing to recompute
+        if tables_dir is None or cache.copy_tables(source, cache_dir,
+                                                   Path(tables_dir) / f"rank{hit.rank}"):
+            return hit
     from ascendprof.analyze import cluster_communication, op_stats, step_breakdown, verdicts
     from ascendprof.cache import read_cached
 
@@ -92,6 +99,7 @@ def process_rank(source: Source, tables_dir: Path | None = None,
 
         for name, t in data.tables.items():
             write_parquet(Path(tables_dir) / f"rank{data.rank}" / f"{name}.parquet", t)
+    cache.store_result(res, cache_dir)
     return res
 
 
