@@ -155,7 +155,7 @@ import json, resource, sys, time
 from pathlib import Path
 from ascendprof.readers.ascend_output import read_kernel_details
 from ascendprof.readers.trace_view import read_trace_view
-import pyarrow.csv, pyarrow.compute, numpy  # imports are start-up, not parsing
+import pyarrow.csv, pyarrow.compute, numpy, pandas  # start-up, not parsing (pyarrow pulls pandas in on first use)
 d = Path(sys.argv[1]) / "ASCEND_PROFILER_OUTPUT"
 out = {}
 for name, fn in (("kernel_details.csv", read_kernel_details), ("trace_view.json", read_trace_view)):
