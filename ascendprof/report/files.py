@@ -35,7 +35,8 @@ def not_written(ca) -> dict[str, str]:
     if not ca.communication:
         why["cluster_communication.json"] = ("no rank has communication data (communication.json "
                                              f"or analysis.db){lvl}; Level0 does not collect it")
-        why["communication_group.json"] = why["cluster_communication.json"]
+        if not ca.communication_group:
+            why["communication_group.json"] = why["cluster_communication.json"]
     if not ca.communication_matrix:
         why["cluster_communication_matrix.json"] = ("no rank has communication_matrix.json or "
                                                     f"CommAnalyzerMatrix{lvl}")
