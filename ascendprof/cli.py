@@ -103,6 +103,13 @@ def _parse_thresholds(items) -> dict:
         except ValueError:
             raise click.BadParameter(f"{it!r}: VALUE must be a number",
                                      param_hint="--threshold") from None
+    if out:  # check names and values now, not after the whole analysis has run
+        from ascendprof.analyze.verdicts import thresholds as known
+
+        try:
+            known(out)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--threshold") from None
     return out
 
 

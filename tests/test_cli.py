@@ -78,3 +78,10 @@ def test_analyse_qwen3_writes_everything_and_leaves_input_untouched(qwen3, tmp_p
     assert r.exit_code == 0
     assert json.loads(r.output)["sources"]
     assert not [p for p in out.rglob("*") if p.name.endswith(".tmp") or ".partial" in p.name]
+
+
+def test_unknown_threshold_is_a_usage_error(qwen3, tmp_path):
+    r = run("analyse", qwen3, "-o", tmp_path / "out", "--threshold", "foo=1")
+    assert r.exit_code == 2
+    assert "unknown threshold 'foo'" in r.output and "comm_share_pct" in r.output
+    assert not (tmp_path / "out").exists()
