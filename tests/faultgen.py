@@ -28,16 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = "ASCEND_PROFILER_OUTPUT"
 
 
-def _shared() -> Path | None:
-    env = os.environ.get("ASCENDPROF_SHARED_DATA")
-    for cand in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "data",
-                                                 ROOT.parent.parent / "shared" / "data"]:
-        if cand.is_dir():
-            return cand
-    return None
-
-
-SHARED = _shared()
+from conftest import SHARED  # noqa: E402 - one definition of where the shared data is
 
 #: base name -> (location of the real data, needs ../shared/data). Only rank directories and
 #: their files are copied (no licence or provenance notes).

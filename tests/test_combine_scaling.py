@@ -9,10 +9,8 @@ communication.json as the profiler wrote it, and sums written out here.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -35,25 +33,9 @@ ROUNDED = {"Bandwidth(GB/s)", "Wait Time Ratio", "Synchronization Time Ratio",
            "Large Packet Ratio"}
 
 
-def _load_make_cluster():
-    spec = importlib.util.spec_from_file_location("make_cluster",
-                                                  ROOT / "benchmarks" / "make_cluster.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["make_cluster"] = mod  # dataclasses look their module up here
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.fixture(scope="module")
-def cluster8(tmp_path_factory):
-    mc = _load_make_cluster()
-    try:
-        mc.shared_data_dir()
-    except SystemExit:
-        pytest.skip("shared data not present")
-    out = tmp_path_factory.mktemp("combine") / "c8"
-    mc.main(["8", str(out), "--comm-ops-per-rank", "120", "--kernels-per-rank", "500"])
-    return out
+def cluster8(generated_cluster):
+    return generated_cluster(8, "--comm-ops-per-rank", "120", "--kernels-per-rank", "500")
 
 
 def _analyse(root: Path, out: Path):

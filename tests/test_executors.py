@@ -12,20 +12,13 @@ from ascendprof.pipeline import load as load_sources, process_rank
 from ascendprof.report.run import run_analyse
 from ascendprof.scan import Source
 from test_cache import analysis_outputs, assert_same_outputs
-from test_make_cluster import mc
 
 MB = 1 << 20
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    try:
-        mc.shared_data_dir()
-    except SystemExit:
-        pytest.skip("shared data not present")
-    out = tmp_path_factory.mktemp("exec") / "c8"
-    mc.main(["8", str(out), "--comm-ops-per-rank", "40"])
-    return out
+def cluster(generated_cluster):
+    return generated_cluster(8, "--comm-ops-per-rank", "40")
 
 
 def _source_of_size(tmp_path, name, size) -> Source:

@@ -4,25 +4,16 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_make_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load_make_cluster():
-    spec = importlib.util.spec_from_file_location("make_cluster", ROOT / "benchmarks" / "make_cluster.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["make_cluster"] = mod  # dataclasses look their module up here
-    spec.loader.exec_module(mod)
-    return mod
-
-
-mc = _load_make_cluster()
+mc = load_make_cluster()
 REQUIRED = ("step_trace_time.csv", "communication.json", "communication_matrix.json",
             "kernel_details.csv")
 
@@ -62,14 +53,8 @@ def test_layout_is_megatron_order():
 
 
 @pytest.fixture(scope="module")
-def cluster8(tmp_path_factory):
-    try:
-        mc.shared_data_dir()
-    except SystemExit:
-        pytest.skip("shared data not present")
-    out = tmp_path_factory.mktemp("mc") / "c8"
-    mc.main(["8", str(out), "--comm-ops-per-rank", "60", "--kernels-per-rank", "3000"])
-    return out
+def cluster8(generated_cluster):
+    return generated_cluster(8, "--comm-ops-per-rank", "60", "--kernels-per-rank", "3000")
 
 
 def test_every_rank_is_a_valid_torch_npu_directory(cluster8):
