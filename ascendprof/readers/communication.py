@@ -24,7 +24,7 @@ from ascendprof import schemas as S
 from ascendprof.errors import InputError
 from ascendprof.problems import Problems
 from ascendprof.textio import read_json
-from ascendprof.units import ms_to_ns, us_text_to_ns
+from ascendprof.units import ms_list_to_ns, ms_to_ns, us_column_to_ns, us_text_to_ns
 
 KINDS = ("collective", "p2p")
 #: lower-cased op-name prefixes of point-to-point ops (spec §A.5)
@@ -124,64 +124,133 @@ def read_communication(path: Path, rank: int, problems: Problems | None = None
         raise InputError(path, str(e)) from None
 
 
+#: types of JSON numbers as orjson returns them (a bool is not a number here)
+_NUMBER = frozenset((int, float))
+_NUMBER_OR_BOOL = frozenset((int, float, bool))
+
+
+def _field(objects: list[dict], key: str) -> list:
+    """:func:`_num` of ``key`` in every object: the column of one numeric field."""
+    number = _NUMBER
+    return [v if type(v := o.get(key)) in number else None for o in objects]
+
+
+def _abs_us_column(values: list) -> pa.Array:
+    """:func:`_abs_us_to_ns` over a column, through the shortest decimal text of each value
+    converted in one vectorised step; the per-value path when that fails (it raises the
+    ValueError naming the value)."""
+    texts = [None if v is None else repr(float(v)) if type(v) is float else str(v)
+             for v in values]
+    try:
+        return us_column_to_ns(pa.array(texts, pa.string()))
+    except ValueError:
+        return pa.array([_abs_us_to_ns(v) for v in values], pa.int64())
+
+
+def _array(table: str, column: str, values: list, typ: pa.DataType, path: Path) -> pa.Array:
+    try:
+        return pa.array(values, typ)
+    except (pa.ArrowException, OverflowError, TypeError, ValueError):
+        S.from_lists(table, {column: values}, path)  # raises the InputError naming the value
+        raise
+
+
 def _communication_tables(data, path: Path, rank: int, problems) -> dict[str, pa.Table]:
-    ops = {f.name: [] for f in S.SCHEMAS[S.COMM_OPS]}
-    bws = {f.name: [] for f in S.SCHEMAS[S.COMM_BANDWIDTH]}
-    sds = {f.name: [] for f in S.SCHEMAS[S.COMM_SIZE_DIST]}
+    # One tight pass collecting raw values column-wise; every row refers to its op entry
+    # (step key, kind, op key) by index, and ms -> ns is one vectorised step per column at the
+    # end (a rank has ~10^4 values; a call per value was most of the rank's read time).
+    e_step_key, e_kind, e_name, e_group = [], [], [], []
+    o_ent, o_info = [], []  # COMM_OPS rows: entry index, 'Communication Time Info' object
+    b_ent, b_transport, b_info = [], [], []  # COMM_BANDWIDTH rows: ..., per-transport object
+    d_ent, d_transport, d_key, d_count, d_dur = [], [], [], [], []
+    number_or_bool = _NUMBER_OR_BOOL
     for step_key, kind, op_key, info in _iter_ops(data, path, problems, rank):
         if not isinstance(info, dict):
             if problems is not None:
                 problems.warn(path, f"op {op_key!r} in {step_key} is not an object; skipped",
                               rank=rank)
             continue
-        name, group = split_op_key(op_key)
-        step = step_number(step_key)
-        common = {"rank": rank, "step": step, "step_key": step_key, "kind": kind,
-                  "op_name": name, "group": group}
+        ent = len(e_step_key)
+        name, at, group = op_key.rpartition("@")
+        e_step_key.append(step_key)
+        e_kind.append(kind)
+        e_name.append(name if at else op_key)
+        e_group.append(group if at else "")
         t = info.get(TIME_INFO) or {}
         if isinstance(t, dict):
-            row = dict(common)
-            row.update(
-                start_ns=_abs_us_to_ns(_num(t, "Start Timestamp(us)")),
-                elapse_ns=ms_to_ns(_num(t, "Elapse Time(ms)")),
-                transit_ns=ms_to_ns(_num(t, "Transit Time(ms)")),
-                wait_ns=ms_to_ns(_num(t, "Wait Time(ms)")),
-                sync_ns=ms_to_ns(_num(t, "Synchronization Time(ms)")),
-                idle_ns=ms_to_ns(_num(t, "Idle Time(ms)")),
-                wait_ratio=_num(t, "Wait Time Ratio"),
-                sync_ratio=_num(t, "Synchronization Time Ratio"),
-            )
-            for k in ops:
-                ops[k].append(row.get(k))
+            o_ent.append(ent)
+            o_info.append(t)
         b = info.get(BANDWIDTH_INFO) or {}
         if not isinstance(b, dict):
             continue
         for transport, tinfo in b.items():
             if not isinstance(tinfo, dict):
                 continue
-            row = dict(common, transport=transport,
-                       size_mb=_num(tinfo, "Transit Size(MB)"),
-                       transit_ns=ms_to_ns(_num(tinfo, "Transit Time(ms)")),
-                       bandwidth_gbps=_num(tinfo, "Bandwidth(GB/s)"),
-                       large_packet_ratio=_num(tinfo, "Large Packet Ratio"))
-            for k in bws:
-                bws[k].append(row.get(k))
+            b_ent.append(ent)
+            b_transport.append(transport)
+            b_info.append(tinfo)
             dist = tinfo.get("Size Distribution") or {}
             if not isinstance(dist, dict):
                 continue
             for size_key, pair in dist.items():
                 if not (isinstance(pair, (list, tuple)) and len(pair) >= 2):
                     continue
-                row = dict(common, transport=transport, packet_size_mb=str(size_key),
-                           count=int(pair[0]) if isinstance(pair[0], (int, float)) else None,
-                           dur_ns=ms_to_ns(pair[1]) if isinstance(pair[1], (int, float)) else None)
-                for k in sds:
-                    sds[k].append(row.get(k))
-    return {
-        S.COMM_OPS: S.from_lists(S.COMM_OPS, ops, path),
-        S.COMM_BANDWIDTH: S.from_lists(S.COMM_BANDWIDTH, bws, path),
-        S.COMM_SIZE_DIST: S.from_lists(S.COMM_SIZE_DIST, sds, path),
-    }
+                count, dur = pair[0], pair[1]
+                d_ent.append(ent)
+                d_transport.append(transport)
+                d_key.append(str(size_key))
+                d_count.append(int(count) if type(count) in number_or_bool else None)
+                d_dur.append(float(dur) if type(dur) in number_or_bool else None)
+    common = _entry_columns(rank, e_step_key, e_kind, e_name, e_group, path)
+    ops = {"start_ns": _abs_us_column(_field(o_info, "Start Timestamp(us)"))}
+    for col, key in (("elapse_ns", "Elapse Time(ms)"), ("transit_ns", "Transit Time(ms)"),
+                     ("wait_ns", "Wait Time(ms)"), ("sync_ns", "Synchronization Time(ms)"),
+                     ("idle_ns", "Idle Time(ms)")):
+        ops[col] = ms_list_to_ns(_field(o_info, key))
+    for col, key in (("wait_ratio", "Wait Time Ratio"),
+                     ("sync_ratio", "Synchronization Time Ratio")):
+        ops[col] = _array(S.COMM_OPS, col, _field(o_info, key), pa.float64(), path)
+    bws = {"transport": pa.array(b_transport, pa.string()),
+           "transit_ns": ms_list_to_ns(_field(b_info, "Transit Time(ms)"))}
+    for col, key in (("size_mb", "Transit Size(MB)"), ("bandwidth_gbps", "Bandwidth(GB/s)"),
+                     ("large_packet_ratio", "Large Packet Ratio")):
+        bws[col] = _array(S.COMM_BANDWIDTH, col, _field(b_info, key), pa.float64(), path)
+    sds = {"transport": pa.array(d_transport, pa.string()),
+           "packet_size_mb": pa.array(d_key, pa.string()),
+           "count": _array(S.COMM_SIZE_DIST, "count", d_count, pa.int64(), path),
+           "dur_ns": ms_list_to_ns(d_dur)}
+    return {S.COMM_OPS: _assemble(S.COMM_OPS, common, o_ent, ops),
+            S.COMM_BANDWIDTH: _assemble(S.COMM_BANDWIDTH, common, b_ent, bws),
+            S.COMM_SIZE_DIST: _assemble(S.COMM_SIZE_DIST, common, d_ent, sds)}
+
+
+def _entry_columns(rank: int, step_keys: list, kinds: list, names: list, groups: list,
+                   path: Path) -> dict[str, pa.Array]:
+    """The columns every COMM_* row shares with its op entry, one value per entry."""
+    steps_of = {k: step_number(k) for k in set(step_keys)}
+    try:
+        rank_value = pa.scalar(rank, pa.int32())
+    except (pa.ArrowException, OverflowError, TypeError, ValueError):
+        S.from_lists(S.COMM_OPS, {"rank": [rank]}, path)  # raises the InputError
+        raise
+    n = len(step_keys)
+    return {"rank": pa.repeat(rank_value, n) if n else pa.array([], pa.int32()),
+            "step": pa.array([steps_of[k] for k in step_keys], pa.int32()),
+            "step_key": pa.array(step_keys, pa.string()), "kind": pa.array(kinds, pa.string()),
+            "op_name": pa.array(names, pa.string()), "group": pa.array(groups, pa.string())}
+
+
+def _assemble(name: str, common: dict, entries: list, own: dict) -> pa.Table:
+    same = entries == list(range(len(common["step_key"])))  # one row per entry, in order
+    index = None if same else pa.array(entries, pa.int32())
+    cols = []
+    for f in S.SCHEMAS[name]:
+        if f.name in own:
+            cols.append(own[f.name])
+        else:
+            col = common[f.name]
+            cols.append(col if same else col.take(index))
+    return pa.Table.from_arrays(cols, schema=S.SCHEMAS[name])
 
 
 def _local_rank(text: str) -> int | None:
