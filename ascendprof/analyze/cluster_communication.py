@@ -179,58 +179,96 @@ def _ms(ns):
     return None if ns is None else ns / 1e6
 
 
-def _op_info(op: dict, bandwidth: list[dict], dist: dict[str, dict]) -> dict:
+def _bandwidth_entry(size, time_ms, bandwidth, large_packet_ratio, dist: dict) -> dict:
+    """One transport of an OPINFO's 'Communication Bandwidth Info' (sizes MB, times ms)."""
+    entry = {"Transit Size(MB)": size or 0, "Transit Time(ms)": time_ms or 0,
+             "Bandwidth(GB/s)": (bandwidth if bandwidth is not None
+                                 else ratio(size or 0, time_ms or 0))}
+    if large_packet_ratio is not None:
+        entry["Large Packet Ratio"] = large_packet_ratio
+    entry["Size Distribution"] = dist
+    return entry
+
+
+def _time_info(start_ns, times_ms, wait_ratio, sync_ratio) -> dict:
+    """An OPINFO's 'Communication Time Info': ``times_ms`` are the five (ms) fields in
+    :data:`_TIME_FIELDS` order (None when missing); ratios recomputed when missing."""
     t = {}
-    if op.get("start_ns") is not None:
-        t["Start Timestamp(us)"] = op["start_ns"] / 1000
-    for label, col in _TIME_FIELDS:
-        if op.get(col) is not None:
-            t[label] = _ms(op[col])
-    wait, transit, sync = (_ms(op.get("wait_ns")) or 0, _ms(op.get("transit_ns")) or 0,
-                           _ms(op.get("sync_ns")) or 0)
-    t["Wait Time Ratio"] = (op["wait_ratio"] if op.get("wait_ratio") is not None
-                            else ratio(wait, wait + transit))
-    t["Synchronization Time Ratio"] = (op["sync_ratio"] if op.get("sync_ratio") is not None
+    if start_ns is not None:
+        t["Start Timestamp(us)"] = start_ns / 1000  # exact int division, then one rounding
+    for (label, _), v in zip(_TIME_FIELDS, times_ms):
+        if v is not None:
+            t[label] = v
+    _, transit, wait, sync, _ = (v or 0 for v in times_ms)
+    t["Wait Time Ratio"] = wait_ratio if wait_ratio is not None else ratio(wait, wait + transit)
+    t["Synchronization Time Ratio"] = (sync_ratio if sync_ratio is not None
                                        else ratio(sync, sync + transit))
+    return t
+
+
+def _op_info(op: dict, bandwidth: list[dict], dist: dict[str, dict]) -> dict:
+    """One OPINFO from a COMM_OPS row dict, its COMM_BANDWIDTH row dicts and its size
+    distributions (transport -> {packet size: [count, ms]})."""
+    t = _time_info(op.get("start_ns"), [_ms(op.get(col)) for _, col in _TIME_FIELDS],
+                   op.get("wait_ratio"), op.get("sync_ratio"))
     b = {}
     for row in bandwidth:
-        size, time_ms = row.get("size_mb"), _ms(row.get("transit_ns"))
-        entry = {"Transit Size(MB)": size or 0, "Transit Time(ms)": time_ms or 0,
-                 "Bandwidth(GB/s)": (row["bandwidth_gbps"] if row.get("bandwidth_gbps") is not None
-                                     else ratio(size or 0, time_ms or 0))}
-        if row.get("large_packet_ratio") is not None:
-            entry["Large Packet Ratio"] = row["large_packet_ratio"]
-        entry["Size Distribution"] = dist.get(row["transport"], {})
-        b[row["transport"]] = entry
+        b[row["transport"]] = _bandwidth_entry(
+            row.get("size_mb"), _ms(row.get("transit_ns")), row.get("bandwidth_gbps"),
+            row.get("large_packet_ratio"), dist.get(row["transport"], {}))
     return {TIME_INFO: t, BANDWIDTH_INFO: b}
+
+
+_NOT_SUMMED = frozenset(("Wait Time Ratio", "Synchronization Time Ratio", "Start Timestamp(us)"))
+
+
+class _Totals:
+    """Running 'Total Op Info' of OPINFOs (CommunicationAnalysis totals): time fields and per
+    transport size / time / size distribution summed in the order the OPINFOs are added."""
+
+    __slots__ = ("t", "b")
+
+    def __init__(self):
+        self.t: dict[str, float] = {}
+        self.b: dict[str, dict] = {}
+
+    def add(self, info: dict) -> None:
+        t, b = self.t, self.b
+        for label, v in info.get(TIME_INFO, {}).items():
+            if label not in _NOT_SUMMED:
+                t[label] = t.get(label, 0.0) + v
+        for transport, part in info.get(BANDWIDTH_INFO, {}).items():
+            tot = b.get(transport)
+            if tot is None:
+                tot = b[transport] = {"Transit Time(ms)": 0, "Transit Size(MB)": 0,
+                                      "Size Distribution": {}}
+            tot["Transit Time(ms)"] += part.get("Transit Time(ms)", 0)
+            tot["Transit Size(MB)"] += part.get("Transit Size(MB)", 0)
+            sizes = tot["Size Distribution"]
+            for size, (count, dur) in part.get("Size Distribution", {}).items():
+                acc = sizes.get(size)
+                if acc is None:
+                    acc = sizes[size] = [0, 0]
+                acc[0] += count
+                acc[1] += dur
+
+    def result(self) -> dict:
+        t = self.t
+        wait, transit, sync = (t.get("Wait Time(ms)", 0), t.get("Transit Time(ms)", 0),
+                               t.get("Synchronization Time(ms)", 0))
+        t["Wait Time Ratio"] = ratio(wait, wait + transit)
+        t["Synchronization Time Ratio"] = ratio(sync, sync + transit)
+        for tot in self.b.values():
+            tot["Bandwidth(GB/s)"] = ratio(tot["Transit Size(MB)"], tot["Transit Time(ms)"])
+        return {TIME_INFO: t, BANDWIDTH_INFO: self.b}
 
 
 def _total_info(rank_infos: list[dict]) -> dict:
     """Sum of one rank's OPINFOs of one group in one step (CommunicationAnalysis totals)."""
-    t: dict[str, float] = defaultdict(float)
-    b: dict[str, dict] = {}
+    acc = _Totals()
     for info in rank_infos:
-        for label, v in info.get(TIME_INFO, {}).items():
-            if label not in ("Wait Time Ratio", "Synchronization Time Ratio",
-                             "Start Timestamp(us)"):
-                t[label] += v
-        for transport, part in info.get(BANDWIDTH_INFO, {}).items():
-            tot = b.setdefault(transport, {"Transit Time(ms)": 0, "Transit Size(MB)": 0,
-                                           "Size Distribution": defaultdict(lambda: [0, 0])})
-            tot["Transit Time(ms)"] += part.get("Transit Time(ms)", 0)
-            tot["Transit Size(MB)"] += part.get("Transit Size(MB)", 0)
-            for size, (count, dur) in part.get("Size Distribution", {}).items():
-                tot["Size Distribution"][size][0] += count
-                tot["Size Distribution"][size][1] += dur
-    t = dict(t)
-    wait, transit, sync = (t.get("Wait Time(ms)", 0), t.get("Transit Time(ms)", 0),
-                           t.get("Synchronization Time(ms)", 0))
-    t["Wait Time Ratio"] = ratio(wait, wait + transit)
-    t["Synchronization Time Ratio"] = ratio(sync, sync + transit)
-    for tot in b.values():
-        tot["Size Distribution"] = dict(tot["Size Distribution"])
-        tot["Bandwidth(GB/s)"] = ratio(tot["Transit Size(MB)"], tot["Transit Time(ms)"])
-    return {TIME_INFO: t, BANDWIDTH_INFO: b}
+        acc.add(info)
+    return acc.result()
 
 
 #: Framing of one rank's serialised OPINFOs: records ``<step key JSON> 0x01 <op key JSON> 0x01
@@ -287,45 +325,76 @@ def rank_fragments(comm_ops: pa.Table | None, comm_bandwidth: pa.Table | None,
     ops = _columns(comm_ops, _OP_COLS)
     if not ops:
         return []
-    n = len(ops["rank"])
-    order = sorted(range(n), key=ops["rank"].__getitem__)  # stable: file order within a rank
-    bw: dict[tuple, list[dict]] = defaultdict(list)
-    b = _columns(comm_bandwidth, _BW_COLS)
-    for i in range(len(b.get("rank", ()))):
-        bw[(b["rank"][i], b["step_key"][i], b["kind"][i], b["op_name"][i], b["group"][i])].append(
-            {c: b[c][i] for c in ("transport", "size_mb", "transit_ns", "bandwidth_gbps",
-                                  "large_packet_ratio")})
-    dist: dict[tuple, dict[str, dict]] = defaultdict(lambda: defaultdict(dict))
-    d = _columns(comm_size_dist, _DIST_COLS)
-    for i in range(len(d.get("rank", ()))):
-        k = (d["rank"][i], d["step_key"][i], d["kind"][i], d["op_name"][i], d["group"][i])
-        dur = d["dur_ns"][i]
-        dist[k][d["transport"][i]][d["packet_size_mb"][i]] = [d["count"][i] or 0,
-                                                              (dur / 1e6 if dur is not None
-                                                               else None) or 0]
-    parts: dict[tuple, dict] = {}
+    ranks = ops["rank"]
+    order = sorted(range(len(ranks)), key=ranks.__getitem__)  # stable: file order in a rank
+    bandwidth = _bandwidth_infos(comm_bandwidth, comm_size_dist)
+    keys = list(zip(ranks, ops["step_key"], ops["kind"], ops["op_name"], ops["group"]))
+    times = list(zip(*(_ms_list(ops[col]) for _, col in _TIME_FIELDS)))
+    starts, wait_ratios, sync_ratios = ops["start_ns"], ops["wait_ratio"], ops["sync_ratio"]
+    parts: dict[tuple, tuple] = {}
     dumps = orjson.dumps
     for i in order:
-        row = {c: ops[c][i] for c in _OP_COLS}
-        rank, kind, group = row["rank"], row["kind"], row["group"]
+        k = keys[i]
+        rank, step_key, kind, op_name, group = k
         p = parts.get((rank, kind, group))
         if p is None:
-            p = parts[(rank, kind, group)] = {"seen": set(), "records": [], "steps": {}}
-        op_key = f"{row['op_name']}@{group}"
-        if (row["step_key"], op_key) in p["seen"]:
+            p = parts[(rank, kind, group)] = (set(), [], {})
+        seen, records, steps = p
+        op_key = f"{op_name}@{group}"
+        if (step_key, op_key) in seen:  # a rank's first record of an op wins
             continue
-        p["seen"].add((row["step_key"], op_key))
-        k = (rank, row["step_key"], kind, row["op_name"], group)
-        info = _op_info(row, bw.get(k, []), dist.get(k, {}))
-        p["steps"].setdefault(row["step_key"], []).append(info)
-        p["records"].append(_FIELD.join((dumps(row["step_key"]), dumps(op_key), dumps(info))))
+        seen.add((step_key, op_key))
+        info = {TIME_INFO: _time_info(starts[i], times[i], wait_ratios[i], sync_ratios[i]),
+                BANDWIDTH_INFO: bandwidth.get(k) or {}}
+        totals = steps.get(step_key)
+        if totals is None:
+            totals = steps[step_key] = _Totals()
+        totals.add(info)
+        records.append(_FIELD.join((dumps(step_key), dumps(op_key), dumps(info))))
     out = []
-    for (rank, kind, group), p in parts.items():
-        raw = _RECORD.join(p["records"]) + _RECORD
+    for (rank, kind, group), (_, records, steps) in parts.items():
+        raw = _RECORD.join(records) + _RECORD
         out.append(OpFragments(rank=rank, kind=kind, group=group, size=len(raw),
                                blob=pa.compress(raw, codec=_CODEC, asbytes=True),
-                               totals=[(dumps(step), dumps(_total_info(infos)))
-                                       for step, infos in p["steps"].items()]))
+                               totals=[(dumps(step), dumps(acc.result()))
+                                       for step, acc in steps.items()]))
+    return out
+
+
+def _ms_list(ns: list) -> list:
+    return [None if v is None else v / 1e6 for v in ns]
+
+
+def _bandwidth_infos(comm_bandwidth: pa.Table | None, comm_size_dist: pa.Table | None
+                     ) -> dict[tuple, dict]:
+    """(rank, step key, kind, op name, group) -> the op's 'Communication Bandwidth Info'
+    (transport -> entry, in row order; a later row of the same transport replaces the value)."""
+    dist: dict[tuple, dict[str, dict]] = {}
+    d = _columns(comm_size_dist, _DIST_COLS)
+    if d:
+        for k, transport, size, count, dur in zip(
+                zip(d["rank"], d["step_key"], d["kind"], d["op_name"], d["group"]),
+                d["transport"], d["packet_size_mb"], d["count"], _ms_list(d["dur_ns"])):
+            by_transport = dist.get(k)
+            if by_transport is None:
+                by_transport = dist[k] = {}
+            sizes = by_transport.get(transport)
+            if sizes is None:
+                sizes = by_transport[transport] = {}
+            sizes[size] = [count or 0, dur or 0]
+    out: dict[tuple, dict] = {}
+    b = _columns(comm_bandwidth, _BW_COLS)
+    if not b:
+        return out
+    for k, transport, size, time_ms, bandwidth, lpr in zip(
+            zip(b["rank"], b["step_key"], b["kind"], b["op_name"], b["group"]),
+            b["transport"], b["size_mb"], _ms_list(b["transit_ns"]), b["bandwidth_gbps"],
+            b["large_packet_ratio"]):
+        info = out.get(k)
+        if info is None:
+            info = out[k] = {}
+        info[transport] = _bandwidth_entry(size, time_ms, bandwidth, lpr,
+                                           (dist.get(k) or {}).get(transport, {}))
     return out
 
 

@@ -203,16 +203,26 @@ def rank_means(steps: pd.DataFrame) -> pd.DataFrame:
     return m
 
 
-def _bandwidth_transit(comm_bandwidth) -> pd.DataFrame:
-    """Per (rank, step_key, op, group): summed RDMA + SDMA Transit Time (``bw_transit_ns``)."""
-    bw = comm_bandwidth.select(["rank", "step_key", "op_name", "group", "transport",
-                                "transit_ns"]).to_pandas()
-    bw = bw[bw["transport"].astype(str).str.upper().isin(["RDMA", "SDMA"])]
-    bw = bw.assign(step_key=bw["step_key"].fillna("").astype(str),
-                   op=bw["op_name"].astype(str).str.split("@").str[0],
-                   group=bw["group"].fillna("").astype(str), rank=bw["rank"].astype("int64"),
-                   bw_transit_ns=pd.to_numeric(bw["transit_ns"], errors="coerce").fillna(0))
-    return bw.groupby(["rank", "step_key", "op", "group"], as_index=False)["bw_transit_ns"].sum()
+def _op_keys(table) -> list[tuple]:
+    """(rank, step_key or '', op name before any '@', group or '') of every row."""
+    ops = [str(v).split("@")[0] for v in table.column("op_name").to_pylist()]
+    step_keys = ["" if v is None else str(v) for v in table.column("step_key").to_pylist()]
+    groups = ["" if v is None else str(v) for v in table.column("group").to_pylist()]
+    return list(zip(table.column("rank").to_pylist(), step_keys, ops, groups))
+
+
+def _bandwidth_transit(comm_bandwidth) -> dict[tuple, int | float]:
+    """(rank, step_key, op, group) -> summed RDMA + SDMA Transit Time in ns (missing as 0)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    transport = comm_bandwidth.column("transport").cast(pa.string())
+    wanted = pc.fill_null(pc.is_in(pc.utf8_upper(transport), pa.array(["RDMA", "SDMA"])), False)
+    bw = comm_bandwidth.filter(wanted)
+    sums: dict[tuple, int | float] = {}
+    for key, ns in zip(_op_keys(bw), bw.column("transit_ns").to_pylist()):
+        sums[key] = sums.get(key, 0) + (ns or 0)
+    return sums
 
 
 def add_bandwidth_transit(comm_ops, comm_bandwidth):
@@ -226,18 +236,12 @@ def add_bandwidth_transit(comm_ops, comm_bandwidth):
     if comm_ops is None or comm_ops.num_rows == 0 or comm_bandwidth is None \
             or comm_bandwidth.num_rows == 0:
         return comm_ops
-    bw = _bandwidth_transit(comm_bandwidth)
-    keys = pd.DataFrame({
-        "rank": pd.Series(comm_ops.column("rank").to_pylist(), dtype="int64"),
-        "step_key": comm_ops.column("step_key").to_pandas().fillna("").astype(str),
-        "op": comm_ops.column("op_name").to_pandas().astype(str).str.split("@").str[0],
-        "group": comm_ops.column("group").to_pandas().fillna("").astype(str)})
-    got = keys.merge(bw, on=["rank", "step_key", "op", "group"], how="left")["bw_transit_ns"]
+    sums = _bandwidth_transit(comm_bandwidth)
+    got = [sums.get(k) for k in _op_keys(comm_ops)]
     if "bw_transit_ns" in comm_ops.column_names:
         comm_ops = comm_ops.drop_columns(["bw_transit_ns"])
-    return comm_ops.append_column("bw_transit_ns",
-                                  pa.array(got.to_numpy(dtype="float64"), pa.float64(),
-                                           mask=got.isna().to_numpy()))
+    return comm_ops.append_column("bw_transit_ns", pa.array(
+        [None if v is None else float(v) for v in got], pa.float64()))
 
 
 def comm_op_frame(comm_ops, comm_bandwidth) -> pd.DataFrame:
@@ -261,6 +265,8 @@ def comm_op_frame(comm_ops, comm_bandwidth) -> pd.DataFrame:
     """
     if comm_ops is None or comm_ops.num_rows == 0:
         return pd.DataFrame()
+    if comm_bandwidth is not None and comm_bandwidth.num_rows:
+        comm_ops = add_bandwidth_transit(comm_ops, comm_bandwidth)
     ops = comm_ops.to_pandas()
     for c in ("elapse_ns", "transit_ns", "wait_ns", "sync_ns", "idle_ns"):
         ops[c] = pd.to_numeric(ops[c], errors="coerce").fillna(0).astype("int64")
@@ -269,10 +275,6 @@ def comm_op_frame(comm_ops, comm_bandwidth) -> pd.DataFrame:
     ops["op"] = ops["op_name"].astype(str).str.replace("(?s)@.*", "", regex=True)  # no lists
     ops["group"] = ops["group"].fillna("").astype(str)
     key = ["step_key", "op", "group"]
-    if comm_bandwidth is not None and comm_bandwidth.num_rows:
-        bw = _bandwidth_transit(comm_bandwidth)
-        ops = ops.drop(columns=["bw_transit_ns"], errors="ignore")
-        ops = ops.merge(bw, on=["rank"] + key, how="left")
     if "bw_transit_ns" in ops.columns:
         fallback = ops[["bw_transit_ns", "elapse_ns"]].fillna(0).min(axis=1).astype("int64")
         ops["transfer_ns"] = ops["transit_ns"].where(ops["transit_ns"] > 0, fallback)
