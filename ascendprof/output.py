@@ -60,8 +60,7 @@ def write_pieces(path: Path, pieces) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            for piece in pieces:
-                f.write(piece)
+            f.writelines(pieces)  # the loop in C: a 256-rank file comes in ~10^6 small pieces
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

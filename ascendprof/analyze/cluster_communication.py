@@ -31,9 +31,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
 import orjson
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 EPS = 1e-15
 TIME_INFO = "Communication Time Info"
@@ -90,12 +92,13 @@ def _rows(table: pa.Table | None) -> list[dict]:
     return table.to_pylist()
 
 
-def _membership_rows(table: pa.Table | None, source: int) -> pd.DataFrame | None:
+def _membership_rows(table: pa.Table | None, source: int) -> pa.Table | None:
     if table is None or table.num_rows == 0:
         return None
-    df = table.select(["rank", "kind", "group"]).to_pandas()
-    df["source"] = source
-    return df
+    order = np.arange(table.num_rows, dtype=np.int64) + (source << 40)  # ops before links
+    return pa.table({"rank": table.column("rank").cast(pa.int64()),
+                     "kind": table.column("kind").cast(pa.string()),
+                     "group": table.column("group").cast(pa.string()), "order": order})
 
 
 def group_membership(comm_ops: pa.Table | None, comm_links: pa.Table | None = None
@@ -105,16 +108,18 @@ def group_membership(comm_ops: pa.Table | None, comm_links: pa.Table | None = No
     ascending, each rank's ops in file order, then its links)."""
     coll: dict[str, set] = {}
     p2p: dict[str, set] = {}
-    parts = [df for df in (_membership_rows(comm_ops, 0), _membership_rows(comm_links, 1))
-             if df is not None]
+    parts = [t for t in (_membership_rows(comm_ops, 0), _membership_rows(comm_links, 1))
+             if t is not None]
     if not parts:
         return coll, p2p
-    df = pd.concat(parts, ignore_index=True)
-    df = df[df["kind"].isin(["collective", "p2p"])]
-    df = df.sort_values(["rank", "source"], kind="stable")
-    df = df.drop_duplicates(["kind", "group", "rank"])
-    groups = [g if isinstance(g, str) else None for g in df["group"].tolist()]
-    for rank, kind, group in zip(df["rank"].tolist(), df["kind"].tolist(), groups):
+    t = pa.concat_tables(parts)
+    t = t.filter(pc.is_in(t.column("kind"), pa.array(["collective", "p2p"])))
+    # first row of every (kind, group, rank), taken in (rank, ops-then-links file order)
+    first = t.group_by(["kind", "group", "rank"], use_threads=False).aggregate(
+        [("order", "min")]).sort_by([("rank", "ascending"), ("order_min", "ascending")])
+    for rank, kind, group in zip(first.column("rank").to_pylist(),
+                                 first.column("kind").to_pylist(),
+                                 first.column("group").to_pylist()):
         (coll if kind == "collective" else p2p).setdefault(group, set()).add(rank)
     return coll, p2p
 

@@ -244,6 +244,25 @@ def add_bandwidth_transit(comm_ops, comm_bandwidth):
         [None if v is None else float(v) for v in got], pa.float64()))
 
 
+def _keyed_frame(comm_ops) -> pd.DataFrame:
+    """COMM_OPS as a DataFrame with text keys filled ('' for a missing step key or group) and
+    an ``op`` column (op name before any '@'; a missing name reads 'None'), computed in Arrow
+    so equal texts share one Python object (a 256-rank cluster has ~10^6 key cells)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    names = comm_ops.column_names
+    cols = {}
+    for name in names:
+        col = comm_ops.column(name)
+        if name in ("step_key", "group"):
+            col = pc.fill_null(col.cast(pa.string()), "")
+        cols[name] = col
+    op = pc.fill_null(comm_ops.column("op_name").cast(pa.string()), "None")
+    cols["op"] = pc.replace_substring_regex(op, "(?s)@.*", "")
+    return pa.table(cols).to_pandas()
+
+
 def comm_op_frame(comm_ops, comm_bandwidth) -> pd.DataFrame:
     """One row per communication op instance and rank, with its time split three ways.
 
@@ -267,27 +286,23 @@ def comm_op_frame(comm_ops, comm_bandwidth) -> pd.DataFrame:
         return pd.DataFrame()
     if comm_bandwidth is not None and comm_bandwidth.num_rows:
         comm_ops = add_bandwidth_transit(comm_ops, comm_bandwidth)
-    ops = comm_ops.to_pandas()
+    ops = _keyed_frame(comm_ops)
     for c in ("elapse_ns", "transit_ns", "wait_ns", "sync_ns", "idle_ns"):
         ops[c] = pd.to_numeric(ops[c], errors="coerce").fillna(0).astype("int64")
     ops["rank"] = ops["rank"].astype("int64")
-    ops["step_key"] = ops["step_key"].fillna("").astype(str)
-    ops["op"] = ops["op_name"].astype(str).str.replace("(?s)@.*", "", regex=True)  # no lists
-    ops["group"] = ops["group"].fillna("").astype(str)
     key = ["step_key", "op", "group"]
     if "bw_transit_ns" in ops.columns:
         fallback = ops[["bw_transit_ns", "elapse_ns"]].fillna(0).min(axis=1).astype("int64")
         ops["transfer_ns"] = ops["transit_ns"].where(ops["transit_ns"] > 0, fallback)
-        ops = ops.drop(columns="bw_transit_ns")
+        del ops["bw_transit_ns"]  # in place: drop() would copy the whole frame
     else:
         ops["transfer_ns"] = ops["transit_ns"]
     ops["transfer_ns"] = ops[["transfer_ns", "elapse_ns"]].min(axis=1)
-    inst = ops.groupby(key)
+    inst = ops.groupby(ops.groupby(key, sort=False).ngroup())  # hash the text keys once
     n_members = inst["rank"].transform("nunique")
     shortest = inst["elapse_ns"].transform("min")
-    last_idx = inst["elapse_ns"].idxmin()
-    last = ops.loc[last_idx, key + ["rank"]].rename(columns={"rank": "waited_for"})
-    ops = ops.merge(last, on=key, how="left")
+    # the member with the shortest elapse (first such row) of every row's op instance
+    ops["waited_for"] = ops["rank"].to_numpy()[inst["elapse_ns"].transform("idxmin").to_numpy()]
     room = ops["elapse_ns"] - ops["transfer_ns"]
     cross = (ops["elapse_ns"] - shortest.to_numpy()).clip(lower=0)
     own = n_members.to_numpy() >= 2
@@ -660,7 +675,8 @@ def _comm_verdicts(m: pd.DataFrame, stage_of: dict[int, int], comp: pd.DataFrame
                 by[f"{kind}:{gname}"] = {k.replace("_ns", "_ms"): _ms(v) for k, v in row.items()}
         waited_ms: dict[int, float] = {}
         if ops is not None and not ops.empty:
-            w = ops[ops["rank"].isin(ranks) & (ops["waited_for"] >= 0)]
+            w = ops.loc[ops["rank"].isin(ranks) & (ops["waited_for"] >= 0),
+                        ["waited_for", "peer_wait_ns"]]  # not a copy of every column
             waited_ms = {int(k): v / n for k, v in
                          w.groupby("waited_for")["peer_wait_ns"].sum().items() if v / n >= 1e3}
         top = max(waited_ms.values(), default=0.0)
@@ -707,7 +723,8 @@ def _comm_verdicts(m: pd.DataFrame, stage_of: dict[int, int], comp: pd.DataFrame
                    "communication with computation or reduce the communicated volume.")
         else:
             ev["cause"] = "other"
-            longest = (ops[ops["rank"].isin(ranks)].groupby("op")["elapse_ns"].sum() / n) \
+            longest = (ops.loc[ops["rank"].isin(ranks), ["op", "elapse_ns"]]
+                       .groupby("op")["elapse_ns"].sum() / n) \
                 .sort_values(ascending=False).head(3)
             ev["longest_ops_ms"] = {str(k): _ms(v) for k, v in longest.items()}
             msg = (f"{lead}; {_ms(tot['other_ns']):.1f} of {_ms(elapse):.1f} ms per step inside "
@@ -806,6 +823,17 @@ def _iteration_verdicts(ca, th: dict) -> list[dict]:
     return out
 
 
+#: COMM_OPS columns the verdicts use (of ~10^5-10^6 rows: the rest is not converted to pandas)
+_VERDICT_OP_COLUMNS = ("rank", "step_key", "kind", "op_name", "group", "elapse_ns", "transit_ns",
+                       "wait_ns", "sync_ns", "idle_ns", "bw_transit_ns")
+
+
+def _needed(comm_ops):
+    if comm_ops is None:
+        return None
+    return comm_ops.select([c for c in _VERDICT_OP_COLUMNS if c in comm_ops.column_names])
+
+
 def derive(ca, th: dict) -> list[dict]:
     """All verdicts for one :class:`~ascendprof.pipeline.ClusterAnalysis`, most severe first.
 
@@ -821,7 +849,7 @@ def derive(ca, th: dict) -> list[dict]:
     directory = group_directory(meta)
     stage_of = stages(meta)
     steps = step_frame(ca.step_trace, ca.breakdown)
-    ops = comm_op_frame(ca.concat("comm_ops"), ca.concat("comm_bandwidth"))
+    ops = comm_op_frame(_needed(ca.concat("comm_ops")), ca.concat("comm_bandwidth"))
     comp = comm_components(ops, directory)
     op_stat = ca.concat("op_statistic")
     out: list[dict] = []
