@@ -16,6 +16,7 @@ int ns (:func:`ascendprof.units.ms_to_ns`); sizes stay in MB (10^6 bytes) as wri
 from __future__ import annotations
 
 import re
+from operator import methodcaller
 from pathlib import Path
 
 import pyarrow as pa
@@ -127,12 +128,16 @@ def read_communication(path: Path, rank: int, problems: Problems | None = None
 #: types of JSON numbers as orjson returns them (a bool is not a number here)
 _NUMBER = frozenset((int, float))
 _NUMBER_OR_BOOL = frozenset((int, float, bool))
+_NUMBER_OR_NONE = frozenset((int, float, type(None)))
 
 
 def _field(objects: list[dict], key: str) -> list:
     """:func:`_num` of ``key`` in every object: the column of one numeric field."""
+    values = list(map(methodcaller("get", key), objects))  # loops in C
+    if _NUMBER_OR_NONE.issuperset(map(type, values)):  # the usual case: all numbers or null
+        return values
     number = _NUMBER
-    return [v if type(v := o.get(key)) in number else None for o in objects]
+    return [v if type(v) in number else None for v in values]
 
 
 def _abs_us_column(values: list) -> pa.Array:
