@@ -196,10 +196,12 @@ def store_result(result, cache_dir: Path | None) -> None:
 
 def copy_tables(source, cache_dir: Path, dest: Path) -> bool:
     """Copy the cached Parquet tables of ``source`` to ``dest/<table>.parquet`` (each atomically);
-    False when the entry is not there (the caller then writes them itself)."""
+    False when there is no fresh entry (the caller then writes them itself)."""
     d = Path(cache_dir) / entry_key(source)
     try:
         entry = orjson.loads((d / _ENTRY).read_bytes())
+        if entry.get("fingerprint") != fingerprint(source):
+            return False
         dest.mkdir(parents=True, exist_ok=True)
         for name in entry["tables"]:
             fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=dest)

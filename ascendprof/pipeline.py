@@ -108,11 +108,15 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
     if data.has(S.KERNELS):
         res.op_partial = op_stats.rank_partial(data.tables[S.KERNELS])
         res.kernel_partial = op_stats.kernel_partial(data.tables[S.KERNELS])
-    if tables_dir is not None:
+    dest = None if tables_dir is None else Path(tables_dir) / f"rank{data.rank}"
+    # the cache entry just written holds the same Parquet bytes: copy rather than encode twice
+    copied = dest is not None and cache_dir is not None and cache.copy_tables(source, cache_dir,
+                                                                              dest)
+    if dest is not None and not copied:
         from ascendprof.output import write_parquet
 
         for name, t in data.tables.items():
-            write_parquet(Path(tables_dir) / f"rank{data.rank}" / f"{name}.parquet", t)
+            write_parquet(dest / f"{name}.parquet", t)
     cache.store_result(res, cache_dir)
     return res
 
