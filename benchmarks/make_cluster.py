@@ -51,6 +51,8 @@ from pathlib import Path
 
 import orjson
 
+from ascendprof.analyze.cluster_communication import double_hash  # the profiler's group id
+
 HERE = Path(__file__).resolve().parent
 TEMPLATES = {
     "qwen3": ("qwen3-4rank-pp2dp2", ["rank_0_ascend_pt", "rank_1_ascend_pt", "rank_2_ascend_pt",
@@ -66,15 +68,6 @@ MANIFEST = "make_cluster.json"
 FLOW_ID_BASE = 10**13  # copies of flow events get ids from here on
 _OP_RE = re.compile(r"^(?P<head>.+?)__(?P<suffix>\d+)_(?P<idx>\d+)_(?P<tail>\d+)$")
 _TS_RE = re.compile(r"^\s*(-?\d+)(?:\.(\d*))?(\s*)$")
-
-
-def double_hash(text: str) -> int:
-    """torch_npu's HCCL group id for a parallel_group_info key (see module docstring)."""
-    a = b = 0
-    for ch in text:
-        a = (a * 29 + ord(ch)) & 0xFFFFFFFF
-        b = (b * 131 + ord(ch)) & 0xFFFFFFFF
-    return (a << 32) | b
 
 
 def shared_data_dir() -> Path:
