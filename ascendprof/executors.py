@@ -112,7 +112,7 @@ def local_map(fn, sources, *, tables_dir=None, workers=None, progress=None, budg
         return out
     results: list = [None] * len(sources)
     peak = max(estimate_peak(s) for s in sources)
-    limit = workers
+    limit = 2 * workers
     with ProcessPoolExecutor(max_workers=workers) as pool:
         pending: dict = {}
         next_i = 0
@@ -127,6 +127,7 @@ def local_map(fn, sources, *, tables_dir=None, workers=None, progress=None, budg
                 results[i], measured = fut.result()
                 peak = max(measured, BASE_WORKER_BYTES)
                 limit = max(1, min(workers, budget // peak))
+                limit = 2 * limit if limit == workers else limit
                 if progress:
                     progress()
     return results

@@ -25,6 +25,9 @@ from ascendprof.scan import Source, one_per_rank, scan
 #: ``bw_transit_ns`` column added to COMM_OPS (see verdicts.add_bandwidth_transit).
 SMALL_TABLES = (S.STEP_TRACE, S.STEPS, S.COMM_OPS, S.COMM_LINKS, S.OP_STATISTIC, S.ITERATIONS)
 
+#: COMM_OPS columns only the worker needs (the OPINFO text is already in the fragments)
+_WORKER_ONLY = ("opinfo_json",)
+
 
 @dataclass
 class RankResult:
@@ -102,7 +105,8 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
         ops, bw = data.tables[S.COMM_OPS], data.tables.get(S.COMM_BANDWIDTH)
         res.comm_fragments = cluster_communication.rank_fragments(
             ops, bw, data.tables.get(S.COMM_SIZE_DIST))
-        res.tables[S.COMM_OPS] = verdicts.add_bandwidth_transit(ops, bw)
+        small = ops.drop_columns([c for c in _WORKER_ONLY if c in ops.column_names])
+        res.tables[S.COMM_OPS] = verdicts.add_bandwidth_transit(small, bw)
     res.table_rows = {k: v.num_rows for k, v in data.tables.items()}
     res.breakdown, res.breakdown_method = step_breakdown.recompute(data.tables, data.rank)
     if data.has(S.KERNELS):

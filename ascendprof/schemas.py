@@ -89,10 +89,12 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("rank", I32), ("step", I32), ("step_key", STR), ("kind", STR),
         ("op_name", STR), ("group", STR), ("start_ns", I64),
         ("elapse_ns", I64), ("transit_ns", I64), ("wait_ns", I64), ("sync_ns", I64),
-        ("idle_ns", I64), ("wait_ratio", F64), ("sync_ratio", F64),
+        ("idle_ns", I64), ("wait_ratio", F64), ("sync_ratio", F64), ("opinfo_json", STR),
         doc="One communication big op on one rank: 'Communication Time Info' of "
             "communication.json (§A.5, §7.2), CommAnalyzerTime (§B.3), COMMUNICATION_OP (§B.1). "
             "kind is 'collective' or 'p2p'; step_key is the JSON key ('step13' or 'step'). "
+            "opinfo_json is the op's whole OPINFO object as communication.json has it (compact "
+            "JSON; null for db / PROF_ / raw input), copied into cluster_communication.json. "
             "The profiler's per-step 'Total Op Info' entries are not rows (recomputed).",
     ),
     COMM_BANDWIDTH: _s(

@@ -138,7 +138,8 @@ def _own_records(root: Path) -> dict:
 
 def test_every_opinfo_is_the_ranks_own_record(cluster8, tmp_path):
     """Each rank's entry under an op in the cluster file is the record the profiler wrote in
-    that rank's communication.json, and every record is there once."""
+    that rank's communication.json, exactly (msprof-analyze copies it as it is: same keys in
+    the same order, same numbers), and every record is there once."""
     _analyse(cluster8, tmp_path)
     cluster = json.loads((tmp_path / "cluster_communication.json").read_text())
     own = _own_records(cluster8)
@@ -150,7 +151,9 @@ def test_every_opinfo_is_the_ranks_own_record(cluster8, tmp_path):
                     continue
                 for rank, info in ranks.items():
                     k = (int(rank), step, op_key)
-                    assert k not in seen and _close(info, own[k]) == [], k
+                    assert k not in seen and info == own[k], k
+                    assert list(info["Communication Time Info"]) == \
+                        list(own[k]["Communication Time Info"]), k
                     seen.add(k)
     assert seen == set(own)
 
@@ -191,6 +194,7 @@ def test_rank_results_carry_no_bandwidth_rows(qwen3):
     for r in with_comm:
         assert S.COMM_BANDWIDTH not in r.tables and S.COMM_SIZE_DIST not in r.tables
         assert "bw_transit_ns" in r.tables[S.COMM_OPS].column_names
+        assert "opinfo_json" not in r.tables[S.COMM_OPS].column_names  # in the fragments
         assert r.comm_fragments and all(len(f.blob) < f.size for f in r.comm_fragments)
 
 
@@ -217,3 +221,50 @@ def test_leave_one_out_median_is_the_median_of_the_others(n):
             mid = len(others) // 2
             want = others[mid] if len(others) % 2 else (others[mid - 1] + others[mid]) / 2
             assert got[i] == want
+
+
+def _comm_tables(ops: list[dict], bw: list[dict], dist: list[dict]):
+    key = {"rank": 0, "step": 1, "step_key": "step1", "kind": "collective", "group": "g"}
+    return (S.from_lists(S.COMM_OPS, {k: [{**key, **r}.get(k) for r in ops]
+                                      for k in S.SCHEMAS[S.COMM_OPS].names}),
+            S.from_lists(S.COMM_BANDWIDTH, {k: [{**key, **r}.get(k) for r in bw]
+                                            for k in S.SCHEMAS[S.COMM_BANDWIDTH].names}),
+            S.from_lists(S.COMM_SIZE_DIST, {k: [{**key, **r}.get(k) for r in dist]
+                                            for k in S.SCHEMAS[S.COMM_SIZE_DIST].names}))
+
+
+def test_tables_without_opinfo_text_first_row_wins():
+    """Tables of a reader without communication.json text (db, PROF_): OPINFOs are built from
+    the rows; a repeated op keeps its first row (and that op's first row per transport and
+    packet size), a bandwidth row of an op that has no COMM_OPS row is not counted. Totals by
+    hand: a (2 ms elapse, 0.5 ms transit, 1 ms wait) + b (3, 1.5, 0) -> 5 / 2 / 1 ms, wait ratio
+    1 / (1 + 2) = 0.3333; HCCS 10 MB + 30 MB over 1 + 3 ms -> 40 MB / 4 ms = 10 GB/s."""
+    ops, bw, dist = _comm_tables(
+        [dict(op_name="a", start_ns=1_000_000, elapse_ns=2_000_000, transit_ns=500_000,
+              wait_ns=1_000_000),
+         dict(op_name="b", start_ns=5_000_000, elapse_ns=3_000_000, transit_ns=1_500_000,
+              wait_ns=0),
+         dict(op_name="a", start_ns=9_000_000, elapse_ns=7_000_000, transit_ns=7_000_000,
+              wait_ns=7_000_000)],  # the repeat: ignored
+        [dict(op_name="a", transport="HCCS", size_mb=10.0, transit_ns=1_000_000),
+         dict(op_name="a", transport="HCCS", size_mb=99.0, transit_ns=9_000_000),  # repeat
+         dict(op_name="b", transport="HCCS", size_mb=30.0, transit_ns=3_000_000),
+         dict(op_name="c", transport="HCCS", size_mb=50.0, transit_ns=5_000_000)],  # no op row
+        [dict(op_name="a", transport="HCCS", packet_size_mb="1", count=2, dur_ns=400_000),
+         dict(op_name="b", transport="HCCS", packet_size_mb="1", count=3, dur_ns=600_000),
+         dict(op_name="c", transport="HCCS", packet_size_mb="1", count=9, dur_ns=900_000)])
+    got = cc.build_communication(ops, bw, dist, {})
+    (step,) = got.values()
+    ops_out = step["step1"]
+    assert set(ops_out) == {"a@g", "b@g", "Total Op Info@g"}
+    a = ops_out["a@g"]["0"]
+    assert a["Communication Time Info"]["Elapse Time(ms)"] == 2.0
+    assert a["Communication Bandwidth Info"]["HCCS"]["Transit Size(MB)"] == 10.0
+    total = ops_out["Total Op Info@g"]["0"]
+    t = total["Communication Time Info"]
+    assert (t["Elapse Time(ms)"], t["Transit Time(ms)"], t["Wait Time(ms)"]) == (5.0, 2.0, 1.0)
+    assert t["Wait Time Ratio"] == 0.3333
+    hccs = total["Communication Bandwidth Info"]["HCCS"]
+    assert (hccs["Transit Size(MB)"], hccs["Transit Time(ms)"], hccs["Bandwidth(GB/s)"]) == \
+        (40.0, 4.0, 10.0)
+    assert hccs["Size Distribution"] == {"1": [5, 1.0]}

@@ -322,47 +322,157 @@ def rank_fragments(comm_ops: pa.Table | None, comm_bandwidth: pa.Table | None,
     ``comm_ops`` (normally one rank's COMM_OPS, with its COMM_BANDWIDTH / COMM_SIZE_DIST).
 
     Out: one :class:`OpFragments` per (rank, kind, group) in order of first appearance (rows
-    taken in ascending rank, file order within a rank). The values are exactly those
-    :func:`build_communication` writes; only the group key (which needs every rank's group
+    taken in ascending rank, file order within a rank). An OPINFO is the op's ``opinfo_json``
+    (the object exactly as the profiler wrote it, as msprof-analyze copies it) when the reader
+    kept one, else built from the table rows (db, PROF_ and raw inputs). Totals are summed from
+    the tables (int ns, so no float drift). Only the group key (which needs every rank's group
     membership) is left to :class:`CommunicationFile`. Runs per rank in the workers, so the
-    cluster step never holds all ranks' raw rows.
+    cluster step never holds all ranks' raw rows. A rank's first row of an op wins (as in
+    msprof-analyze); so does its first row of an (op, transport) and (op, transport, packet
+    size).
     """
-    ops = _columns(comm_ops, _OP_COLS)
-    if not ops:
+    if comm_ops is None or comm_ops.num_rows == 0:
         return []
-    ranks = ops["rank"]
+    ops, bw, dist = comm_ops, comm_bandwidth, comm_size_dist
+    if not _from_communication_json(ops):
+        # communication.json tables are consistent by construction (one entry per op key, an
+        # entry without usable time info skipped whole); other readers' tables are made so
+        ops = _first_rows(ops, _KEY)
+        bw = _first_rows(_only_ops(bw, ops), _KEY + ("transport",))
+        dist = _first_rows(_only_ops(dist, ops), _KEY + ("transport", "packet_size_mb"))
+    infos = _opinfo_json(ops, bw, dist)
+    totals = _step_totals(ops, bw, dist)
+    cols = ops.select(list(_KEY)).to_pydict()
+    ranks = cols["rank"]
     order = sorted(range(len(ranks)), key=ranks.__getitem__)  # stable: file order in a rank
-    bandwidth = _bandwidth_infos(comm_bandwidth, comm_size_dist)
-    keys = list(zip(ranks, ops["step_key"], ops["kind"], ops["op_name"], ops["group"]))
-    times = list(zip(*(_ms_list(ops[col]) for _, col in _TIME_FIELDS)))
-    starts, wait_ratios, sync_ratios = ops["start_ns"], ops["wait_ratio"], ops["sync_ratio"]
-    parts: dict[tuple, tuple] = {}
+    step_json = {k: orjson.dumps(k) for k in set(cols["step_key"])}
+    parts: dict[tuple, list] = {}
     dumps = orjson.dumps
     for i in order:
-        k = keys[i]
-        rank, step_key, kind, op_name, group = k
-        p = parts.get((rank, kind, group))
-        if p is None:
-            p = parts[(rank, kind, group)] = (set(), [], {})
-        seen, records, steps = p
-        op_key = f"{op_name}@{group}"
-        if (step_key, op_key) in seen:  # a rank's first record of an op wins
-            continue
-        seen.add((step_key, op_key))
-        info = {TIME_INFO: _time_info(starts[i], times[i], wait_ratios[i], sync_ratios[i]),
-                BANDWIDTH_INFO: bandwidth.get(k) or {}}
-        totals = steps.get(step_key)
-        if totals is None:
-            totals = steps[step_key] = _Totals()
-        totals.add(info)
-        records.append(_FIELD.join((dumps(step_key), dumps(op_key), dumps(info))))
+        rank, kind, group = ranks[i], cols["kind"][i], cols["group"][i]
+        records = parts.get((rank, kind, group))
+        if records is None:
+            records = parts[(rank, kind, group)] = []
+        records.append(_FIELD.join((step_json[cols["step_key"][i]],
+                                    dumps(f"{cols['op_name'][i]}@{group}"), infos[i])))
     out = []
-    for (rank, kind, group), (_, records, steps) in parts.items():
+    for (rank, kind, group), records in parts.items():
         raw = _RECORD.join(records) + _RECORD
         out.append(OpFragments(rank=rank, kind=kind, group=group, size=len(raw),
                                blob=pa.compress(raw, codec=_CODEC, asbytes=True),
-                               totals=[(dumps(step), dumps(acc.result()))
-                                       for step, acc in steps.items()]))
+                               totals=[(dumps(step), dumps(total)) for step, total
+                                       in totals.get((rank, kind, group), {}).items()]))
+    return out
+
+
+#: what identifies an op (one OPINFO) in the COMM_* tables
+_KEY = ("rank", "step_key", "kind", "op_name", "group")
+_ROW = "__row"
+
+
+def _from_communication_json(ops: pa.Table) -> bool:
+    """True when every row carries the profiler's OPINFO (tables of the communication.json
+    reader)."""
+    return "opinfo_json" in ops.column_names and ops.column("opinfo_json").null_count == 0
+
+
+def _first_rows(table: pa.Table | None, keys) -> pa.Table | None:
+    """``table`` keeping the first row of every ``keys`` combination (row order kept); the
+    table itself when its keys are already unique (always so for communication.json input)."""
+    if table is None or table.num_rows == 0:
+        return table
+    indexed = table.select(list(keys)).append_column(_ROW, pa.array(np.arange(table.num_rows)))
+    first = indexed.group_by(list(keys), use_threads=False).aggregate([(_ROW, "min")])
+    if first.num_rows == table.num_rows:
+        return table
+    return table.take(np.sort(first.column(f"{_ROW}_min").to_numpy()))
+
+
+def _join_keys(table: pa.Table) -> pa.Table:
+    """The :data:`_KEY` columns with nulls replaced (a join never matches null keys)."""
+    cols = [pc.fill_null(table.column(k), -2**31 if k == "rank" else "\0") for k in _KEY]
+    return pa.Table.from_arrays(cols, names=list(_KEY))
+
+
+def _only_ops(table: pa.Table | None, ops: pa.Table) -> pa.Table | None:
+    """Rows of a COMM_BANDWIDTH / COMM_SIZE_DIST ``table`` whose op has a COMM_OPS row (an op
+    entry without a usable 'Communication Time Info' has none and is not in the file)."""
+    if table is None or table.num_rows == 0:
+        return table
+    keys = _join_keys(table).append_column(_ROW, pa.array(np.arange(table.num_rows)))
+    kept = keys.join(_join_keys(ops), list(_KEY), join_type="left semi", use_threads=False)
+    if kept.num_rows == table.num_rows:
+        return table
+    return table.take(np.sort(kept.column(_ROW).to_numpy()))
+
+
+def _opinfo_json(ops: pa.Table, bw: pa.Table | None, dist: pa.Table | None) -> list[bytes]:
+    """The OPINFO JSON of every row of ``ops``: the profiler's own text when the reader kept it,
+    else built from the COMM_* rows (:func:`_op_info`)."""
+    n = ops.num_rows
+    raw = (ops.column("opinfo_json").cast(pa.binary()).to_pylist()
+           if "opinfo_json" in ops.column_names else [None] * n)
+    missing = [i for i, v in enumerate(raw) if v is None]
+    if not missing:
+        return raw
+    cols = _columns(ops.take(missing), _OP_COLS)
+    bandwidth = _bandwidth_infos(bw, dist)
+    times = list(zip(*(_ms_list(cols[col]) for _, col in _TIME_FIELDS)))
+    for j, i in enumerate(missing):
+        k = tuple(cols[c][j] for c in _KEY)
+        raw[i] = orjson.dumps({
+            TIME_INFO: _time_info(cols["start_ns"][j], times[j], cols["wait_ratio"][j],
+                                  cols["sync_ratio"][j]),
+            BANDWIDTH_INFO: bandwidth.get(k) or {}})
+    return raw
+
+
+_GROUP = ["rank", "kind", "group", "step_key"]
+
+
+def _sums(table: pa.Table, keys: list, columns) -> list[dict]:
+    """Rows of ``table`` grouped by ``keys`` (first-appearance order) with ``<col>_sum`` of each
+    of ``columns`` (nulls read as 0 when ``columns`` maps to True, else skipped; an all-null
+    skipped column sums to null)."""
+    fill = {c: pc.fill_null(table.column(c), 0) for c, zero in columns.items() if zero}
+    t = table.select(keys + [c for c in columns if c not in fill])
+    for c, col in fill.items():
+        t = t.append_column(c, col)
+    return t.group_by(keys, use_threads=False).aggregate([(c, "sum") for c in columns]) \
+        .to_pylist()
+
+
+def _step_totals(ops: pa.Table, bw: pa.Table | None, dist: pa.Table | None
+                 ) -> dict[tuple, dict[str, dict]]:
+    """(rank, kind, group) -> step key -> its 'Total Op Info' (CommunicationAnalysis totals):
+    time fields summed (a field no op has is left out), ratios from the sums, per transport
+    summed Transit Time / Size, Size Distribution and Bandwidth(GB/s) = MB/ms. Times in ms."""
+    out: dict[tuple, dict[str, dict]] = {}
+    for r in _sums(ops, _GROUP, {col: False for _, col in _TIME_FIELDS}):
+        t = {label: r[f"{col}_sum"] / 1e6 for label, col in _TIME_FIELDS
+             if r[f"{col}_sum"] is not None}
+        wait, transit, sync = (t.get("Wait Time(ms)", 0), t.get("Transit Time(ms)", 0),
+                               t.get("Synchronization Time(ms)", 0))
+        t["Wait Time Ratio"] = ratio(wait, wait + transit)
+        t["Synchronization Time Ratio"] = ratio(sync, sync + transit)
+        out.setdefault((r["rank"], r["kind"], r["group"]), {})[r["step_key"]] = \
+            {TIME_INFO: t, BANDWIDTH_INFO: {}}
+    if bw is None or bw.num_rows == 0:
+        return out
+    for r in _sums(bw, _GROUP + ["transport"], {"transit_ns": True, "size_mb": True}):
+        time_ms, size = r["transit_ns_sum"] / 1e6, r["size_mb_sum"]
+        out[(r["rank"], r["kind"], r["group"])][r["step_key"]][BANDWIDTH_INFO][r["transport"]] = {
+            "Transit Time(ms)": time_ms, "Transit Size(MB)": size, "Size Distribution": {},
+            "Bandwidth(GB/s)": ratio(size, time_ms)}
+    if dist is None or dist.num_rows == 0:
+        return out
+    for r in _sums(dist, _GROUP + ["transport", "packet_size_mb"],
+                   {"count": True, "dur_ns": True}):
+        entry = out[(r["rank"], r["kind"], r["group"])][r["step_key"]][BANDWIDTH_INFO] \
+            .get(r["transport"])
+        if entry is not None:  # sizes count only under a transport the op reports
+            entry["Size Distribution"][r["packet_size_mb"]] = [r["count_sum"],
+                                                                r["dur_ns_sum"] / 1e6]
     return out
 
 

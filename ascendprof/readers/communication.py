@@ -19,6 +19,7 @@ import re
 from operator import methodcaller
 from pathlib import Path
 
+import orjson
 import pyarrow as pa
 
 from ascendprof import schemas as S
@@ -131,6 +132,12 @@ _NUMBER_OR_BOOL = frozenset((int, float, bool))
 _NUMBER_OR_NONE = frozenset((int, float, type(None)))
 
 
+def _dumps(obj) -> bytes:
+    """Compact JSON of a parsed OPINFO (orjson gives back what it parsed; a key that is not
+    text, impossible in parsed JSON, is written as text)."""
+    return orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS)
+
+
 def _field(objects: list[dict], key: str) -> list:
     """:func:`_num` of ``key`` in every object: the column of one numeric field."""
     values = list(map(methodcaller("get", key), objects))  # loops in C
@@ -165,7 +172,7 @@ def _communication_tables(data, path: Path, rank: int, problems) -> dict[str, pa
     # (step key, kind, op key) by index, and ms -> ns is one vectorised step per column at the
     # end (a rank has ~10^4 values; a call per value was most of the rank's read time).
     e_step_key, e_kind, e_name, e_group = [], [], [], []
-    o_ent, o_info = [], []  # COMM_OPS rows: entry index, 'Communication Time Info' object
+    o_ent, o_info, o_raw = [], [], []  # COMM_OPS rows: entry index, time info, whole OPINFO
     b_ent, b_transport, b_info = [], [], []  # COMM_BANDWIDTH rows: ..., per-transport object
     d_ent, d_transport, d_key, d_count, d_dur = [], [], [], [], []
     number_or_bool = _NUMBER_OR_BOOL
@@ -175,16 +182,21 @@ def _communication_tables(data, path: Path, rank: int, problems) -> dict[str, pa
                 problems.warn(path, f"op {op_key!r} in {step_key} is not an object; skipped",
                               rank=rank)
             continue
+        t = info.get(TIME_INFO) or {}
+        if not isinstance(t, dict):  # every row of the other tables then has its op row
+            if problems is not None:
+                problems.warn(path, f"op {op_key!r} in {step_key}: {TIME_INFO!r} is not an "
+                                    f"object; op skipped", rank=rank)
+            continue
         ent = len(e_step_key)
         name, at, group = op_key.rpartition("@")
         e_step_key.append(step_key)
         e_kind.append(kind)
         e_name.append(name if at else op_key)
         e_group.append(group if at else "")
-        t = info.get(TIME_INFO) or {}
-        if isinstance(t, dict):
-            o_ent.append(ent)
-            o_info.append(t)
+        o_ent.append(ent)
+        o_info.append(t)
+        o_raw.append(info)
         b = info.get(BANDWIDTH_INFO) or {}
         if not isinstance(b, dict):
             continue
@@ -207,7 +219,9 @@ def _communication_tables(data, path: Path, rank: int, problems) -> dict[str, pa
                 d_count.append(int(count) if type(count) in number_or_bool else None)
                 d_dur.append(float(dur) if type(dur) in number_or_bool else None)
     common = _entry_columns(rank, e_step_key, e_kind, e_name, e_group, path)
-    ops = {"start_ns": _abs_us_column(_field(o_info, "Start Timestamp(us)"))}
+    ops = {"start_ns": _abs_us_column(_field(o_info, "Start Timestamp(us)")),
+           # kept verbatim for cluster_communication.json (msprof-analyze copies it as is)
+           "opinfo_json": pa.array(list(map(_dumps, o_raw)), pa.string())}
     for col, key in (("elapse_ns", "Elapse Time(ms)"), ("transit_ns", "Transit Time(ms)"),
                      ("wait_ns", "Wait Time(ms)"), ("sync_ns", "Synchronization Time(ms)"),
                      ("idle_ns", "Idle Time(ms)")):
