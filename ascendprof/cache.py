@@ -26,6 +26,8 @@ from pathlib import Path
 
 import orjson
 
+from ascendprof.output import PARQUET_OPTIONS
+
 CACHE_DIRNAME = ".ascendprof-cache"
 ENV = "ASCENDPROF_CACHE"
 FORMAT = 1
@@ -132,7 +134,7 @@ def store(data, cache_dir: Path) -> Path | None:
         cache_dir.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=cache_dir))
         for name, t in data.tables.items():
-            pq.write_table(t, tmp / f"{name}.parquet")
+            pq.write_table(t, tmp / f"{name}.parquet", **PARQUET_OPTIONS)
         (tmp / _ENTRY).write_bytes(orjson.dumps(entry, option=orjson.OPT_SERIALIZE_NUMPY))
         if final.exists():
             shutil.rmtree(final, ignore_errors=True)
@@ -195,8 +197,13 @@ def store_result(result, cache_dir: Path | None) -> None:
 
 
 def copy_tables(source, cache_dir: Path, dest: Path) -> bool:
-    """Copy the cached Parquet tables of ``source`` to ``dest/<table>.parquet`` (each atomically);
-    False when there is no fresh entry (the caller then writes them itself)."""
+    """Place the cached Parquet tables of ``source`` at ``dest/<table>.parquet`` (each
+    atomically); False when there is no fresh entry (the caller then writes them itself).
+
+    A file is hard-linked when the cache is on the same file system (no bytes copied; the
+    entry is only ever replaced by a new directory, never written in place, so the link keeps
+    the old content), else copied.
+    """
     d = Path(cache_dir) / entry_key(source)
     try:
         entry = orjson.loads((d / _ENTRY).read_bytes())
@@ -204,9 +211,11 @@ def copy_tables(source, cache_dir: Path, dest: Path) -> bool:
             return False
         dest.mkdir(parents=True, exist_ok=True)
         for name in entry["tables"]:
-            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=dest)
-            os.close(fd)
-            shutil.copyfile(d / f"{name}.parquet", tmp)
+            src, tmp = d / f"{name}.parquet", dest / f".{name}.{os.getpid()}.tmp"
+            try:
+                os.link(src, tmp)
+            except OSError:  # another file system, or links not supported
+                shutil.copyfile(src, tmp)
             os.replace(tmp, dest / f"{name}.parquet")
         return True
     except (OSError, orjson.JSONDecodeError, KeyError):

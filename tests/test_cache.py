@@ -131,3 +131,30 @@ def test_env_cache_inside_input_leaves_input_untouched(tmp_path, monkeypatch):
     monkeypatch.setenv(cache.ENV, str(c / "cache"))
     run_analyse(c, tmp_path / "out", cache=True, progress=False, fmt="json", workers=1)
     assert tree_fingerprint(c) == before
+
+
+def test_tables_linked_or_copied_equal_the_entry(cluster, tmp_path, monkeypatch):
+    """tables/ takes the cache entry's Parquet files: hard links on one file system, byte
+    copies when linking fails; either way the same bytes, and replacing the entry later does
+    not change what tables/ holds."""
+    src = load_sources(cluster)[0]
+    entry = cache.store(read_source(src), tmp_path / "c")
+    linked, copied = tmp_path / "linked", tmp_path / "copied"
+    assert cache.copy_tables(src, tmp_path / "c", linked)
+
+    def no_links(*_a, **_k):
+        raise OSError("cross-device link")
+
+    monkeypatch.setattr(os, "link", no_links)
+    assert cache.copy_tables(src, tmp_path / "c", copied)
+    names = sorted(p.name for p in entry.glob("*.parquet"))
+    assert names and sorted(p.name for p in linked.iterdir()) == names
+    for n in names:
+        want = (entry / n).read_bytes()
+        assert (linked / n).read_bytes() == want and (copied / n).read_bytes() == want
+        assert (linked / n).stat().st_ino == (entry / n).stat().st_ino
+        assert (copied / n).stat().st_ino != (entry / n).stat().st_ino
+    before = {n: (linked / n).read_bytes() for n in names}
+    monkeypatch.undo()
+    cache.store(read_source(src), tmp_path / "c")  # a rebuilt entry replaces the directory
+    assert {n: (linked / n).read_bytes() for n in names} == before
