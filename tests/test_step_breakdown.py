@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ascendprof import schemas as S
 from ascendprof.analyze import intervals as I
-from ascendprof.analyze.step_breakdown import (METRICS, breakdown, check_table, is_compute,
-                                               recompute)
+from ascendprof.analyze.step_breakdown import (COMPUTE_TYPES, METRICS, breakdown, check_table, compute_mask,
+                                               is_compute, recompute)
 from ascendprof.readers.trace_view import read_trace_view
 from ascendprof.units import ms_to_ns, us_text_to_ns
 
@@ -109,6 +112,60 @@ def test_is_compute():
                      ("COMMUNICATION", "hcom_allReduce__1_1")):
         assert not is_compute(tt, name), (tt, name)
     assert is_compute(None, "trans_TransData_0")
+
+
+# The §7.1.b rule written per task with Python's re, as the module had it before Arrow evaluated
+# it: the second method the vectorised compute_mask is checked against.
+_ORACLE_NON_COMPUTE = re.compile(
+    r"^(EVENT_|MEMCPY|PCIE_DMA|SDMA|NOTIFY|WRITE VALUE|WRITE_VALUE|PLACE_HOLDER|PROFILING_|RDMA|"
+    r"REDUCE_INLINE|HCCL|COMMUNICATION|STARS_COMMON|CAPTURE_|MODEL_|STREAM_|LABEL_|BARRIER|"
+    r"HCOM_)", re.IGNORECASE)
+_ORACLE_RUNTIME = re.compile(r"^[A-Z0-9_]+$|\s")
+
+
+def _oracle_is_compute(task_type, name) -> bool:
+    name = name or ""
+    if name.endswith(("AicpuKernel", "AivKernel")) or name.lower().startswith("hcom_"):
+        return False
+    if task_type:
+        t = str(task_type).strip().upper()
+        if t in COMPUTE_TYPES:
+            return True
+        if _ORACLE_NON_COMPUTE.match(t):
+            return False
+    return not (_ORACLE_RUNTIME.search(name) or _ORACLE_NON_COMPUTE.match(name))
+
+
+_WORDS = ["AI_CORE", "ai_core", " AIV ", "MIX_AIC", "SDMA", "Notify Wait", "EVENT_RECORD",
+          "hcom_allReduce_", "HCOM_SEND", "MatMulV3", "AicpuKernel", "AivKernel", "MEMCPY_ASYNC",
+          "x", "Add", "_", "0", " ", "\t", "\u3000", "\xa0", "write value", "COMMUNICATION", ""]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.lists(st.sampled_from(_WORDS), max_size=3)
+                                    .map("".join)),
+                          st.one_of(st.none(), st.lists(st.sampled_from(_WORDS), max_size=3)
+                                    .map("".join), st.text(max_size=6))),
+                min_size=1, max_size=40))
+def test_compute_mask_equals_the_per_task_rule(rows):
+    types, names = zip(*rows)
+    want = [_oracle_is_compute(t, n) for t, n in rows]
+    assert compute_mask(list(types), list(names)).tolist() == want
+
+
+def test_compute_mask_on_real_kernels_and_trace(shared_data):
+    """Every kernel_details row and Ascend Hardware task of the torch_npu level1 rank is
+    classified as the per-task rule classifies it."""
+    d = shared_data / LEVELS.format(1, 0)
+    with open(d / "kernel_details.csv", newline="") as f:
+        rows = [(r["Accelerator Core"].upper(), r["Name"]) for r in csv.DictReader(f)]
+    events = json.loads((d / "trace_view.json").read_text())
+    rows += [((e.get("args") or {}).get("Task Type"), e.get("name")) for e in events
+             if isinstance(e, dict) and e.get("ph") == "X"]
+    types, names = zip(*rows)
+    got = compute_mask(list(types), list(names)).tolist()
+    assert got == [_oracle_is_compute(t, n) for t, n in rows]
+    assert 0 < sum(got) < len(got)
 
 
 # ------------------------------------------------------------------ real data: trace_view

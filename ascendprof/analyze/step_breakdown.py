@@ -21,7 +21,6 @@ the hull of C ∪ M is used, not the span of all non-kernel tasks.
 
 from __future__ import annotations
 
-import re
 
 import numpy as np
 import pyarrow as pa
@@ -39,34 +38,79 @@ COMPUTE_TYPES = {
     "DSA", "DSA_SQE", "FFTS_PLUS", "KERNEL_AICORE", "KERNEL_AIVEC", "KERNEL_AICPU",
     "KERNEL_MIX_AIC", "KERNEL_MIX_AIV", "WRITE_BACK",
 }
-#: Runtime / communication task types and names that are not compute (trace 'Task Type' or name).
-_NON_COMPUTE = re.compile(
+#: Runtime / communication task types and names that are not compute (trace 'Task Type' or name),
+#: matched at the start, case-insensitively (RE2 syntax: evaluated by Arrow).
+_NON_COMPUTE = (
     r"^(EVENT_|MEMCPY|PCIE_DMA|SDMA|NOTIFY|WRITE VALUE|WRITE_VALUE|PLACE_HOLDER|PROFILING_|RDMA|"
     r"REDUCE_INLINE|HCCL|COMMUNICATION|STARS_COMMON|CAPTURE_|MODEL_|STREAM_|LABEL_|BARRIER|"
-    r"HCOM_)", re.IGNORECASE)
-_RUNTIME_NAME = re.compile(r"^[A-Z0-9_]+$|\s")
+    r"HCOM_)")
+#: A runtime task's name: all capitals / digits / '_', or containing whitespace (the set
+#: str.isspace() accepts, spelled out for RE2).
+_RUNTIME_NAME = r"^[A-Z0-9_]+$|[\t\n\v\f\r\x1c-\x1f\x85\p{Z}]"
 #: §7.1.b: MC2 helper kernels that CANN leaves out of the compute sections.
 _EXCLUDED_SUFFIX = ("AicpuKernel", "AivKernel")
-_COMM_CORES = {"COMMUNICATION", "HCCL"}
-_BIG_OP_THREAD = re.compile(r"^Group .* Communication$")
+_COMM_CORES = ("COMMUNICATION", "HCCL")
+_BIG_OP_THREAD = r"^Group .* Communication$"
 
 METHOD_TIMELINE = "timeline: Ascend Hardware compute tasks + HCCL big ops (interval union/difference)"
 METHOD_OVERLAP = "overlap: profiler's Overlap Analysis events summed per step (weaker check)"
 METHOD_KERNELS = "kernels: kernel_details compute rows + {comm} (interval union/difference)"
 
 
+def _text(values) -> pa.Array:
+    """A string column (Arrow array, chunked array or list; non-text values as str()), nulls
+    as ''."""
+    if not isinstance(values, (pa.Array, pa.ChunkedArray)):
+        values = pa.array([None if v is None else str(v) for v in values], pa.string())
+    elif not pa.types.is_string(values.type):
+        values = values.cast(pa.string())
+    return pc.fill_null(values, "")
+
+
+def _mask(arr) -> np.ndarray:
+    return np.asarray(pc.fill_null(arr, False).to_numpy(zero_copy_only=False), bool)
+
+
+def compute_mask(task_types, names) -> np.ndarray:
+    """Which device tasks count as compute for §7.1.b, one bool per row.
+
+    ``task_types``: trace 'Task Type' or kernel_details 'Accelerator Core' per task; ``names``:
+    the task names (Arrow string columns or lists; null allowed). Rule, per row: a name ending in
+    AicpuKernel / AivKernel or starting with hcom_ (any case) is not compute; else a non-empty
+    task type (trimmed, upper-cased) in :data:`COMPUTE_TYPES` is compute and one starting with a
+    runtime / communication prefix is not; else the name decides: compute unless it looks like a
+    runtime task (all capitals, or with whitespace) or starts with such a prefix.
+    """
+    n = _text(names)
+    raw_t = _text(task_types)
+    t = pc.utf8_upper(pc.utf8_trim_whitespace(raw_t))
+    has_t = pc.greater(pc.binary_length(raw_t), 0)
+    excluded = pc.or_(pc.or_(pc.ends_with(n, _EXCLUDED_SUFFIX[0]),
+                             pc.ends_with(n, _EXCLUDED_SUFFIX[1])),
+                      pc.starts_with(pc.utf8_lower(n), "hcom_"))
+    compute_type = pc.and_(has_t, pc.is_in(t, value_set=pa.array(sorted(COMPUTE_TYPES))))
+    other_type = pc.and_(has_t, pc.match_substring_regex(t, _NON_COMPUTE, ignore_case=True))
+    name_ok = pc.invert(pc.or_(pc.match_substring_regex(n, _RUNTIME_NAME),
+                               pc.match_substring_regex(n, _NON_COMPUTE, ignore_case=True)))
+    keep = pc.or_(compute_type, pc.and_(pc.invert(other_type), name_ok))
+    return _mask(pc.and_(pc.invert(excluded), keep))
+
+
 def is_compute(task_type, name) -> bool:
-    """Whether a device task counts as compute for §7.1.b (from its task type, else its name)."""
-    name = name or ""
-    if name.endswith(_EXCLUDED_SUFFIX) or name.lower().startswith("hcom_"):
-        return False
-    if task_type:
-        t = str(task_type).strip().upper()
-        if t in COMPUTE_TYPES:
-            return True
-        if _NON_COMPUTE.match(t):
-            return False
-    return not (_RUNTIME_NAME.search(name) or _NON_COMPUTE.match(name))
+    """:func:`compute_mask` of one task (a falsy task type counts as none)."""
+    return bool(compute_mask([task_type or None], [name])[0])
+
+
+def _comm_mask(cores, names) -> np.ndarray:
+    """kernel_details rows that are communication big ops: Accelerator Core COMMUNICATION /
+    HCCL (any case) or a name starting with hcom_."""
+    return _mask(pc.or_(pc.is_in(pc.utf8_upper(_text(cores)), value_set=pa.array(_COMM_CORES)),
+                        pc.starts_with(pc.utf8_lower(_text(names)), "hcom_")))
+
+
+def _big_op_mask(threads) -> np.ndarray:
+    """Timeline rows on an HCCL big-op thread ("Group <g> Communication")."""
+    return _mask(pc.match_substring_regex(_text(threads), _BIG_OP_THREAD))
 
 
 # --------------------------------------------------------------------------------------------
@@ -143,7 +187,9 @@ def _rank_rows(t: pa.Table | None, rank: int) -> pa.Table | None:
     if t is None or t.num_rows == 0:
         return None
     if "rank" in t.column_names:
-        t = t.filter(pc.equal(t["rank"], rank))
+        mm = pc.min_max(t["rank"]).as_py()
+        if not (mm["min"] == mm["max"] == rank and t["rank"].null_count == 0):  # one rank's table
+            t = t.filter(pc.equal(t["rank"], rank))
     return t if t.num_rows else None
 
 
@@ -194,8 +240,8 @@ def _fwk_starts(tables, rank) -> dict:
     return {s: a for s, a in zip(_col(st, "step"), _col(st, "start_ns")) if s is not None}
 
 
-def _receive_mask(names: list) -> np.ndarray:
-    return np.array([bool(n) and n.lower().startswith("hcom_receive") for n in names], bool)
+def _receive_mask(names) -> np.ndarray:
+    return _mask(pc.starts_with(pc.utf8_lower(_text(names)), "hcom_receive"))
 
 
 def _span(*sets: I.Intervals) -> tuple[int, int] | None:
@@ -211,14 +257,14 @@ def _from_timeline(tables, rank):
     hw = tl.filter(pa.array(track == "hardware"))
     if hw.num_rows == 0:
         return None, "timeline has no Ascend Hardware tasks"
-    comp_mask = [is_compute(t, n) for t, n in zip(_col(hw, "task_type"), _col(hw, "name"))]
-    if not any(comp_mask):
+    comp_mask = compute_mask(hw.column("task_type"), hw.column("name"))
+    if not comp_mask.any():
         return None, "timeline has no compute kernels among the Ascend Hardware tasks"
     cm = tl.filter(pa.array(track == "communication"))
-    big = np.array([bool(t) and bool(_BIG_OP_THREAD.match(t)) for t in _col(cm, "thread")], bool)
+    big = _big_op_mask(cm.column("thread"))
     compute = _ivals(hw, comp_mask)
     comm = _ivals(cm, big)
-    receive = _ivals(cm, big & _receive_mask(_col(cm, "name")))
+    receive = _ivals(cm, big & _receive_mask(cm.column("name")))
     note = "" if big.any() else "; no HCCL big ops in the timeline (communication = 0)"
     return (compute, comm, receive), METHOD_TIMELINE + note
 
@@ -237,12 +283,9 @@ def _from_kernels(tables, rank):
     k = _rank_rows(tables.get(S.KERNELS), rank)
     if k is None:
         return None, "no kernel_details (KERNELS) for this rank"
-    cores = [str(c or "").upper() for c in _col(k, "accelerator_core")]
-    names = _col(k, "name")
-    is_comm = np.array([c in _COMM_CORES or (n or "").lower().startswith("hcom_")
-                        for c, n in zip(cores, names)], bool)
-    comp_mask = np.array([not ic and is_compute(c, n) for ic, c, n in zip(is_comm, cores, names)],
-                         bool)
+    cores, names = k.column("accelerator_core"), k.column("name")
+    is_comm = _comm_mask(cores, names)
+    comp_mask = ~is_comm & compute_mask(cores, names)
     if not comp_mask.any():
         return None, "kernel_details has no compute rows"
     if is_comm.any():
@@ -256,7 +299,7 @@ def _from_kernels(tables, rank):
             src = "no communication ops (communication = 0)"
         else:
             comm = _ivals(ops, dur="elapse_ns")
-            receive = _ivals(ops, _receive_mask(_col(ops, "op_name")), dur="elapse_ns")
+            receive = _ivals(ops, _receive_mask(ops.column("op_name")), dur="elapse_ns")
             src = "communication.json ops (Start Timestamp + Elapse Time)"
     return (_ivals(k, comp_mask), comm, receive), METHOD_KERNELS.format(comm=src)
 
@@ -302,8 +345,8 @@ def _overlap_table(tables, rank, ov, fwk, how):
             ("Computing", "Communication", "Communication(Not Overlapped)", "Free")}
     tl = _rank_rows(tables.get(S.TIMELINE), rank)
     cm = tl.filter(pc.equal(tl["track"], "communication"))
-    big = np.array([bool(t) and bool(_BIG_OP_THREAD.match(t)) for t in _col(cm, "thread")], bool)
-    receive = _ivals(cm, big & _receive_mask(_col(cm, "name")))
+    big = _big_op_mask(cm.column("thread"))
+    receive = _ivals(cm, big & _receive_mask(cm.column("name")))
     windows, wdesc = _windows(tables, rank, _span(*sets.values()))
     rows = _sum_overlap(sets, receive, windows, fwk)
     return _table(rows, rank, _device_id(tables, rank)), f"{how}; {wdesc}"

@@ -203,26 +203,33 @@ def rank_means(steps: pd.DataFrame) -> pd.DataFrame:
     return m
 
 
-def _op_keys(table) -> list[tuple]:
-    """(rank, step_key or '', op name before any '@', group or '') of every row."""
-    ops = [str(v).split("@")[0] for v in table.column("op_name").to_pylist()]
-    step_keys = ["" if v is None else str(v) for v in table.column("step_key").to_pylist()]
-    groups = ["" if v is None else str(v) for v in table.column("group").to_pylist()]
-    return list(zip(table.column("rank").to_pylist(), step_keys, ops, groups))
+_BW_KEY = ["rank", "step_key", "op", "group"]
 
 
-def _bandwidth_transit(comm_bandwidth) -> dict[tuple, int | float]:
-    """(rank, step_key, op, group) -> summed RDMA + SDMA Transit Time in ns (missing as 0)."""
+def _op_keys(table):
+    """(rank, step_key or '', op name before any '@', group or '') of every row, as an Arrow
+    table with columns :data:`_BW_KEY` (a missing op name reads 'None', as str(None) did)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    name = pc.fill_null(table.column("op_name").cast(pa.string()), "None")
+    op = pc.list_element(pc.split_pattern(name, "@", max_splits=1), 0)
+    return pa.table({"rank": table.column("rank"),
+                     "step_key": pc.fill_null(table.column("step_key").cast(pa.string()), ""),
+                     "op": op, "group": pc.fill_null(table.column("group").cast(pa.string()), "")})
+
+
+def _bandwidth_transit(comm_bandwidth):
+    """Table of :data:`_BW_KEY` + ``bw_ns``: summed RDMA + SDMA Transit Time in ns (missing as
+    0) per op that has such rows."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     transport = comm_bandwidth.column("transport").cast(pa.string())
     wanted = pc.fill_null(pc.is_in(pc.utf8_upper(transport), pa.array(["RDMA", "SDMA"])), False)
     bw = comm_bandwidth.filter(wanted)
-    sums: dict[tuple, int | float] = {}
-    for key, ns in zip(_op_keys(bw), bw.column("transit_ns").to_pylist()):
-        sums[key] = sums.get(key, 0) + (ns or 0)
-    return sums
+    keys = _op_keys(bw).append_column("bw_ns", pc.fill_null(bw.column("transit_ns"), 0))
+    return keys.group_by(_BW_KEY, use_threads=False).aggregate([("bw_ns", "sum")])
 
 
 def add_bandwidth_transit(comm_ops, comm_bandwidth):
@@ -232,16 +239,20 @@ def add_bandwidth_transit(comm_ops, comm_bandwidth):
     bandwidth rows (five or more per op) need not reach the cluster step. Returns ``comm_ops``
     unchanged when there is no bandwidth table."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     if comm_ops is None or comm_ops.num_rows == 0 or comm_bandwidth is None \
             or comm_bandwidth.num_rows == 0:
         return comm_ops
+    import numpy as np
+
     sums = _bandwidth_transit(comm_bandwidth)
-    got = [sums.get(k) for k in _op_keys(comm_ops)]
+    keys = _op_keys(comm_ops).append_column("__row", pa.array(np.arange(comm_ops.num_rows)))
+    joined = keys.join(sums, _BW_KEY, join_type="left outer", use_threads=False)
+    joined = joined.take(pc.sort_indices(joined.column("__row")))
     if "bw_transit_ns" in comm_ops.column_names:
         comm_ops = comm_ops.drop_columns(["bw_transit_ns"])
-    return comm_ops.append_column("bw_transit_ns", pa.array(
-        [None if v is None else float(v) for v in got], pa.float64()))
+    return comm_ops.append_column("bw_transit_ns", joined.column("bw_ns_sum").cast(pa.float64()))
 
 
 def _keyed_frame(comm_ops) -> pd.DataFrame:

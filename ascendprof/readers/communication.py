@@ -16,6 +16,7 @@ int ns (:func:`ascendprof.units.ms_to_ns`); sizes stay in MB (10^6 bytes) as wri
 from __future__ import annotations
 
 import re
+from itertools import repeat
 from operator import methodcaller
 from pathlib import Path
 
@@ -130,6 +131,7 @@ def read_communication(path: Path, rank: int, problems: Problems | None = None
 _NUMBER = frozenset((int, float))
 _NUMBER_OR_BOOL = frozenset((int, float, bool))
 _NUMBER_OR_NONE = frozenset((int, float, type(None)))
+_DICTS = frozenset((dict,))
 
 
 def _dumps(obj) -> bytes:
@@ -172,18 +174,19 @@ def _communication_tables(data, path: Path, rank: int, problems) -> dict[str, pa
     # (step key, kind, op key) by index, and ms -> ns is one vectorised step per column at the
     # end (a rank has ~10^4 values; a call per value was most of the rank's read time).
     e_step_key, e_kind, e_name, e_group = [], [], [], []
-    o_ent, o_info, o_raw = [], [], []  # COMM_OPS rows: entry index, time info, whole OPINFO
-    b_ent, b_transport, b_info = [], [], []  # COMM_BANDWIDTH rows: ..., per-transport object
+    o_info, o_raw = [], []  # per entry (= COMM_OPS row): time info, whole OPINFO
+    b_ent, b_transport, b_info = [], [], []  # COMM_BANDWIDTH rows: entry, transport, object
     d_ent, d_transport, d_key, d_count, d_dur = [], [], [], [], []
     number_or_bool = _NUMBER_OR_BOOL
+    only_dicts = _DICTS
     for step_key, kind, op_key, info in _iter_ops(data, path, problems, rank):
-        if not isinstance(info, dict):
+        if type(info) is not dict:  # orjson gives plain dicts for objects
             if problems is not None:
                 problems.warn(path, f"op {op_key!r} in {step_key} is not an object; skipped",
                               rank=rank)
             continue
         t = info.get(TIME_INFO) or {}
-        if not isinstance(t, dict):  # every row of the other tables then has its op row
+        if type(t) is not dict:  # every row of the other tables then has its op row
             if problems is not None:
                 problems.warn(path, f"op {op_key!r} in {step_key}: {TIME_INFO!r} is not an "
                                     f"object; op skipped", rank=rank)
@@ -194,30 +197,35 @@ def _communication_tables(data, path: Path, rank: int, problems) -> dict[str, pa
         e_kind.append(kind)
         e_name.append(name if at else op_key)
         e_group.append(group if at else "")
-        o_ent.append(ent)
         o_info.append(t)
         o_raw.append(info)
         b = info.get(BANDWIDTH_INFO) or {}
-        if not isinstance(b, dict):
+        if type(b) is not dict:
+            continue
+        if only_dicts.issuperset(map(type, b.values())):  # the usual case: extend in C
+            b_ent.extend(repeat(ent, len(b)))
+            b_transport.extend(b)
+            b_info.extend(b.values())
             continue
         for transport, tinfo in b.items():
-            if not isinstance(tinfo, dict):
+            if type(tinfo) is dict:
+                b_ent.append(ent)
+                b_transport.append(transport)
+                b_info.append(tinfo)
+    # 'Size Distribution' is empty for most transports: visit only the non-empty ones
+    for j, dist in enumerate(map(methodcaller("get", "Size Distribution"), b_info)):
+        if not dist or type(dist) is not dict:
+            continue
+        ent, transport = b_ent[j], b_transport[j]
+        for size_key, pair in dist.items():
+            if not (isinstance(pair, (list, tuple)) and len(pair) >= 2):
                 continue
-            b_ent.append(ent)
-            b_transport.append(transport)
-            b_info.append(tinfo)
-            dist = tinfo.get("Size Distribution") or {}
-            if not isinstance(dist, dict):
-                continue
-            for size_key, pair in dist.items():
-                if not (isinstance(pair, (list, tuple)) and len(pair) >= 2):
-                    continue
-                count, dur = pair[0], pair[1]
-                d_ent.append(ent)
-                d_transport.append(transport)
-                d_key.append(str(size_key))
-                d_count.append(int(count) if type(count) in number_or_bool else None)
-                d_dur.append(float(dur) if type(dur) in number_or_bool else None)
+            count, dur = pair[0], pair[1]
+            d_ent.append(ent)
+            d_transport.append(transport)
+            d_key.append(str(size_key))
+            d_count.append(int(count) if type(count) in number_or_bool else None)
+            d_dur.append(float(dur) if type(dur) in number_or_bool else None)
     common = _entry_columns(rank, e_step_key, e_kind, e_name, e_group, path)
     ops = {"start_ns": _abs_us_column(_field(o_info, "Start Timestamp(us)")),
            # kept verbatim for cluster_communication.json (msprof-analyze copies it as is)
@@ -238,7 +246,7 @@ def _communication_tables(data, path: Path, rank: int, problems) -> dict[str, pa
            "packet_size_mb": pa.array(d_key, pa.string()),
            "count": _array(S.COMM_SIZE_DIST, "count", d_count, pa.int64(), path),
            "dur_ns": ms_list_to_ns(d_dur)}
-    return {S.COMM_OPS: _assemble(S.COMM_OPS, common, o_ent, ops),
+    return {S.COMM_OPS: _assemble(S.COMM_OPS, common, None, ops),
             S.COMM_BANDWIDTH: _assemble(S.COMM_BANDWIDTH, common, b_ent, bws),
             S.COMM_SIZE_DIST: _assemble(S.COMM_SIZE_DIST, common, d_ent, sds)}
 
@@ -259,8 +267,10 @@ def _entry_columns(rank: int, step_keys: list, kinds: list, names: list, groups:
             "op_name": pa.array(names, pa.string()), "group": pa.array(groups, pa.string())}
 
 
-def _assemble(name: str, common: dict, entries: list, own: dict) -> pa.Table:
-    same = entries == list(range(len(common["step_key"])))  # one row per entry, in order
+def _assemble(name: str, common: dict, entries: list | None, own: dict) -> pa.Table:
+    """Table ``name`` from its ``own`` columns and the entry columns taken at ``entries`` (the
+    entry index of every row; None: one row per entry, in order)."""
+    same = entries is None or entries == list(range(len(common["step_key"])))
     index = None if same else pa.array(entries, pa.int32())
     cols = []
     for f in S.SCHEMAS[name]:
