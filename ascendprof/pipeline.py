@@ -25,8 +25,10 @@ from ascendprof.scan import Source, one_per_rank, scan
 #: ``bw_transit_ns`` column added to COMM_OPS (see verdicts.add_bandwidth_transit).
 SMALL_TABLES = (S.STEP_TRACE, S.STEPS, S.COMM_OPS, S.COMM_LINKS, S.OP_STATISTIC, S.ITERATIONS)
 
-#: COMM_OPS columns only the worker needs (the OPINFO text is already in the fragments)
-_WORKER_ONLY = ("opinfo_json",)
+#: The COMM_OPS columns the cluster step uses (group membership and verdicts); the OPINFO text
+#: and start / ratio columns stay in the worker (already in the fragments)
+_CLUSTER_OP_COLUMNS = ("rank", "step_key", "kind", "op_name", "group", "elapse_ns", "transit_ns",
+                       "wait_ns", "sync_ns", "idle_ns")
 
 
 @dataclass
@@ -105,8 +107,8 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
         ops, bw = data.tables[S.COMM_OPS], data.tables.get(S.COMM_BANDWIDTH)
         res.comm_fragments = cluster_communication.rank_fragments(
             ops, bw, data.tables.get(S.COMM_SIZE_DIST))
-        small = ops.drop_columns([c for c in _WORKER_ONLY if c in ops.column_names])
-        res.tables[S.COMM_OPS] = verdicts.add_bandwidth_transit(small, bw)
+        res.tables[S.COMM_OPS] = verdicts.add_bandwidth_transit(
+            ops.select([c for c in _CLUSTER_OP_COLUMNS if c in ops.column_names]), bw)
     res.table_rows = {k: v.num_rows for k, v in data.tables.items()}
     res.breakdown, res.breakdown_method = step_breakdown.recompute(data.tables, data.rank)
     if data.has(S.KERNELS):

@@ -257,14 +257,17 @@ def add_bandwidth_transit(comm_ops, comm_bandwidth):
 
 def _keyed_frame(comm_ops) -> pd.DataFrame:
     """COMM_OPS as a DataFrame with text keys filled ('' for a missing step key or group) and
-    an ``op`` column (op name before any '@'; a missing name reads 'None'), computed in Arrow
-    so equal texts share one Python object (a 256-rank cluster has ~10^6 key cells)."""
+    an ``op`` column in place of ``op_name`` (op name before any '@'; a missing name reads
+    'None'), computed in Arrow so equal texts share one Python object (a 256-rank cluster has
+    ~10^6 key cells)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     names = comm_ops.column_names
     cols = {}
     for name in names:
+        if name == "op_name":  # only its op part (below) is used: one text column less
+            continue
         col = comm_ops.column(name)
         if name in ("step_key", "group"):
             col = pc.fill_null(col.cast(pa.string()), "")
@@ -300,7 +303,7 @@ def comm_op_frame(comm_ops, comm_bandwidth) -> pd.DataFrame:
     ops = _keyed_frame(comm_ops)
     for c in ("elapse_ns", "transit_ns", "wait_ns", "sync_ns", "idle_ns"):
         ops[c] = pd.to_numeric(ops[c], errors="coerce").fillna(0).astype("int64")
-    ops["rank"] = ops["rank"].astype("int64")
+    ops["rank"] = ops["rank"].astype("int32")
     key = ["step_key", "op", "group"]
     if "bw_transit_ns" in ops.columns:
         fallback = ops[["bw_transit_ns", "elapse_ns"]].fillna(0).min(axis=1).astype("int64")

@@ -23,6 +23,7 @@ def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executo
     from ascendprof.report.files import write_outputs
     from ascendprof.report.summary import build_summary
 
+    _release_freed_memory()
     directory = Path(directory)
     if not directory.exists():
         raise UsageError(f"{directory}: no such file or directory")
@@ -60,6 +61,19 @@ def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executo
     if strict and ca.problems.skipped:
         return EXIT_NOTHING
     return EXIT_OK
+
+
+def _release_freed_memory() -> None:
+    """Let Arrow allocate through the C library's malloc instead of its bundled mimalloc,
+    unless the user chose a pool ($ARROW_DEFAULT_MEMORY_POOL). The cluster step builds and drops
+    large transient tables; mimalloc keeps the freed pages, which counted as ~50 MB of peak RSS
+    at 256 ranks. Measured: same speed per rank either way."""
+    import os
+
+    if not os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
+        import pyarrow as pa
+
+        pa.set_memory_pool(pa.system_memory_pool())
 
 
 def _run(sources, tables_dir, workers, executor, scheduler, progress, cache):
