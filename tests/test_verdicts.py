@@ -175,6 +175,16 @@ def test_without_metadata_the_whole_cluster_is_one_group(qwen3):
     assert not [v for v in out if v["category"] == "slow_rank"]
 
 
+def test_no_stages_and_no_rank_above_the_communication_threshold(qwen3):
+    """Without pipeline stages and with no rank's Communication(Not Overlapped) share above
+    the threshold (Qwen3's highest is ~52 %), there is no communication verdict (this once
+    divided by the empty rank set)."""
+    ca = fake_cluster(qwen3)
+    ca.metadata = {}
+    out = V.derive(ca, V.thresholds({"comm_share_pct": 99}))
+    assert out and not [v for v in out if v["category"] == "communication"]
+
+
 def _clone_rank(table: pa.Table, src: int, new: int) -> pa.Table:
     t = table.filter(pa.compute.equal(table["rank"], src))
     return t.set_column(t.schema.get_field_index("rank"), "rank",

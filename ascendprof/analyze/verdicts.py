@@ -677,6 +677,8 @@ def _comm_verdicts(m: pd.DataFrame, stage_of: dict[int, int], comp: pd.DataFrame
     out = []
     for stage, ranks in _peer_sets(flagged, stage_of).items():
         n = len(ranks)
+        if not n:  # nothing above the threshold
+            continue
         sub_c = comp[comp["rank"].isin(ranks)]
         tot = {c: float(sub_c[c].sum()) / n for c in
                ("elapse_ns", "transfer_ns", "peer_wait_ns", "other_ns")}
