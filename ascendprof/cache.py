@@ -211,12 +211,7 @@ def copy_tables(source, cache_dir: Path, dest: Path) -> bool:
             return False
         dest.mkdir(parents=True, exist_ok=True)
         for name in entry["tables"]:
-            src, tmp = d / f"{name}.parquet", dest / f".{name}.{os.getpid()}.tmp"
-            try:
-                os.link(src, tmp)
-            except OSError:  # another file system, or links not supported
-                shutil.copyfile(src, tmp)
-            os.replace(tmp, dest / f"{name}.parquet")
+            _place(d / f"{name}.parquet", dest / f"{name}.parquet")
         return True
     except (OSError, orjson.JSONDecodeError, KeyError):
         return False
@@ -239,3 +234,89 @@ def read_cached(source, cache_dir: Path | None):
     data = read_source(source)
     store(data, cache_dir)
     return data
+
+
+# --- whole-run entries: an unchanged re-run restores its outputs ------------------------------
+
+_RUN_PREFIX = "run-"
+_MANIFEST = "manifest.json"
+
+
+def run_key(sources, out: Path, options: dict, scan_problems=()) -> str:
+    """Key of one ``analyse`` run: the output directory, the options that change outputs
+    (thresholds, tables), what the scan reported, and every source's :func:`fingerprint`
+    (inputs and code). Equal keys mean byte-identical outputs."""
+    h = hashlib.sha256(f"{_RUN_PREFIX}{FORMAT}\0{os.path.abspath(out)}\0".encode())
+    h.update(orjson.dumps(options, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS))
+    for p in scan_problems:
+        h.update(f"{p}\n".encode())
+    for s in sorted(sources, key=lambda s: (s.rank, s.path)):
+        h.update(f"{os.path.abspath(s.path)}\0{s.kind}\0{s.rank}\0{fingerprint(s)}\n".encode())
+    return h.hexdigest()[:32]
+
+
+def _place(src: Path, dest: Path) -> None:
+    """``dest`` becomes ``src``'s content atomically: a hard link when possible, else a copy."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        if os.path.samefile(src, dest):  # already this file (rename() would be a no-op)
+            return
+    except OSError:
+        pass  # no dest yet
+    tmp = dest.parent / f".{dest.name}.{os.getpid()}.tmp"
+    try:
+        os.link(src, tmp)
+    except OSError:
+        shutil.copyfile(src, tmp)
+    os.replace(tmp, dest)
+
+
+def store_run(cache_dir: Path | None, key: str, out: Path, files, extra: dict) -> None:
+    """Keep the run's output ``files`` (paths under ``out``) as the entry of ``key``, with
+    ``extra`` (JSON-able facts the caller needs back, e.g. the exit status). Linked, not copied,
+    when the cache is on the same file system; each file's size and mtime are recorded so an
+    output edited in place later is noticed and the entry not used. Failures are ignored."""
+    if cache_dir is None:
+        return
+    cache_dir, out = Path(cache_dir), Path(out)
+    tmp = None
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        for old in cache_dir.glob(f"{_RUN_PREFIX}*"):  # one run entry per cache: the newest
+            shutil.rmtree(old, ignore_errors=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{_RUN_PREFIX}", dir=cache_dir))
+        stats = {}
+        for f in files:
+            rel = Path(f).relative_to(out)
+            _place(Path(f), tmp / "files" / rel)
+            st = os.stat(tmp / "files" / rel)
+            stats[rel.as_posix()] = [st.st_size, st.st_mtime_ns]
+        (tmp / _MANIFEST).write_bytes(orjson.dumps({"files": stats, "extra": extra}))
+        os.replace(tmp, cache_dir / f"{_RUN_PREFIX}{key}")
+        tmp = None
+    except (OSError, ValueError, TypeError, orjson.JSONEncodeError):
+        return
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def restore_run(cache_dir: Path | None, key: str, out: Path, dest_of=None) -> dict | None:
+    """Put the outputs of the run entry ``key`` back under ``out`` (each file atomically; at
+    ``dest_of(relative path)`` when given) and return its ``extra``; None (nothing written)
+    when there is no intact entry."""
+    if cache_dir is None:
+        return None
+    d = Path(cache_dir) / f"{_RUN_PREFIX}{key}"
+    try:
+        manifest = orjson.loads((d / _MANIFEST).read_bytes())
+        files = manifest["files"]
+        for rel, (size, mtime) in files.items():
+            st = os.stat(d / "files" / rel)
+            if (st.st_size, st.st_mtime_ns) != (size, mtime):
+                return None
+        for rel in files:
+            _place(d / "files" / rel, dest_of(rel) if dest_of else Path(out) / rel)
+        return manifest["extra"]
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None

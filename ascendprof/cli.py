@@ -126,7 +126,9 @@ def _parse_thresholds(items) -> dict:
               show_default=True, help="Where per-rank work runs.")
 @click.option("--scheduler", default=None, help="Dask scheduler address (with --executor dask).")
 @click.option("--no-tables", is_flag=True, help="Do not write the normalised Parquet tables.")
-@click.option("--no-cache", is_flag=True, help="Ignore and do not update the Parquet cache.")
+@click.option("--no-cache", is_flag=True,
+              help="Ignore and do not update the cache (per-rank Parquet tables and results; "
+                   "the last run's outputs).")
 @click.option("--threshold", "thresholds", multiple=True, metavar="NAME=VALUE",
               help="Override a verdict threshold, e.g. comm_share_pct=30 "
                    "(names: see verdicts.json 'thresholds').")

@@ -81,17 +81,67 @@ def test_outputs_identical_without_cache_cold_and_warm(cluster, tmp_path, monkey
     assert not (no_cache / cache.CACHE_DIRNAME).exists()
     run_analyse(cluster, with_cache, cache=True, progress=False, fmt="json", workers=2)
     entries = list((with_cache / cache.CACHE_DIRNAME).iterdir())
-    assert len(entries) == 8
+    assert len([e for e in entries if not e.name.startswith("run-")]) == 8  # one per rank
+    assert len([e for e in entries if e.name.startswith("run-")]) == 1  # and the run
     cold = analysis_outputs(with_cache)
     assert_same_outputs(analysis_outputs(no_cache), cold)
 
-    # warm: nothing may be parsed again (one worker runs in-process, so the patch applies)
+    # warm, same run: the outputs come back from the run entry, nothing is recomputed
+    def no_combine(*_a, **_k):
+        raise AssertionError("combined again despite an unchanged run")
+
+    monkeypatch.setattr("ascendprof.pipeline.combine", no_combine)
+    run_analyse(cluster, with_cache, cache=True, progress=False, fmt="json", workers=2)
+    assert_same_outputs(cold, analysis_outputs(with_cache))
+    monkeypatch.undo()
+
+    # warm ranks only (run entry gone): nothing may be parsed again (one worker runs
+    # in-process, so the patch applies)
+    for run_entry in (with_cache / cache.CACHE_DIRNAME).glob("run-*"):
+        import shutil
+
+        shutil.rmtree(run_entry)
+
     def no_parsing(source):
         raise AssertionError(f"parsed {source.path} despite a fresh cache entry")
 
     monkeypatch.setattr("ascendprof.readers.read_source", no_parsing)
     run_analyse(cluster, with_cache, cache=True, progress=False, fmt="json", workers=1)
     assert_same_outputs(cold, analysis_outputs(with_cache))
+
+
+def test_run_entry_used_only_when_nothing_changed(tmp_path, monkeypatch):
+    """The whole-run entry is not used after an output was edited in place (the output is
+    rewritten correctly), with other thresholds or without tables (tables/ then goes), or after
+    an input changed."""
+    c = _make(tmp_path, n=2)
+    out = tmp_path / "out"
+    calls = []
+    from ascendprof import pipeline
+
+    real = pipeline.combine
+    monkeypatch.setattr(pipeline, "combine", lambda *a, **k: calls.append(1) or real(*a, **k))
+
+    def run(**kw):
+        calls.clear()
+        run_analyse(c, out, cache=True, progress=False, fmt="json", workers=1, **kw)
+        return bool(calls)
+
+    assert run() is True
+    clean = analysis_outputs(out)
+    assert run() is False
+    assert_same_outputs(clean, analysis_outputs(out))
+    with open(out / "cluster_step_trace_time.csv", "ab") as f:  # same inode as the entry's
+        f.write(b"edited\n")
+    assert run() is True
+    assert_same_outputs(clean, analysis_outputs(out))
+    assert run(thresholds={"comm_share_pct": 99}) is True
+    assert run(tables=False) is True and not (out / "tables").exists()
+    assert run(tables=False) is False and not (out / "tables").exists()
+    kd = next(c.rglob("kernel_details.csv"))
+    st = kd.stat()
+    os.utime(kd, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    assert run(tables=False) is True
 
 
 def test_changed_input_or_damaged_entry_is_a_miss(tmp_path):

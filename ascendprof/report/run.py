@@ -6,6 +6,8 @@ import shutil
 import sys
 from pathlib import Path
 
+import orjson
+
 from ascendprof.errors import EXIT_NOTHING, EXIT_OK, UsageError
 from ascendprof.output import check_output_dir
 from ascendprof.problems import Problems
@@ -16,7 +18,9 @@ def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executo
                 progress=True) -> int:
     """Run the whole analysis of ``directory`` into ``out``; returns the exit code.
 
-    Raises UsageError for a missing input or an output inside the input, NothingAnalysable when
+    With the cache on, a run whose inputs, code, options and output directory are unchanged
+    since the last run restores that run's outputs (see :func:`ascendprof.cache.run_key`)
+    instead of recomputing them. Raises UsageError for a missing input or an output inside the input, NothingAnalysable when
     no rank can be read.
     """
     from ascendprof import pipeline
@@ -31,36 +35,61 @@ def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executo
     problems = Problems()
     sources = pipeline.load(directory, problems)
     out.mkdir(parents=True, exist_ok=True)
-    tables_tmp = out / ".tables.partial"
+    tables_tmp, final_tables = out / ".tables.partial", out / "tables"
     if tables_tmp.exists():
         shutil.rmtree(tables_tmp)
-    from ascendprof.cache import cache_dir_for
+    from ascendprof import cache as run_cache
 
+    cache_dir = run_cache.cache_dir_for(out, [directory]) if cache else None
+    key = cache_dir and run_cache.run_key(
+        sources, out, {"thresholds": thresholds or {}, "tables": tables},
+        [orjson.dumps(p.as_dict()) for p in problems])
+
+    def dest(rel: str) -> Path:  # tables/ is rebuilt beside the old one and swapped in
+        return tables_tmp / rel[len("tables/"):] if rel.startswith("tables/") else out / rel
+
+    restored = run_cache.restore_run(cache_dir, key, out, dest)
+    if restored is not None:  # inputs, code and options unchanged: the outputs are the same
+        _swap_tables(tables_tmp, final_tables, tables)
+        summary = orjson.loads((out / "summary.json").read_bytes())
+        _show(summary, out, fmt)
+        return EXIT_NOTHING if strict and restored.get("skipped") else EXIT_OK
     results = _run(sources, tables_tmp if tables else None, workers, executor, scheduler,
-                   progress, cache_dir_for(out, [directory]) if cache else None)
+                   progress, cache_dir)
     ca = pipeline.combine(str(directory), sources, results, problems, thresholds)
-    final_tables = out / "tables"
-    if final_tables.exists():
-        shutil.rmtree(final_tables)
-    if tables and tables_tmp.exists():
-        tables_tmp.rename(final_tables)
+    _swap_tables(tables_tmp, final_tables, tables)
     summary = build_summary(ca)
     written = write_outputs(ca, out, summary)
     summary["outputs"] = [str(p) for p in written] + ([str(final_tables)] if tables else [])
     from ascendprof.output import write_json
 
-    write_json(out / "summary.json", summary)
-    if fmt == "json":
-        import orjson
+    written.append(write_json(out / "summary.json", summary))
+    if tables and final_tables.exists():
+        written += [p for p in sorted(final_tables.rglob("*")) if p.is_file()]
+    run_cache.store_run(cache_dir, key, out, written, {"skipped": bool(ca.problems.skipped)})
+    _show(summary, out, fmt)
+    if strict and ca.problems.skipped:
+        return EXIT_NOTHING
+    return EXIT_OK
 
-        sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
+
+def _swap_tables(tables_tmp: Path, final_tables: Path, tables: bool) -> None:
+    """Replace tables/ by the freshly written ``.tables.partial`` (tables/ is removed when the
+    run writes none, so it never holds another run's tables)."""
+    if final_tables.exists():
+        shutil.rmtree(final_tables)
+    if tables and tables_tmp.exists():
+        tables_tmp.rename(final_tables)
+
+
+def _show(summary: dict, out: Path, fmt: str) -> None:
+    if fmt == "json":
+        sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
+                                      | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
     else:
         from ascendprof.report.terminal import print_summary
 
         print_summary(summary, out)
-    if strict and ca.problems.skipped:
-        return EXIT_NOTHING
-    return EXIT_OK
 
 
 def _release_freed_memory() -> None:
