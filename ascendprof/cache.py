@@ -26,7 +26,7 @@ from pathlib import Path
 
 import orjson
 
-from ascendprof.output import PARQUET_OPTIONS
+from ascendprof.output import PARQUET_OPTIONS, ensure_dir
 
 CACHE_DIRNAME = ".ascendprof-cache"
 ENV = "ASCENDPROF_CACHE"
@@ -119,6 +119,7 @@ def store(data, cache_dir: Path) -> Path | None:
 
     Failures to write (read-only or full disk) are ignored: the cache is an optimisation.
     """
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     cache_dir = Path(cache_dir)
@@ -131,10 +132,13 @@ def store(data, cache_dir: Path) -> Path | None:
     }
     tmp = None
     try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
+        ensure_dir(cache_dir)
         tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=cache_dir))
         for name, t in data.tables.items():
-            pq.write_table(t, tmp / f"{name}.parquet", **PARQUET_OPTIONS)
+            # encoded in memory, written with one call (the writer makes a syscall per page)
+            buf = pa.BufferOutputStream()
+            pq.write_table(t, buf, **PARQUET_OPTIONS)
+            (tmp / f"{name}.parquet").write_bytes(buf.getvalue())
         (tmp / _ENTRY).write_bytes(orjson.dumps(entry, option=orjson.OPT_SERIALIZE_NUMPY))
         if final.exists():
             shutil.rmtree(final, ignore_errors=True)
@@ -209,7 +213,7 @@ def copy_tables(source, cache_dir: Path, dest: Path) -> bool:
         entry = orjson.loads((d / _ENTRY).read_bytes())
         if entry.get("fingerprint") != fingerprint(source):
             return False
-        dest.mkdir(parents=True, exist_ok=True)
+        ensure_dir(dest)
         for name in entry["tables"]:
             _place(d / f"{name}.parquet", dest / f"{name}.parquet")
         return True
@@ -257,7 +261,7 @@ def run_key(sources, out: Path, options: dict, scan_problems=()) -> str:
 
 def _place(src: Path, dest: Path) -> None:
     """``dest`` becomes ``src``'s content atomically: a hard link when possible, else a copy."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    ensure_dir(dest.parent)
     try:
         if os.path.samefile(src, dest):  # already this file (rename() would be a no-op)
             return
@@ -281,7 +285,7 @@ def store_run(cache_dir: Path | None, key: str, out: Path, files, extra: dict) -
     cache_dir, out = Path(cache_dir), Path(out)
     tmp = None
     try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
+        ensure_dir(cache_dir)
         for old in cache_dir.glob(f"{_RUN_PREFIX}*"):  # one run entry per cache: the newest
             shutil.rmtree(old, ignore_errors=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{_RUN_PREFIX}", dir=cache_dir))

@@ -31,6 +31,13 @@ def check_output_dir(out: Path, inputs: list[Path]) -> Path:
     return out
 
 
+def ensure_dir(d: Path) -> None:
+    """``mkdir -p d``; a stat first, because a mkdir that fails with EEXIST costs ~0.1 ms on
+    ext4 (thousands of them in a 256-rank run)."""
+    if not os.path.isdir(d):
+        Path(d).mkdir(parents=True, exist_ok=True)
+
+
 def write_bytes(path: Path, data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically (temp file in the same directory + rename)."""
     return write_pieces(path, (data,))
@@ -45,7 +52,7 @@ def write_pieces(path: Path, pieces) -> Path:
     """Write the byte strings of the iterable ``pieces`` one after another to ``path``,
     atomically (temp file in the same directory + rename), holding one piece at a time."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    ensure_dir(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -101,8 +108,10 @@ PARQUET_OPTIONS = {"use_dictionary": False, "write_statistics": False}
 
 
 def write_parquet(path: Path, table) -> Path:
+    """``table`` as Parquet at ``path`` (encoded in memory, written atomically in one call)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    buf = io.BytesIO()
+    buf = pa.BufferOutputStream()
     pq.write_table(table, buf, **PARQUET_OPTIONS)
     return write_bytes(path, buf.getvalue())

@@ -177,8 +177,25 @@ def run_ranks(sources: list[Source], tables_dir: Path | None = None, *, workers:
     """Run :func:`process_rank` over ``sources`` with the local executor (see executors)."""
     from ascendprof.executors import local_map
 
+    preload(sources)
     return local_map(process_rank, sources, tables_dir=tables_dir, workers=workers,
                      progress=progress, cache_dir=cache_dir)
+
+
+def preload(sources) -> None:
+    """Import what :func:`process_rank` needs for ``sources`` (their readers, the per-rank
+    analyses, pandas) before the pool forks: the workers then start with it loaded and share
+    those pages instead of each importing it again (~0.5 s and ~40 MB per worker); the
+    cluster step needs most of it afterwards anyway."""
+    from importlib import import_module
+
+    from ascendprof.readers import reader_module
+
+    for kind in sorted({s.kind for s in sources}):
+        import_module(reader_module(kind))
+    for name in ("cache", "analyze.cluster_communication", "analyze.op_stats",
+                 "analyze.step_breakdown", "analyze.verdicts", "output"):
+        import_module(f"ascendprof.{name}")
 
 
 def combine(root: str, sources: list[Source], results: list[RankResult], problems: Problems,

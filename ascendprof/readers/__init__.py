@@ -22,6 +22,11 @@ _MODULES = {
 }
 
 
+def reader_module(kind: str) -> str:
+    """The module that reads sources of ``kind`` (KeyError for an unknown kind)."""
+    return _MODULES[kind]
+
+
 def read_source(source):
     """Dispatch ``source`` to the reader of its kind; returns a RankData."""
     return import_module(_MODULES[source.kind]).read(source)
