@@ -11,6 +11,7 @@ import csv
 import io
 import os
 import tempfile
+from itertools import chain
 from pathlib import Path
 
 import orjson
@@ -55,8 +56,10 @@ def write_pieces(path: Path, pieces) -> Path:
     ensure_dir(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.writelines(pieces)  # the loop in C: a 256-rank file comes in ~10^6 small pieces
+        # the loop in C: a 256-rank file comes in ~10^6 small pieces; a 1 MB buffer makes
+        # ~250 write calls of a 236 MB file instead of ~30k
+        with os.fdopen(fd, "wb", buffering=1 << 20) as f:
+            f.writelines(pieces)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -68,17 +71,19 @@ def write_pieces(path: Path, pieces) -> Path:
 def json_object_pieces(items):
     """Compact JSON text of an object, piece by piece, from ``(key, value)`` pairs where the
     value is its JSON text as bytes or as an iterable of byte pieces (what ``json.dumps``
-    would write for the dict of those pairs, without the spaces)."""
-    yield b"{"
+    would write for the dict of those pairs, without the spaces). An iterator whose pieces
+    pass through itertools, so a writer consumes them without a Python step per piece."""
+    return chain.from_iterable(_object_chunks(items))
+
+
+def _object_chunks(items):
+    yield (b"{",)
     first = True
     for key, value in items:
-        yield (b"" if first else b",") + orjson.dumps(str(key)) + b":"
-        if isinstance(value, (bytes, bytearray, memoryview)):
-            yield value
-        else:
-            yield from value
+        yield ((b"" if first else b",") + orjson.dumps(str(key)) + b":",)
+        yield (value,) if isinstance(value, (bytes, bytearray, memoryview)) else value
         first = False
-    yield b"}"
+    yield (b"}",)
 
 
 def write_json_items(path: Path, items) -> Path:

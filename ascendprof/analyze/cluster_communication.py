@@ -28,7 +28,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import chain
+from operator import itemgetter
 from functools import lru_cache
 
 import numpy as np
@@ -276,10 +278,6 @@ def _total_info(rank_infos: list[dict]) -> dict:
     return acc.result()
 
 
-#: Framing of one rank's serialised OPINFOs: records ``<step key JSON> 0x01 <op key JSON> 0x01
-#: <OPINFO JSON> 0x00``. orjson escapes control characters inside strings, so neither byte can
-#: occur in the JSON pieces.
-_FIELD, _RECORD = b"\x01", b"\x00"
 _CODEC = "zstd"
 
 
@@ -287,10 +285,12 @@ _CODEC = "zstd"
 class OpFragments:
     """One rank's communication ops of one (kind, group), serialised for cluster_communication.json.
 
-    ``blob``: zstd-compressed records (see ``_FIELD`` / ``_RECORD``) in the rank's file order,
-    one per (step key, op key) (first occurrence wins, as in msprof-analyze), ``size`` its
-    uncompressed length; ``totals``: ``[(step key JSON, "Total Op Info" JSON of this rank)]``.
-    Built by :func:`rank_fragments` (in the worker), combined by :class:`CommunicationFile`.
+    ``blob``: zstd-compressed ``lengths | step index | OPINFO JSONs | op key JSONs``: ``count``
+    records in the rank's file order, one per (step key, op key) (first occurrence wins, as in
+    msprof-analyze); ``lengths`` is int32 [count OPINFO lengths, count op key lengths], ``step
+    index`` int32 positions in ``steps`` (the step keys' JSON). ``size`` is the uncompressed
+    length; ``totals``: ``[(step key JSON, "Total Op Info" JSON of this rank)]``. Built by
+    :func:`rank_fragments` (in the worker), combined by :class:`CommunicationFile`.
     """
 
     rank: int
@@ -299,6 +299,37 @@ class OpFragments:
     size: int
     blob: bytes
     totals: list
+    count: int = 0
+    steps: list = field(default_factory=list)
+
+    @staticmethod
+    def pack(rank: int, kind: str, group: str, records: list[tuple[bytes, bytes, bytes]],
+             totals: list) -> OpFragments:
+        """From ``records`` = [(step key JSON, op key JSON, OPINFO JSON)] in file order."""
+        steps: dict[bytes, int] = {}
+        index = [steps.setdefault(st, len(steps)) for st, _, _ in records]
+        infos = [info for _, _, info in records]
+        keys = [key for _, key, _ in records]
+        head = np.array([*map(len, infos), *map(len, keys), *index], dtype="<i4").tobytes()
+        raw = b"".join((head, *infos, *keys))
+        return OpFragments(rank=rank, kind=kind, group=group, size=len(raw),
+                           blob=pa.compress(raw, codec=_CODEC, asbytes=True), totals=totals,
+                           count=len(records), steps=list(steps))
+
+    def unpack(self) -> tuple[list[bytes], list[bytes], list[memoryview], bytes]:
+        """(step key JSON, op key JSON, OPINFO JSON view) of every record, and the decompressed
+        buffer the views point into."""
+        raw = pa.decompress(self.blob, self.size, codec=_CODEC, asbytes=True)
+        n = self.count
+        head = np.frombuffer(raw, dtype="<i4", count=3 * n)
+        ends = np.cumsum(head[:2 * n], dtype=np.int64) + 12 * n
+        starts = ends - head[:2 * n]
+        view = memoryview(raw)
+        s, e = starts.tolist(), ends.tolist()
+        infos = [view[a:b] for a, b in zip(s[:n], e[:n])]
+        keys = [raw[a:b] for a, b in zip(s[n:], e[n:])]
+        steps = [self.steps[i] for i in head[2 * n:].tolist()]
+        return steps, keys, infos, raw
 
 
 def _columns(table: pa.Table | None, names) -> dict[str, list]:
@@ -353,16 +384,12 @@ def rank_fragments(comm_ops: pa.Table | None, comm_bandwidth: pa.Table | None,
         records = parts.get((rank, kind, group))
         if records is None:
             records = parts[(rank, kind, group)] = []
-        records.append(_FIELD.join((step_json[cols["step_key"][i]],
-                                    dumps(f"{cols['op_name'][i]}@{group}"), infos[i])))
-    out = []
-    for (rank, kind, group), records in parts.items():
-        raw = _RECORD.join(records) + _RECORD
-        out.append(OpFragments(rank=rank, kind=kind, group=group, size=len(raw),
-                               blob=pa.compress(raw, codec=_CODEC, asbytes=True),
-                               totals=[(dumps(step), dumps(total)) for step, total
-                                       in totals.get((rank, kind, group), {}).items()]))
-    return out
+        records.append((step_json[cols["step_key"][i]],
+                        dumps(f"{cols['op_name'][i]}@{group}"), infos[i]))
+    return [OpFragments.pack(rank, kind, group, records,
+                             [(dumps(step), dumps(total)) for step, total
+                              in totals.get((rank, kind, group), {}).items()])
+            for (rank, kind, group), records in parts.items()]
 
 
 #: what identifies an op (one OPINFO) in the COMM_* tables
@@ -559,49 +586,73 @@ class CommunicationFile(Mapping):
         return b"".join(self.group_pieces(key))
 
     def group_pieces(self, key: str):
-        """The value of ``key`` as a generator of compact JSON byte pieces. Holds the group's
+        """The value of ``key`` as an iterator of compact JSON byte pieces; the pieces of a
+        record flow through itertools (no Python step per record). Holds the group's
         decompressed records (OPINFOs are memoryview slices of them, never copied) until the
         last piece is taken. Raises KeyError for an unknown key."""
-        steps: dict[bytes, dict[bytes, list]] = {}
+        return chain.from_iterable(self._chunks(self._by_key[key]))
+
+    def _chunks(self, frags):
+        """Iterables of pieces: one per op, and the step / total framing around them."""
+        unpacked = [(f, *f.unpack()) for f in frags]
         totals: dict[bytes, dict[str, dict[int, list]]] = {}
-        for f in self._by_key[key]:
-            raw = pa.decompress(f.blob, f.size, codec=_CODEC, asbytes=True)
-            view = memoryview(raw)
-            prefix = b'"%d":' % f.rank
-            pos, end = 0, len(raw)
-            while pos < end:
-                a = raw.index(_FIELD, pos)
-                b = raw.index(_FIELD, a + 1)
-                stop = raw.index(_RECORD, b + 1)
-                step, op_key = raw[pos:a], raw[a + 1:b]
-                pos = stop + 1
-                ops = steps.get(step)
-                if ops is None:
-                    ops = steps[step] = {}
-                ranks = ops.get(op_key)
-                if ranks is None:
-                    ops[op_key] = [f.rank, prefix, view[b + 1:stop]]
-                elif ranks[0] != f.rank:  # a rank's first record of an op wins
-                    ranks[0] = f.rank
-                    ranks += (b"," + prefix, view[b + 1:stop])
+        for f in frags:
             for step, total in f.totals:
                 totals.setdefault(step, {}).setdefault(f.group, {}).setdefault(f.rank, []) \
                     .append(total)
-        yield b"{"
-        for i, (step, ops) in enumerate(steps.items()):
-            yield (b"," if i else b"") + step + b":{"
-            for j, (op_key, ranks) in enumerate(ops.items()):
-                yield (b"," if j else b"") + op_key + b":{"
-                yield from ranks[1:]
-                yield b"}"
+        first = unpacked[0]
+        same = (len({f.rank for f in frags}) == len(frags)
+                and all(u[1] == first[1] and u[2] == first[2] for u in unpacked[1:]))
+        steps = (self._aligned(unpacked) if same else self._merged(unpacked))
+        yield (b"{",)
+        for i, (step, ops) in enumerate(steps):
+            yield ((b"," if i else b"") + step + b":{",)
+            for j, (op_key, parts) in enumerate(ops):
+                yield ((b"," if j else b"") + op_key + b":{",)
+                yield parts
+                yield (b"}",)
             for group, ranks in totals.get(step, {}).items():
                 vals = [b'"%d":' % r + (t[0] if len(t) == 1 else
                                          orjson.dumps(_merge_totals([orjson.loads(x) for x in t])))
                         for r, t in ranks.items()]
                 yield (b"," + orjson.dumps(f"{TOTAL_OP_INFO}@{group}") + b":{" + b",".join(vals)
-                       + b"}")
-            yield b"}"
-        yield b"}"
+                       + b"}",)
+            yield (b"}",)
+        yield (b"}",)
+
+    @staticmethod
+    def _aligned(unpacked):
+        """Every rank has the same records in the same order (the usual collective group): the
+        output of op j is record j of every rank in turn, gathered without per-record Python."""
+        _, steps, keys, _, _ = unpacked[0]
+        prefixes = [(b"," if i else b"") + b'"%d":' % u[0].rank for i, u in enumerate(unpacked)]
+        columns = [u[3] for u in unpacked]
+        by_step: dict[bytes, list[int]] = {}
+        for j, step in enumerate(steps):
+            by_step.setdefault(step, []).append(j)
+        for step, rows in by_step.items():
+            yield step, ((keys[j], chain.from_iterable(zip(prefixes, map(itemgetter(j), columns))))
+                         for j in rows)
+
+    @staticmethod
+    def _merged(unpacked):
+        """Ranks with different records: merged op by op (a rank's first record of an op
+        wins)."""
+        steps: dict[bytes, dict[bytes, list]] = {}
+        for f, st, keys, infos, _ in unpacked:
+            prefix = b'"%d":' % f.rank
+            for step, op_key, info in zip(st, keys, infos):
+                ops = steps.get(step)
+                if ops is None:
+                    ops = steps[step] = {}
+                ranks = ops.get(op_key)
+                if ranks is None:
+                    ops[op_key] = [f.rank, prefix, info]
+                elif ranks[0] != f.rank:
+                    ranks[0] = f.rank
+                    ranks += (b"," + prefix, info)
+        for step, ops in steps.items():
+            yield step, ((op_key, ranks[1:]) for op_key, ranks in ops.items())
 
 
 def build_communication(comm_ops: pa.Table, comm_bandwidth: pa.Table | None,
