@@ -221,18 +221,20 @@ def combine(root: str, sources: list[Source], results: list[RankResult], problem
     has_comm = comm is not None and comm.num_rows > 0
     has_links = links is not None and links.num_rows > 0
     # msprof-analyze takes group membership (and so pipeline stages) from both comm files
+    membership = cluster_communication.group_membership(comm if has_comm else None,
+                                                        links if has_links else None)
     groups = cluster_communication.build_groups(comm if has_comm else None, ca.metadata,
-                                                comm_links=links if has_links else None)
+                                                comm_links=links if has_links else None,
+                                                membership=membership)
     if ca.step_trace is not None and ca.step_trace.num_rows:
         ca.cluster_step_trace = cluster_step_trace.build(ca.step_trace, ca.metadata, groups)
     ca.communication_group = groups
     if has_comm:
-        coll, p2p = cluster_communication.group_membership(comm, links if has_links else None)
         ca.communication = cluster_communication.CommunicationFile(
-            [f for r in usable for f in r.comm_fragments], coll, p2p)
+            [f for r in usable for f in r.comm_fragments], *membership)
     if has_links:
         ca.communication_matrix = cluster_communication.build_matrix(
-            links, ca.metadata, comm_ops=comm if has_comm else None)
+            links, ca.metadata, comm_ops=comm if has_comm else None, membership=membership)
     del comm, links  # verdicts concatenate again; do not hold two copies of all ranks' ops
     parts = [r.op_partial for r in usable if r.op_partial is not None]
     if parts:

@@ -85,3 +85,17 @@ def test_unknown_threshold_is_a_usage_error(qwen3, tmp_path):
     assert r.exit_code == 2
     assert "unknown threshold 'foo'" in r.output and "comm_share_pct" in r.output
     assert not (tmp_path / "out").exists()
+
+
+def test_terminal_breakdown_keeps_the_longest_steps_of_a_large_cluster():
+    """Above MAX_BREAKDOWN_ROWS rank-steps the terminal table lists the longest steps only
+    (Computing + Communication(Not Overlapped) + Free), in rank order, and says so."""
+    from ascendprof.report.terminal import MAX_BREAKDOWN_ROWS, _breakdown_rows
+
+    # rank r: 10 + r us of compute, 5 of CNO, r % 3 of free -> longest = highest ranks
+    rows = [{"rank": r, "step": 1, "computing_us": 10.0 + r, "comm_not_overlapped_us": 5.0,
+             "free_us": float(r % 3)} for r in range(MAX_BREAKDOWN_ROWS + 8)]
+    kept, title = _breakdown_rows(rows)
+    assert [r["rank"] for r in kept] == list(range(8, MAX_BREAKDOWN_ROWS + 8))
+    assert f"{MAX_BREAKDOWN_ROWS} longest of {MAX_BREAKDOWN_ROWS + 8}" in title
+    assert _breakdown_rows(rows[:5]) == (rows[:5], "Step breakdown per rank (ms)")

@@ -146,7 +146,7 @@ def _key_for(kind: str, group: str, coll: dict, p2p: dict) -> str:
 # --- communication_group.json ------------------------------------------------------------------
 
 def build_groups(comm_ops: pa.Table | None, metadata: dict[int, dict],
-                 comm_links: pa.Table | None = None) -> dict:
+                 comm_links: pa.Table | None = None, membership=None) -> dict:
     """communication_group.json as msprof-analyze writes it.
 
     In: COMM_OPS (and optionally COMM_LINKS, which msprof-analyze also reads for membership),
@@ -154,9 +154,10 @@ def build_groups(comm_ops: pa.Table | None, metadata: dict[int, dict],
     "comm_group_parallel_info": [{"type", "rank_set", "group_name", "group_id", "pg_name"}...]}``;
     ``rank_set`` is the group's ``global_ranks`` when parallel_group_info knows the group, else the
     ranks seen. With no communication data all three lists are empty (msprof-analyze still writes
-    the file then).
+    the file then). ``membership``: :func:`group_membership` of the same tables when the caller
+    has it already.
     """
-    coll, p2p = group_membership(comm_ops, comm_links)
+    coll, p2p = membership or group_membership(comm_ops, comm_links)
     pg = parallel_groups(metadata)
     info = []
     for kind, groups in (("collective", coll), ("p2p", p2p)):
@@ -773,7 +774,7 @@ def _merge_step(step_ops: dict[str, dict[int, dict[str, dict]]]) -> dict:
 
 
 def build_matrix(comm_links: pa.Table, metadata: dict[int, dict],
-                 comm_ops: pa.Table | None = None) -> dict:
+                 comm_ops: pa.Table | None = None, membership=None) -> dict:
     """cluster_communication_matrix.json as msprof-analyze writes it (see the module docstring).
 
     In: all ranks' COMM_LINKS (group-local src/dst, int ns, MB), optionally COMM_OPS (group
@@ -784,9 +785,10 @@ def build_matrix(comm_links: pa.Table, metadata: dict[int, dict],
     {"<global src>-<global dst>": {"Transport Type", "Transit Time(ms)", "Transit Size(MB)",
     "Op Name", "Bandwidth(GB/s)"}}, "Total Op Info@<group>": {...}}}}``; ``{}`` without links.
     Links whose ranks are null (not an int in the input) or cannot be mapped are left out.
+    ``membership``: :func:`group_membership` of the same tables when the caller has it already.
     """
     rows = _condense_raw(_rows(comm_links))
-    coll, p2p = group_membership(comm_ops, comm_links)
+    coll, p2p = membership or group_membership(comm_ops, comm_links)
     struct: dict = {}
     for r in sorted(rows, key=lambda r: r["rank"]):
         if r["src_rank"] is None or r["dst_rank"] is None:

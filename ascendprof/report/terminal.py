@@ -87,6 +87,26 @@ def _print_problems(con, problems) -> None:
         con.print(f"  ... and {len(problems) - 50} more in problems.csv")
 
 
+#: Above this many (rank, step) rows the terminal shows the ones with the longest steps only:
+#: a 1000-rank table helps nobody on a screen (and rich takes ~1 ms per row to lay it out);
+#: every row is in cluster_step_trace_time.csv and summary.json.
+MAX_BREAKDOWN_ROWS = 32
+
+
+def _step_us(r: dict) -> float:
+    """A row's step time: Computing + Communication(Not Overlapped) + Free (us)."""
+    return sum(r.get(k) or 0 for k in ("computing_us", "comm_not_overlapped_us", "free_us"))
+
+
+def _breakdown_rows(rows: list[dict]) -> tuple[list[dict], str]:
+    if len(rows) <= MAX_BREAKDOWN_ROWS:
+        return rows, "Step breakdown per rank (ms)"
+    keep = sorted(rows, key=_step_us, reverse=True)[:MAX_BREAKDOWN_ROWS]
+    keep.sort(key=lambda r: (r["rank"], r["step"] is None, r["step"] or 0))
+    return keep, (f"Step breakdown per rank (ms): the {len(keep)} longest of {len(rows)} "
+                  f"rank-steps (all in cluster_step_trace_time.csv)")
+
+
 def print_summary(summary: dict, out_dir) -> None:
     from rich.table import Table
 
@@ -97,11 +117,12 @@ def print_summary(summary: dict, out_dir) -> None:
         kinds[s["kind"]] = kinds.get(s["kind"], 0) + 1
     con.print("Sources: " + ", ".join(f"{n} {k}" for k, n in kinds.items()))
     if summary["ranks"]:
-        t = Table(title="Step breakdown per rank (ms)", caption=_LEGEND)
+        rows, title = _breakdown_rows(summary["ranks"])
+        t = Table(title=title, caption=_LEGEND)
         for c in ("Rank", "Step") + tuple(short for _, short in _SHORT):
             t.add_column(c, justify="right")
         t.add_column("Src")
-        for r in summary["ranks"]:
+        for r in rows:
             vals = []
             for col, _ in _SHORT:
                 v = r.get(col[:-3] + "_us")
