@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pickle
 import shutil
 import tempfile
 from functools import lru_cache
@@ -114,10 +115,12 @@ def load(source, cache_dir: Path):
                     problems=problems, missing=list(entry["missing"]))
 
 
-def store(data, cache_dir: Path) -> Path | None:
-    """Write ``data`` (a RankData) as the entry of its source; returns the entry directory.
+def store(data, cache_dir: Path, result=None) -> Path | None:
+    """Write ``data`` (a RankData) as the entry of its source, with the per-rank ``result``
+    (pipeline.RankResult) when given, in one directory rename; returns the entry directory.
 
-    Failures to write (read-only or full disk) are ignored: the cache is an optimisation.
+    Failures to write (read-only or full disk) are ignored (None): the cache is an
+    optimisation.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -140,12 +143,15 @@ def store(data, cache_dir: Path) -> Path | None:
             pq.write_table(t, buf, **PARQUET_OPTIONS)
             (tmp / f"{name}.parquet").write_bytes(buf.getvalue())
         (tmp / _ENTRY).write_bytes(orjson.dumps(entry, option=orjson.OPT_SERIALIZE_NUMPY))
+        if result is not None:
+            (tmp / _RESULT).write_bytes(pickle.dumps((entry["fingerprint"], result),
+                                                     protocol=pickle.HIGHEST_PROTOCOL))
         if final.exists():
             shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
         tmp = None
         return final
-    except (OSError, TypeError, orjson.JSONEncodeError):
+    except (OSError, TypeError, orjson.JSONEncodeError, pickle.PicklingError):
         return None
     finally:
         if tmp is not None:
@@ -164,8 +170,6 @@ def load_result(source, cache_dir: Path | None):
     """
     if cache_dir is None:
         return None
-    import pickle
-
     d = Path(cache_dir) / entry_key(source)
     try:
         entry = orjson.loads((d / _ENTRY).read_bytes())
@@ -180,24 +184,36 @@ def load_result(source, cache_dir: Path | None):
     return result
 
 
-def store_result(result, cache_dir: Path | None) -> None:
-    """Keep ``result`` beside the table entry of its source (only when that entry is fresh)."""
+def store_result(result, cache_dir: Path | None) -> Path | None:
+    """Keep ``result`` beside the table entry of its source (only when that entry is fresh);
+    returns the entry directory, None when nothing was stored."""
     if cache_dir is None:
-        return
-    import pickle
-
+        return None
     d = Path(cache_dir) / entry_key(result.source)
     try:
         entry = orjson.loads((d / _ENTRY).read_bytes())
         fp = fingerprint(result.source)
         if entry.get("fingerprint") != fp:
-            return
+            return None
         fd, tmp = tempfile.mkstemp(prefix=f".{_RESULT}.", dir=d)
         with os.fdopen(fd, "wb") as f:
             pickle.dump((fp, result), f, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, d / _RESULT)
+        return d
     except (OSError, orjson.JSONDecodeError, pickle.PicklingError, TypeError):
-        return
+        return None
+
+
+def link_tables(entry: Path, names, dest: Path) -> bool:
+    """Place the Parquet files ``names`` of the cache ``entry`` directory at
+    ``dest/<name>.parquet`` (see :func:`copy_tables`); False when one cannot be placed."""
+    try:
+        ensure_dir(dest)
+        for name in names:
+            _place(Path(entry) / f"{name}.parquet", dest / f"{name}.parquet")
+        return True
+    except OSError:
+        return False
 
 
 def copy_tables(source, cache_dir: Path, dest: Path) -> bool:

@@ -83,15 +83,19 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
 
     hit = cache.load_result(source, cache_dir)
     if hit is not None:  # inputs and code unchanged since the last run: nothing to recompute
-        if tables_dir is None or cache.copy_tables(source, cache_dir,
+        if tables_dir is None or cache.link_tables(Path(cache_dir) / cache.entry_key(source),
+                                                   hit.table_rows,
                                                    Path(tables_dir) / f"rank{hit.rank}"):
             return hit
     from ascendprof.analyze import cluster_communication, op_stats, step_breakdown, verdicts
-    from ascendprof.cache import read_cached
+    from ascendprof.readers import read_source
 
     res = RankResult(source=source, rank=source.rank)
     try:
-        data = read_cached(source, cache_dir)
+        data = cache.load(source, cache_dir) if cache_dir is not None else None
+        fresh = data is None  # read now: the entry is written with the result below
+        if fresh:
+            data = read_source(source)
     except InputError as e:
         res.problems.add_error(e, rank=source.rank, affects=("all",))
         return res
@@ -114,16 +118,18 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
     if data.has(S.KERNELS):
         res.op_partial = op_stats.rank_partial(data.tables[S.KERNELS])
         res.kernel_partial = op_stats.kernel_partial(data.tables[S.KERNELS])
-    dest = None if tables_dir is None else Path(tables_dir) / f"rank{data.rank}"
-    # the cache entry just written holds the same Parquet bytes: copy rather than encode twice
-    copied = dest is not None and cache_dir is not None and cache.copy_tables(source, cache_dir,
-                                                                              dest)
-    if dest is not None and not copied:
-        from ascendprof.output import write_parquet
+    entry = None
+    if cache_dir is not None:  # tables, entry and result in one directory write
+        entry = (cache.store(data, cache_dir, result=res) if fresh
+                 else cache.store_result(res, cache_dir))
+    if tables_dir is not None:
+        dest = Path(tables_dir) / f"rank{data.rank}"
+        # the cache entry holds the same Parquet bytes: link rather than encode twice
+        if entry is None or not cache.link_tables(entry, data.tables, dest):
+            from ascendprof.output import write_parquet
 
-        for name, t in data.tables.items():
-            write_parquet(dest / f"{name}.parquet", t)
-    cache.store_result(res, cache_dir)
+            for name, t in data.tables.items():
+                write_parquet(dest / f"{name}.parquet", t)
     return res
 
 
