@@ -39,7 +39,8 @@ class RankResult:
     breakdown (STEP_TRACE schema) and ``breakdown_method`` how it was obtained (or why not).
     ``op_partial`` / ``kernel_partial``: per-rank aggregates for op statistics.
     ``comm_fragments``: the rank's part of cluster_communication.json, serialised and compressed
-    (list of cluster_communication.OpFragments).
+    (list of cluster_communication.OpFragments); ``memberships``: its first op / link of every
+    communication group (cluster_communication.first_memberships).
     """
 
     source: Source
@@ -51,6 +52,7 @@ class RankResult:
     op_partial: pa.Table | None = None
     kernel_partial: pa.Table | None = None
     comm_fragments: list = field(default_factory=list)
+    memberships: pa.Table | None = None
     problems: Problems = field(default_factory=Problems)
     missing: list[str] = field(default_factory=list)
     table_rows: dict[str, int] = field(default_factory=dict)
@@ -113,6 +115,8 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
             ops, bw, data.tables.get(S.COMM_SIZE_DIST))
         res.tables[S.COMM_OPS] = verdicts.add_bandwidth_transit(
             ops.select([c for c in _CLUSTER_OP_COLUMNS if c in ops.column_names]), bw)
+    res.memberships = cluster_communication.first_memberships(data.tables.get(S.COMM_OPS),
+                                                              data.tables.get(S.COMM_LINKS))
     res.table_rows = {k: v.num_rows for k, v in data.tables.items()}
     res.breakdown, res.breakdown_method = step_breakdown.recompute(data.tables, data.rank)
     if data.has(S.KERNELS):
@@ -135,7 +139,10 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
 
 @dataclass
 class ClusterAnalysis:
-    """Cluster-level results built from :class:`RankResult` partials (see :func:`combine`)."""
+    """Cluster-level results built from :class:`RankResult` partials (see :func:`combine`).
+
+    The ranks' COMM_OPS rows are released once the verdicts are derived (what the outputs need
+    of them is in ``communication``, ``communication_group`` and ``verdicts``)."""
 
     root: str
     sources: list[Source]
@@ -227,8 +234,9 @@ def combine(root: str, sources: list[Source], results: list[RankResult], problem
     has_comm = comm is not None and comm.num_rows > 0
     has_links = links is not None and links.num_rows > 0
     # msprof-analyze takes group membership (and so pipeline stages) from both comm files
-    membership = cluster_communication.group_membership(comm if has_comm else None,
-                                                        links if has_links else None)
+    firsts = [r.memberships for r in usable if r.memberships is not None]
+    membership = cluster_communication.group_membership(
+        None, firsts=pa.concat_tables(firsts) if firsts else None)
     groups = cluster_communication.build_groups(comm if has_comm else None, ca.metadata,
                                                 comm_links=links if has_links else None,
                                                 membership=membership)
@@ -254,6 +262,10 @@ def combine(root: str, sources: list[Source], results: list[RankResult], problem
         ca.iteration_trace = iteration_trace.per_rank(iterations)
     ca.thresholds = verdicts.thresholds(thresholds)
     ca.verdicts = verdicts.derive(ca, ca.thresholds)
+    # every rank's op rows are in the communication files and verdicts now: free them before
+    # the files are written (~28 MB at 256 ranks)
+    for r in usable:
+        r.tables.pop(S.COMM_OPS, None)
     return ca
 
 

@@ -103,22 +103,33 @@ def _membership_rows(table: pa.Table | None, source: int) -> pa.Table | None:
                      "group": table.column("group").cast(pa.string()), "order": order})
 
 
-def group_membership(comm_ops: pa.Table | None, comm_links: pa.Table | None = None
-                     ) -> tuple[dict[str, set], dict[str, set]]:
-    """(collective, p2p): group name -> set of global ranks that report an op of it in
-    communication.json or a link in communication_matrix.json, in first-seen order (ranks
-    ascending, each rank's ops in file order, then its links)."""
-    coll: dict[str, set] = {}
-    p2p: dict[str, set] = {}
+def first_memberships(comm_ops: pa.Table | None, comm_links: pa.Table | None = None
+                      ) -> pa.Table | None:
+    """The first row of every (kind, group, rank) among ``comm_ops`` then ``comm_links``:
+    columns ``kind, group, rank, order_min`` (row order, ops before links); None without rows.
+    Computed per rank in the workers, it is all :func:`group_membership` needs."""
     parts = [t for t in (_membership_rows(comm_ops, 0), _membership_rows(comm_links, 1))
              if t is not None]
     if not parts:
-        return coll, p2p
+        return None
     t = pa.concat_tables(parts)
     t = t.filter(pc.is_in(t.column("kind"), pa.array(["collective", "p2p"])))
-    # first row of every (kind, group, rank), taken in (rank, ops-then-links file order)
-    first = t.group_by(["kind", "group", "rank"], use_threads=False).aggregate(
-        [("order", "min")]).sort_by([("rank", "ascending"), ("order_min", "ascending")])
+    return t.group_by(["kind", "group", "rank"], use_threads=False).aggregate([("order", "min")])
+
+
+def group_membership(comm_ops: pa.Table | None, comm_links: pa.Table | None = None, *,
+                     firsts: pa.Table | None = None) -> tuple[dict[str, set], dict[str, set]]:
+    """(collective, p2p): group name -> set of global ranks that report an op of it in
+    communication.json or a link in communication_matrix.json, in first-seen order (ranks
+    ascending, each rank's ops in file order, then its links). ``firsts``: the
+    :func:`first_memberships` of every rank concatenated, used instead of the tables."""
+    coll: dict[str, set] = {}
+    p2p: dict[str, set] = {}
+    first = firsts if firsts is not None else first_memberships(comm_ops, comm_links)
+    if first is None or first.num_rows == 0:
+        return coll, p2p
+    # a rank's rows in its own order (the per-rank orders compare within a rank only)
+    first = first.sort_by([("rank", "ascending"), ("order_min", "ascending")])
     for rank, kind, group in zip(first.column("rank").to_pylist(),
                                  first.column("kind").to_pylist(),
                                  first.column("group").to_pylist()):
@@ -861,4 +872,5 @@ def group_table(comm_ops: pa.Table | None, metadata: dict[int, dict],
 
 
 __all__ = ["build_communication", "build_matrix", "build_groups", "group_table", "double_hash",
-           "parallel_groups", "group_membership", "group_key", "ratio"]
+           "parallel_groups", "group_membership", "first_memberships", "group_key",
+           "ratio"]

@@ -280,8 +280,9 @@ def _keyed_frame(comm_ops) -> pd.DataFrame:
 def comm_op_frame(comm_ops, comm_bandwidth) -> pd.DataFrame:
     """One row per communication op instance and rank, with its time split three ways.
 
-    Columns: those of COMM_OPS plus ``op`` (name without ``@group``), ``transfer_ns``,
-    ``peer_wait_ns``, ``waited_for`` (global rank, -1 when unknown) and ``other_ns``.
+    Columns: those of COMM_OPS except ``op_name`` / ``transit_ns`` / ``sync_ns``, plus ``op``
+    (name without ``@group``), ``transfer_ns``, ``peer_wait_ns``, ``waited_for`` (global rank,
+    -1 when unknown) and ``other_ns``.
 
     - ``transfer_ns``: Transit Time (§7.2). When that is 0 but the op's 'Communication Bandwidth
       Info' (COMM_BANDWIDTH, or the ``bw_transit_ns`` column :func:`add_bandwidth_transit`
@@ -325,6 +326,9 @@ def comm_op_frame(comm_ops, comm_bandwidth) -> pd.DataFrame:
                                                 & (ops["waited_for"] != ops["rank"]), -1)
     ops["waited_for"] = ops["waited_for"].astype("int64")
     ops["other_ns"] = room - ops["peer_wait_ns"]
+    for c in ("transit_ns", "sync_ns"):  # folded into transfer_ns / other_ns; unused later
+        if c in ops.columns:
+            del ops[c]
     return ops
 
 
