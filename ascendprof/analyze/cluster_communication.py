@@ -731,6 +731,25 @@ def _condense_raw(rows: list[dict]) -> list[dict]:
     return out
 
 
+_LINK_FIELDS = ("rank", "kind", "group", "step_key", "link_key", "src_rank", "dst_rank",
+                "transport", "size_mb", "transit_ns", "op_name")
+
+
+def _link_records(comm_links: pa.Table | None):
+    """COMM_LINKS as tuples of :data:`_LINK_FIELDS`, ranks ascending (file order within a
+    rank), raw flat-CANN records condensed first (:func:`_condense_raw`). Column-wise: no
+    dict per row unless there are raw records."""
+    if comm_links is None or comm_links.num_rows == 0:
+        return []
+    before_at = pc.replace_substring_regex(comm_links.column("link_key"), "@[^@]*$", "")
+    raw = pc.fill_null(pc.equal(before_at, comm_links.column("op_name")), False)
+    if pc.any(raw).as_py():
+        rows = sorted(_condense_raw(_rows(comm_links)), key=lambda r: r["rank"])
+        return [tuple(r[f] for f in _LINK_FIELDS) for r in rows]
+    t = comm_links.take(pc.sort_indices(comm_links.column("rank")))  # a stable sort
+    return zip(*(t.column(f).to_pylist() for f in _LINK_FIELDS))
+
+
 def _check_add_op(op_key: str) -> bool:
     """msprof-analyze's filter for matrix totals: skip top/middle/bottom summaries."""
     return not any(s in op_key for s in ("middle", "top", "bottom"))
@@ -798,19 +817,18 @@ def build_matrix(comm_links: pa.Table, metadata: dict[int, dict],
     Links whose ranks are null (not an int in the input) or cannot be mapped are left out.
     ``membership``: :func:`group_membership` of the same tables when the caller has it already.
     """
-    rows = _condense_raw(_rows(comm_links))
     coll, p2p = membership or group_membership(comm_ops, comm_links)
     struct: dict = {}
-    for r in sorted(rows, key=lambda r: r["rank"]):
-        if r["src_rank"] is None or r["dst_rank"] is None:
+    for (rank, kind, group, step_key, link_key, src, dst, transport, size_mb, transit_ns,
+         op_name) in _link_records(comm_links):
+        if src is None or dst is None:
             continue
-        gk = _key_for(r["kind"], r["group"], coll, p2p)
-        ranks = struct.setdefault(gk, {}).setdefault(r["step_key"], {}) \
-            .setdefault(r["link_key"], {})
-        links = ranks.setdefault(r["rank"], {})
-        links.setdefault((r["src_rank"], r["dst_rank"]), {
-            "Transport Type": r["transport"], "Transit Size(MB)": r["size_mb"] or 0,
-            "Transit Time(ms)": _ms(r["transit_ns"]) or 0, "Op Name": r["op_name"] or ""})
+        gk = _key_for(kind, group, coll, p2p)
+        ranks = struct.setdefault(gk, {}).setdefault(step_key, {}).setdefault(link_key, {})
+        links = ranks.setdefault(rank, {})
+        links.setdefault((src, dst), {
+            "Transport Type": transport, "Transit Size(MB)": size_mb or 0,
+            "Transit Time(ms)": _ms(transit_ns) or 0, "Op Name": op_name or ""})
     return {gk: {step: _merge_step(ops) for step, ops in steps.items()}
             for gk, steps in struct.items()}
 
