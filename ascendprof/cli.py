@@ -132,10 +132,15 @@ def _parse_thresholds(items) -> dict:
 @click.option("--threshold", "thresholds", multiple=True, metavar="NAME=VALUE",
               help="Override a verdict threshold, e.g. comm_share_pct=30 "
                    "(names: see verdicts.json 'thresholds').")
+@click.option("--timeline", is_flag=True,
+              help="Also read trace_view.json when kernel_details.csv and communication.json "
+                   "already carry what the analyses need (slower; the step breakdown is then "
+                   "recomputed from the device timeline). Without it trace_view.json is read "
+                   "only when those files lack facts, and summary.json 'not_read' says why.")
 @click.option("--strict", is_flag=True, help="Exit 3 if anything had to be skipped.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def analyse(directory, out, fmt, workers, executor, scheduler, no_tables, no_cache, thresholds,
-            strict, quiet):
+            timeline, strict, quiet):
     """Analyse every rank under DIRECTORY and write the cluster results to --output.
 
     Writes cluster_step_trace_time.csv, cluster_communication.json,
@@ -150,7 +155,7 @@ def analyse(directory, out, fmt, workers, executor, scheduler, no_tables, no_cac
     code = run_analyse(directory, out, fmt=fmt, workers=workers, executor=executor,
                        scheduler=scheduler, tables=not no_tables, cache=not no_cache,
                        thresholds=_parse_thresholds(thresholds), strict=strict,
-                       progress=not quiet and fmt == "text")
+                       timeline=timeline, progress=not quiet and fmt == "text")
     sys.exit(code)
 
 

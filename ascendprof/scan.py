@@ -87,6 +87,9 @@ class Source:
     analyses: list[str] = field(default_factory=list)
     mtime: float = 0.0
     also: list[str] = field(default_factory=list)  # other producers present but not used
+    #: read trace_view.json even when kernel_details.csv / communication.json carry the facts
+    #: the analyses need (analyse --timeline); part of the cache fingerprint
+    read_timeline: bool = False
 
     @property
     def label(self) -> str:

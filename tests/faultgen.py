@@ -278,13 +278,18 @@ def corpus() -> list[Fault]:
             mentions=(CJ, "json"), touched=frozenset({2}))
     add("truncated_matrix_json_one_byte", q, lambda root: truncate(_k(0, CM)(root), keep=1),
         mentions=(CM, "json"), touched=frozenset({0}))
+    # trace_view.json is read only when needed (kernel_details.csv has the facts here) or asked
+    # for with --timeline: damage is reported when it is read, and costs nothing otherwise
     for frac in (0.001, 0.5, 0.9999):
         add(f"truncated_trace_view_{frac}", "level1",
             lambda root, frac=frac: truncate(out_file(root, "level1", 1, TV), frac),
-            mentions=(TV, "byte"), touched=frozenset({1}))
+            mentions=(TV, "byte"), touched=frozenset({1}), args=("--timeline",))
     add("trace_view_invalid_json", "level1",
         lambda root: break_json(out_file(root, "level1", 0, TV), 5000),
-        mentions=(TV, "invalid json"), touched=frozenset({0}))
+        mentions=(TV, "invalid json"), touched=frozenset({0}), args=("--timeline",))
+    add("trace_view_invalid_json_not_needed", "level1",
+        lambda root: break_json(out_file(root, "level1", 0, TV), 5000),
+        mentions=(TV, "not read"), touched=frozenset(), skip_expected=False)
     # --- empty files
     add("empty_kernel_details", q, lambda root: empty(_k(0, KD)(root)),
         mentions=(KD, "empty"), touched=frozenset({0}))
@@ -293,7 +298,7 @@ def corpus() -> list[Fault]:
     add("empty_communication_json", q, lambda root: empty(_k(1, CJ)(root)),
         mentions=(CJ, "empty"), touched=frozenset({1}))
     add("empty_trace_view", "level1", lambda root: empty(out_file(root, "level1", 0, TV)),
-        mentions=(TV, "empty"), touched=frozenset({0}))
+        mentions=(TV, "empty"), touched=frozenset({0}), args=("--timeline",))
     add("empty_profiler_info_reported_once", q,
         lambda root: empty(rank_dir(root, q, 2) / "profiler_info_2.json"),
         mentions=("profiler_info_2.json", "empty"), touched=frozenset({2}))
@@ -367,12 +372,12 @@ def corpus() -> list[Fault]:
     # --- steps of zero length, timestamps out of order
     add("zero_length_steps", "level1",
         lambda root: zero_length_steps(out_file(root, "level1", 1, TV)),
-        touched=frozenset({1}), skip_expected=False)
+        touched=frozenset({1}), skip_expected=False, args=("--timeline",))
     add("kernel_rows_out_of_order", q, lambda root: reverse_rows(_k(2, KD)(root)),
         touched=frozenset(), skip_expected=False)
     add("trace_events_out_of_order", "level1",
         lambda root: reverse_events(out_file(root, "level1", 0, TV)),
-        touched=frozenset(), skip_expected=False)
+        touched=frozenset(), skip_expected=False, args=("--timeline",))
     # --- databases
     add("garbage_profiler_db", "db_level1",
         lambda root: garbage(out_file(root, "db_level1", 1, "ascend_pytorch_profiler_1.db")),

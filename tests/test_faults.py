@@ -60,14 +60,14 @@ _clean: dict[str, object] = {}
 @pytest.fixture
 def clean_out(tmp_path_factory):
     """Output directory of a clean run of a base (built once per base)."""
-    def get(base):
-        if base not in _clean:
+    def get(base, args=()):
+        if (base, args) not in _clean:
             d = tmp_path_factory.mktemp(f"clean_{base}")
             src = FG.copy_base(base, d / "in")
-            r = analyse(src, d / "out")
+            r = analyse(src, d / "out", *args)
             assert r.exit_code == 0, r.output
-            _clean[base] = d / "out"
-        return _clean[base]
+            _clean[(base, args)] = d / "out"
+        return _clean[(base, args)]
     return get
 
 
@@ -119,7 +119,7 @@ def test_fault_case(fault, tmp_path, clean_out):
     if fault.touched is None:
         return
     good = set(FG.BASE_RANKS[fault.base]) - set(fault.touched)
-    clean = clean_out(fault.base)
+    clean = clean_out(fault.base, tuple(a for a in fault.args if a == "--timeline"))
     for name in COMPARED:
         expect = rank_rows(clean, name, good)
         assert rank_rows(out, name, good) == expect, f"{name}: untouched ranks differ"

@@ -485,6 +485,34 @@ def _call_external(problems: Problems, rank: int, path: Path, module: str, func:
         return None
 
 
+def _timeline_not_needed(data) -> str | None:
+    """Why trace_view.json need not be read for ``data`` (the CSV / JSON tables read so far), or
+    None when it must be: the step breakdown is recomputed from kernel_details compute rows and
+    communication big ops (kernel_details COMMUNICATION rows, else communication.json), step
+    windows from the kernels' Step Id; only when kernels, or communication the profiler reports,
+    are missing does the device timeline add facts. On the torch_npu level0-2 data both ways agree
+    with step_trace_time.csv within 30 ns."""
+    kernels = data.tables.get(S.KERNELS)
+    if kernels is None or kernels.num_rows == 0:
+        return None
+    core = pc.utf8_upper(pc.fill_null(kernels.column("accelerator_core"), ""))
+    name = pc.utf8_lower(pc.fill_null(kernels.column("name"), ""))
+    comm_rows = pc.any(pc.or_(pc.is_in(core, pa.array(["COMMUNICATION", "HCCL"])),
+                              pc.starts_with(name, "hcom_"))).as_py()
+    if comm_rows:
+        return "kernel_details.csv has the compute and communication tasks (--timeline reads it)"
+    if data.has(S.COMM_OPS):
+        return ("kernel_details.csv and communication.json have the compute tasks and "
+                "communication ops (--timeline reads it)")
+    st = data.tables.get(S.STEP_TRACE)
+    if st is not None and st.num_rows and all(
+            not v for c in ("communication_ns", "comm_not_overlapped_ns")
+            if c in st.column_names for v in st.column(c).to_pylist()):
+        return ("kernel_details.csv has the compute tasks and step_trace_time.csv reports no "
+                "communication (--timeline reads it)")
+    return None
+
+
 def read_output_dir(source) -> "RankData":  # noqa: F821 (import below avoids a cycle)
     """Read every known file of a torch_npu or MindSpore text source (spec §0, §A) into a RankData.
 
@@ -495,6 +523,10 @@ def read_output_dir(source) -> "RankData":  # noqa: F821 (import below avoids a 
     ``problems`` (with the analyses it affects) and the rest is read; every absent
     :data:`ANALYSIS_INPUTS` file is listed in ``missing``. When trace_view gives no STEPS, STEPS
     come from the kernels' Step Id span; kernels without Step Id get their step from STEPS.
+
+    trace_view.json, the largest file by far, is read only when the other files lack facts the
+    analyses need (:func:`_timeline_not_needed`) or ``source.read_timeline`` asks for it; when
+    skipped, ``meta["not_read"]`` says why.
 
     Raises InputError only when the rank is unknown or ``ASCEND_PROFILER_OUTPUT`` is not a
     directory (nothing of the rank is readable).
@@ -536,11 +568,15 @@ def read_output_dir(source) -> "RankData":  # noqa: F821 (import below avoids a 
         if got is not None:
             data.tables[S.COMM_LINKS] = got
     if TRACE_VIEW in present:
-        got = _call_external(data.problems, rank, out / TRACE_VIEW,
-                             "ascendprof.readers.trace_view", "read_trace_view",
-                             out / TRACE_VIEW, rank)
-        for name, t in (got or {}).items():
-            data.tables[name] = t
+        why_not = None if getattr(source, "read_timeline", False) else _timeline_not_needed(data)
+        if why_not:
+            data.meta.setdefault("not_read", {})[TRACE_VIEW] = why_not
+        else:
+            got = _call_external(data.problems, rank, out / TRACE_VIEW,
+                                 "ascendprof.readers.trace_view", "read_trace_view",
+                                 out / TRACE_VIEW, rank)
+            for name, t in (got or {}).items():
+                data.tables[name] = t
 
     kernels = data.tables.get(S.KERNELS)
     if kernels is not None:

@@ -15,12 +15,12 @@ from ascendprof.problems import Problems
 
 def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executor="local",
                 scheduler=None, tables=True, cache=True, thresholds=None, strict=False,
-                progress=True) -> int:
+                timeline=False, progress=True) -> int:
     """Run the whole analysis of ``directory`` into ``out``; returns the exit code.
 
     With the cache on, a run whose inputs, code, options and output directory are unchanged
     since the last run restores that run's outputs (see :func:`ascendprof.cache.run_key`)
-    instead of recomputing them. Raises UsageError for a missing input or an output inside the input, NothingAnalysable when
+    instead of recomputing them. ``timeline``: read trace_view.json even when not needed. Raises UsageError for a missing input or an output inside the input, NothingAnalysable when
     no rank can be read.
     """
     from ascendprof import pipeline
@@ -34,6 +34,10 @@ def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executo
     out = check_output_dir(out, [directory])
     problems = Problems()
     sources = pipeline.load(directory, problems)
+    if timeline:
+        from dataclasses import replace
+
+        sources = [replace(s, read_timeline=True) for s in sources]
     out.mkdir(parents=True, exist_ok=True)
     tables_tmp, final_tables = out / ".tables.partial", out / "tables"
     if tables_tmp.exists():

@@ -5,7 +5,8 @@ Shape::
     {"root", "version", "sources": [{rank, kind, path, device_id, steps, analyses}],
      "ranks": [{rank, step, <nine metrics>_us..., method}],   # per-rank step breakdown
      "top_op_types": [{op_type, accelerator_core, total_us, ratio_pct, count}],
-     "verdicts": [...], "problems": [...], "missing": {rank: [files]}, "outputs": [...]}
+     "verdicts": [...], "problems": [...], "missing": {rank: [files]},
+     "not_read": {rank: {file: why it was not needed}}, "outputs": [...]}
 
 Times are microseconds (keys end in ``_us``).
 """
@@ -64,6 +65,8 @@ def build_summary(ca, outputs: list[str] | None = None, top: int = 10) -> dict:
         "verdicts": ca.verdicts,
         "problems": [p.as_dict() for p in ca.problems],
         "missing": {r.rank: r.missing for r in ca.ranks if r.missing},
+        "not_read": {r.rank: r.meta["not_read"] for r in ca.ranks
+                     if (r.meta or {}).get("not_read")},
         "outputs": outputs or [],
         "not_written": not_written(ca),
     }

@@ -138,6 +138,12 @@ def print_summary(summary: dict, out_dir) -> None:
             t.add_row(o["op_type"], o["accelerator_core"], str(o["count"]),
                       f"{o['total_us'] / 1000:.2f}", f"{o['ratio_pct']:.1f}")
         con.print(t)
+    not_read: dict[str, list] = {}
+    for rank, files in (summary.get("not_read") or {}).items():
+        for f in files:
+            not_read.setdefault(f, []).append(rank)
+    for f, ranks in not_read.items():
+        con.print(f"Not read (not needed): {f} of {len(ranks)} rank(s); --timeline reads it")
     vs = summary["verdicts"]
     con.print(f"[bold]Verdicts ({len(vs)})[/bold]")
     for v in vs:
