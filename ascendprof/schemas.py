@@ -190,14 +190,16 @@ def conform(name: str, table: pa.Table) -> pa.Table:
     cols, fields = [], []
     for f in schema:
         if f.name in table.column_names:
-            cols.append(table.column(f.name).cast(f.type))
+            col = table.column(f.name)
+            cols.append(col if col.type == f.type else col.cast(f.type))
         else:
             cols.append(pa.nulls(n, f.type))
         fields.append(f)
     if name == KERNELS:
         for c in table.column_names:
             if c.startswith(PMU_PREFIX):
-                cols.append(table.column(c).cast(F64))
+                col = table.column(c)
+                cols.append(col if col.type == F64 else col.cast(F64))
                 fields.append(pa.field(c, F64))
     return pa.Table.from_arrays(cols, schema=pa.schema(fields, metadata=schema.metadata))
 
