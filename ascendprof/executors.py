@@ -112,6 +112,8 @@ def local_map(fn, sources, *, tables_dir=None, workers=None, progress=None, budg
         return out
     results: list = [None] * len(sources)
     peak = max(estimate_peak(s) for s in sources)
+    # in flight: up to two per worker, so a worker finds its next rank queued instead of
+    # waiting for the parent's round trip; the executor still runs only ``workers`` at once
     limit = 2 * workers
     with ProcessPoolExecutor(max_workers=workers) as pool:
         pending: dict = {}
@@ -126,7 +128,7 @@ def local_map(fn, sources, *, tables_dir=None, workers=None, progress=None, budg
                 i = pending.pop(fut)
                 results[i], measured = fut.result()
                 peak = max(measured, BASE_WORKER_BYTES)
-                limit = max(1, min(workers, budget // peak))
+                limit = max(1, min(workers, budget // peak))  # ranks that fit at once
                 limit = 2 * limit if limit == workers else limit
                 if progress:
                     progress()
