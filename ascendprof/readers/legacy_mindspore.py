@@ -38,7 +38,7 @@ import io
 import json
 import os
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
