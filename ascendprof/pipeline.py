@@ -214,7 +214,10 @@ def preload(sources) -> None:
 def combine(root: str, sources: list[Source], results: list[RankResult], problems: Problems,
             thresholds: dict | None = None) -> ClusterAnalysis:
     """Build every cluster result from per-rank partials. Raises NothingAnalysable when no rank
-    produced any table."""
+    produced any table.
+
+    Consumes ``results``: once the verdicts are derived each result's COMM_OPS table is dropped
+    (the memory is needed for writing the files), so combine a list of results once."""
     from ascendprof.analyze import (cluster_communication, cluster_step_trace, op_stats,
                                     step_breakdown, verdicts)
 

@@ -819,11 +819,14 @@ def build_matrix(comm_links: pa.Table, metadata: dict[int, dict],
     """
     coll, p2p = membership or group_membership(comm_ops, comm_links)
     struct: dict = {}
+    keys: dict[tuple, str] = {}
     for (rank, kind, group, step_key, link_key, src, dst, transport, size_mb, transit_ns,
          op_name) in _link_records(comm_links):
         if src is None or dst is None:
             continue
-        gk = _key_for(kind, group, coll, p2p)
+        gk = keys.get((kind, group))
+        if gk is None:
+            gk = keys[(kind, group)] = _key_for(kind, group, coll, p2p)
         ranks = struct.setdefault(gk, {}).setdefault(step_key, {}).setdefault(link_key, {})
         links = ranks.setdefault(rank, {})
         links.setdefault((src, dst), {
