@@ -17,7 +17,7 @@ import pyarrow as pa
 from ascendprof import schemas as S
 from ascendprof.errors import AscendProfError, InputError, NothingAnalysable
 from ascendprof.problems import Problems
-from ascendprof.scan import Source, one_per_rank, scan
+from ascendprof.scan import Source
 
 #: Tables small enough to send back from a worker and concatenate over ranks. COMM_BANDWIDTH
 #: and COMM_SIZE_DIST (five rows or more per op) stay in the worker: what the cluster step needs
@@ -174,15 +174,11 @@ class ClusterAnalysis:
 
 
 def load(root: Path, problems: Problems | None = None) -> list[Source]:
-    """Scan ``root`` and keep one source per rank. Raises NothingAnalysable when none."""
-    problems = problems if problems is not None else Problems()
-    sources = one_per_rank(scan(Path(root), problems), problems)
-    if not sources:
-        why = problems.brief()
-        raise NothingAnalysable(f"{root}: no profiling data found (looked for *_ascend_pt, "
-                                f"*_ascend_ms, PROF_* and legacy MindSpore output)"
-                                + (f"; skipped: {why}" if why else ""))
-    return sources
+    """Scan ``root`` and keep one source per rank (:func:`ascendprof.scan.load_sources`).
+    Raises NothingAnalysable when none."""
+    from ascendprof.scan import load_sources
+
+    return load_sources(root, problems)
 
 
 def run_ranks(sources: list[Source], tables_dir: Path | None = None, *, workers: int | None = None,

@@ -470,3 +470,19 @@ def one_per_rank(found: list[Source], problems: Problems) -> list[Source]:
         problems.add(s.path, "rank unknown (no profiler_info, metadata or number in the name); "
                              "not analysed", severity="skipped", affects=("all",))
     return out
+
+
+def load_sources(root: Path, problems: Problems | None = None) -> list[Source]:
+    """:func:`scan` ``root`` and keep one source per rank (:func:`one_per_rank`). Raises
+    NothingAnalysable when none is left (with what was skipped). Light: no Arrow import, so a
+    re-run that restores its outputs from the cache starts fast."""
+    from ascendprof.errors import NothingAnalysable
+
+    problems = problems if problems is not None else Problems()
+    sources = one_per_rank(scan(Path(root), problems), problems)
+    if not sources:
+        why = problems.brief()
+        raise NothingAnalysable(f"{root}: no profiling data found (looked for *_ascend_pt, "
+                                f"*_ascend_ms, PROF_* and legacy MindSpore output)"
+                                + (f"; skipped: {why}" if why else ""))
+    return sources

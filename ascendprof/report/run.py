@@ -20,20 +20,18 @@ def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executo
 
     With the cache on, a run whose inputs, code, options and output directory are unchanged
     since the last run restores that run's outputs (see :func:`ascendprof.cache.run_key`)
-    instead of recomputing them. ``timeline``: read trace_view.json even when not needed. Raises UsageError for a missing input or an output inside the input, NothingAnalysable when
-    no rank can be read.
+    instead of recomputing them (before Arrow or pandas is even imported). ``timeline``: read
+    trace_view.json even when not needed. Raises UsageError for a missing input or an output
+    inside the input, NothingAnalysable when no rank can be read.
     """
-    from ascendprof import pipeline
-    from ascendprof.report.files import write_outputs
-    from ascendprof.report.summary import build_summary
+    from ascendprof.scan import load_sources
 
-    _release_freed_memory()
     directory = Path(directory)
     if not directory.exists():
         raise UsageError(f"{directory}: no such file or directory")
     out = check_output_dir(out, [directory])
     problems = Problems()
-    sources = pipeline.load(directory, problems)
+    sources = load_sources(directory, problems)
     if timeline:
         from dataclasses import replace
 
@@ -58,6 +56,11 @@ def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executo
         summary = orjson.loads((out / "summary.json").read_bytes())
         _show(summary, out, fmt)
         return EXIT_NOTHING if strict and restored.get("skipped") else EXIT_OK
+    from ascendprof import pipeline
+    from ascendprof.report.files import write_outputs
+    from ascendprof.report.summary import build_summary
+
+    _release_freed_memory()
     results = _run(sources, tables_tmp if tables else None, workers, executor, scheduler,
                    progress, cache_dir)
     ca = pipeline.combine(str(directory), sources, results, problems, thresholds)
