@@ -465,7 +465,10 @@ def _read_rank(source, tables_dir=None) -> _RankPart:
         data = read_source(source)
     except InputError as e:
         return _RankPart(source.rank, {}, None, {}, [f"rank {source.rank}: {e}"])
-    tables = {k: data.tables[k].to_pandas() for k in _SMALL if k in data.tables}
+    # opinfo_json (the profiler's OPINFO text, ~1 KB per op) is for cluster_communication.json
+    tables = {k: data.tables[k].drop_columns([c for c in ("opinfo_json",)
+                                              if c in data.tables[k].column_names]).to_pandas()
+              for k in _SMALL if k in data.tables}
     if S.STEP_TRACE not in tables or not len(tables[S.STEP_TRACE]):
         try:  # no step_trace_time.csv / StepTraceTime: use the recomputed breakdown
             from ascendprof.analyze import step_breakdown
