@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ascendprof import schemas as S
+from ascendprof import tasks
 from ascendprof.analyze.cluster_communication import double_hash as group_hash
 
 #: step_trace_time.csv column (spec §A.1) -> STEP_TRACE table column (ns).
@@ -38,9 +39,10 @@ COMM_METRICS: dict[str, str] = {
     "synchronization": "sync_ns", "idle": "idle_ns",
 }
 
-#: Accelerator Core values of communication rows in kernel_details; op-type and kernel
-#: comparisons leave them out (they are compared per group instead), as op_statistic does (§A.3).
-COMM_CORES = frozenset({"COMMUNICATION", "HCCL"})
+#: Accelerator Core values of communication rows in kernel_details (ascendprof.tasks); op-type
+#: and kernel comparisons leave them out (they are compared per group instead), as op_statistic
+#: does (§A.3).
+COMM_CORES = frozenset(tasks.COMM_CORES)
 
 STEP_DIFF_COLUMNS = ["scope", "metric", "a_us", "b_us", "delta_us", "ratio"]
 OP_DIFF_COLUMNS = ["op_type", "accelerator_core", "presence", "a_count", "b_count",

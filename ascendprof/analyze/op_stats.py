@@ -12,9 +12,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-#: Accelerator Core values of communication rows (kernel_details adds the comm big ops with
-#: COMMUNICATION, older versions with HCCL); the profiler's op_statistic leaves them out.
-COMMUNICATION_CORES = ("COMMUNICATION", "HCCL")
+from ascendprof.tasks import COMM_CORES
+
 #: Task types CANN never counts as ops (spec §A.3).
 NON_OP_CORES = ("WRITE_BACK", "INVALID")
 
@@ -33,7 +32,7 @@ _USED = ["rank", "name", "input_shapes", "op_type", "accelerator_core", "dur_ns"
 def _not_comm(kernels: pa.Table) -> pa.Table:
     kernels = kernels.select([c for c in _USED if c in kernels.column_names])
     core = kernels["accelerator_core"]
-    keep = pc.invert(pc.fill_null(pc.is_in(core, pa.array(COMMUNICATION_CORES)), False))
+    keep = pc.invert(pc.fill_null(pc.is_in(core, pa.array(COMM_CORES)), False))
     return kernels.filter(pc.and_(keep, pc.is_valid(kernels["dur_ns"])))
 
 

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ascendprof import schemas as S
+from ascendprof import tasks
 from ascendprof.analyze import intervals as I
 
 #: The nine step_trace_time.csv metrics: (CSV column, STEP_TRACE column) (spec §A.1).
@@ -49,7 +50,6 @@ _NON_COMPUTE = (
 _RUNTIME_NAME = r"^[A-Z0-9_]+$|[\t\n\v\f\r\x1c-\x1f\x85\p{Z}]"
 #: §7.1.b: MC2 helper kernels that CANN leaves out of the compute sections.
 _EXCLUDED_SUFFIX = ("AicpuKernel", "AivKernel")
-_COMM_CORES = ("COMMUNICATION", "HCCL")
 _BIG_OP_THREAD = r"^Group .* Communication$"
 
 METHOD_TIMELINE = "timeline: Ascend Hardware compute tasks + HCCL big ops (interval union/difference)"
@@ -102,10 +102,8 @@ def is_compute(task_type, name) -> bool:
 
 
 def _comm_mask(cores, names) -> np.ndarray:
-    """kernel_details rows that are communication big ops: Accelerator Core COMMUNICATION /
-    HCCL (any case) or a name starting with hcom_."""
-    return _mask(pc.or_(pc.is_in(pc.utf8_upper(_text(cores)), value_set=pa.array(_COMM_CORES)),
-                        pc.starts_with(pc.utf8_lower(_text(names)), "hcom_")))
+    """kernel_details rows that are communication big ops (:func:`ascendprof.tasks.comm_rows`)."""
+    return _mask(tasks.comm_rows(_text(cores), _text(names)))
 
 
 def _big_op_mask(threads) -> np.ndarray:

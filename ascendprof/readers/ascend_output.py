@@ -495,11 +495,9 @@ def _timeline_not_needed(data) -> str | None:
     kernels = data.tables.get(S.KERNELS)
     if kernels is None or kernels.num_rows == 0:
         return None
-    core = pc.utf8_upper(pc.fill_null(kernels.column("accelerator_core"), ""))
-    name = pc.utf8_lower(pc.fill_null(kernels.column("name"), ""))
-    comm_rows = pc.any(pc.or_(pc.is_in(core, pa.array(["COMMUNICATION", "HCCL"])),
-                              pc.starts_with(name, "hcom_"))).as_py()
-    if comm_rows:
+    from ascendprof.tasks import comm_rows
+
+    if pc.any(comm_rows(kernels.column("accelerator_core"), kernels.column("name"))).as_py():
         return "kernel_details.csv has the compute and communication tasks (--timeline reads it)"
     if data.has(S.COMM_OPS):
         return ("kernel_details.csv and communication.json have the compute tasks and "
