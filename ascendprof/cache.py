@@ -6,8 +6,10 @@ One entry per source (keyed by the source's absolute path, kind and rank) lives 
 problems and the *fingerprint* it was made from. The fingerprint is the relative path, size and
 mtime (ns) of every input file the scanner listed for the source, plus a fingerprint of the
 ascendprof code itself (path, size, mtime of its modules), so an edited input or an upgraded
-reader never serves stale tables. A mismatching entry is simply rebuilt and replaced, so the cache
-holds at most one entry per source.
+reader never serves stale tables. ``result.pkl`` beside them is the rank's pipeline.RankResult.
+pipeline.process_rank loads an entry, or reads the source and stores tables and result
+together; a mismatching entry is simply rebuilt and replaced, so the cache holds at most one
+entry per source.
 
 The cache lives in ``$ASCENDPROF_CACHE`` when set, else in ``.ascendprof-cache`` inside the
 output directory; never inside an input tree (the input is read-only to ascendprof). Entries are
@@ -209,7 +211,11 @@ def store_result(result, cache_dir: Path | None) -> Path | None:
 
 def link_tables(entry: Path, names, dest: Path) -> bool:
     """Place the Parquet files ``names`` of the cache ``entry`` directory at
-    ``dest/<name>.parquet`` (see :func:`copy_tables`); False when one cannot be placed."""
+    ``dest/<name>.parquet``, each atomically; False when one cannot be placed.
+
+    A file is hard-linked when the cache is on the same file system (no bytes copied; an entry
+    is only ever replaced by a new directory, never written in place, so the link keeps the old
+    content), else copied."""
     try:
         ensure_dir(dest)
         for name in names:
@@ -217,46 +223,6 @@ def link_tables(entry: Path, names, dest: Path) -> bool:
         return True
     except OSError:
         return False
-
-
-def copy_tables(source, cache_dir: Path, dest: Path) -> bool:
-    """Place the cached Parquet tables of ``source`` at ``dest/<table>.parquet`` (each
-    atomically); False when there is no fresh entry (the caller then writes them itself).
-
-    A file is hard-linked when the cache is on the same file system (no bytes copied; the
-    entry is only ever replaced by a new directory, never written in place, so the link keeps
-    the old content), else copied.
-    """
-    d = Path(cache_dir) / entry_key(source)
-    try:
-        entry = orjson.loads((d / _ENTRY).read_bytes())
-        if entry.get("fingerprint") != fingerprint(source):
-            return False
-        ensure_dir(dest)
-        for name in entry["tables"]:
-            _place(d / f"{name}.parquet", dest / f"{name}.parquet")
-        return True
-    except (OSError, orjson.JSONDecodeError, KeyError):
-        return False
-
-
-def read_cached(source, cache_dir: Path | None):
-    """Read ``source`` through the cache: the cached RankData when fresh, else the reader's
-    output (stored for next time). With ``cache_dir`` None this is just the reader.
-
-    Raises what the reader raises (InputError when nothing of the rank can be read; such a
-    result is not cached).
-    """
-    from ascendprof.readers import read_source
-
-    if cache_dir is None:
-        return read_source(source)
-    hit = load(source, cache_dir)
-    if hit is not None:
-        return hit
-    data = read_source(source)
-    store(data, cache_dir)
-    return data
 
 
 # --- whole-run entries: an unchanged re-run restores its outputs ------------------------------

@@ -10,6 +10,7 @@ import pytest
 
 from ascendprof import cache
 from ascendprof.pipeline import load as load_sources
+from ascendprof.pipeline import process_rank
 from ascendprof.readers import read_source
 from ascendprof.report.run import run_analyse
 from test_make_cluster import mc
@@ -160,8 +161,8 @@ def test_changed_input_or_damaged_entry_is_a_miss(tmp_path):
     assert len(list(store.iterdir())) == 1  # replaced, not added
     (entry / "kernels.parquet").write_bytes(b"not parquet")
     assert cache.load(src, store) is None
-    data = cache.read_cached(src, store)  # rebuilt from the input
-    assert data.has("kernels") and cache.load(src, store) is not None
+    res = process_rank(src, None, store)  # rebuilt from the input
+    assert res.table_rows.get("kernels") and cache.load(src, store) is not None
 
 
 def test_cache_location(tmp_path, monkeypatch):
@@ -188,15 +189,16 @@ def test_tables_linked_or_copied_equal_the_entry(cluster, tmp_path, monkeypatch)
     copies when linking fails; either way the same bytes, and replacing the entry later does
     not change what tables/ holds."""
     src = load_sources(cluster)[0]
-    entry = cache.store(read_source(src), tmp_path / "c")
+    data = read_source(src)
+    entry = cache.store(data, tmp_path / "c")
     linked, copied = tmp_path / "linked", tmp_path / "copied"
-    assert cache.copy_tables(src, tmp_path / "c", linked)
+    assert cache.link_tables(entry, data.tables, linked)
 
     def no_links(*_a, **_k):
         raise OSError("cross-device link")
 
     monkeypatch.setattr(os, "link", no_links)
-    assert cache.copy_tables(src, tmp_path / "c", copied)
+    assert cache.link_tables(entry, data.tables, copied)
     names = sorted(p.name for p in entry.glob("*.parquet"))
     assert names and sorted(p.name for p in linked.iterdir()) == names
     for n in names:
