@@ -29,9 +29,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import chain
 from operator import itemgetter
-from functools import lru_cache
 
 import numpy as np
 import orjson
@@ -272,14 +272,19 @@ class _Totals:
                 acc[1] += dur
 
     def result(self) -> dict:
-        t = self.t
-        wait, transit, sync = (t.get("Wait Time(ms)", 0), t.get("Transit Time(ms)", 0),
-                               t.get("Synchronization Time(ms)", 0))
-        t["Wait Time Ratio"] = ratio(wait, wait + transit)
-        t["Synchronization Time Ratio"] = ratio(sync, sync + transit)
         for tot in self.b.values():
             tot["Bandwidth(GB/s)"] = ratio(tot["Transit Size(MB)"], tot["Transit Time(ms)"])
-        return {TIME_INFO: t, BANDWIDTH_INFO: self.b}
+        return {TIME_INFO: _with_ratios(self.t), BANDWIDTH_INFO: self.b}
+
+
+def _with_ratios(t: dict) -> dict:
+    """Summed time fields ``t`` (ms) plus Wait / Synchronization Time Ratio computed from them
+    (CommunicationAnalysis totals)."""
+    wait, transit, sync = (t.get("Wait Time(ms)", 0), t.get("Transit Time(ms)", 0),
+                           t.get("Synchronization Time(ms)", 0))
+    t["Wait Time Ratio"] = ratio(wait, wait + transit)
+    t["Synchronization Time Ratio"] = ratio(sync, sync + transit)
+    return t
 
 
 def _total_info(rank_infos: list[dict]) -> dict:
@@ -328,9 +333,9 @@ class OpFragments:
                            blob=pa.compress(raw, codec=_CODEC, asbytes=True), totals=totals,
                            count=len(records), steps=list(steps))
 
-    def unpack(self) -> tuple[list[bytes], list[bytes], list[memoryview], bytes]:
-        """(step key JSON, op key JSON, OPINFO JSON view) of every record, and the decompressed
-        buffer the views point into."""
+    def unpack(self) -> tuple[list[bytes], list[bytes], list[memoryview]]:
+        """Step key JSONs, op key JSONs and OPINFO JSONs (views of the decompressed buffer,
+        which they keep alive) of the records, in order."""
         raw = pa.decompress(self.blob, self.size, codec=_CODEC, asbytes=True)
         n = self.count
         head = np.frombuffer(raw, dtype="<i4", count=3 * n)
@@ -341,7 +346,7 @@ class OpFragments:
         infos = [view[a:b] for a, b in zip(s[:n], e[:n])]
         keys = [raw[a:b] for a, b in zip(s[n:], e[n:])]
         steps = [self.steps[i] for i in head[2 * n:].tolist()]
-        return steps, keys, infos, raw
+        return steps, keys, infos
 
 
 def _columns(table: pa.Table | None, names) -> dict[str, list]:
@@ -488,12 +493,8 @@ def _step_totals(ops: pa.Table, bw: pa.Table | None, dist: pa.Table | None
     summed Transit Time / Size, Size Distribution and Bandwidth(GB/s) = MB/ms. Times in ms."""
     out: dict[tuple, dict[str, dict]] = {}
     for r in _sums(ops, _GROUP, {col: False for _, col in _TIME_FIELDS}):
-        t = {label: r[f"{col}_sum"] / 1e6 for label, col in _TIME_FIELDS
-             if r[f"{col}_sum"] is not None}
-        wait, transit, sync = (t.get("Wait Time(ms)", 0), t.get("Transit Time(ms)", 0),
-                               t.get("Synchronization Time(ms)", 0))
-        t["Wait Time Ratio"] = ratio(wait, wait + transit)
-        t["Synchronization Time Ratio"] = ratio(sync, sync + transit)
+        t = _with_ratios({label: r[f"{col}_sum"] / 1e6 for label, col in _TIME_FIELDS
+                          if r[f"{col}_sum"] is not None})
         out.setdefault((r["rank"], r["kind"], r["group"]), {})[r["step_key"]] = \
             {TIME_INFO: t, BANDWIDTH_INFO: {}}
     if bw is None or bw.num_rows == 0:
@@ -636,7 +637,7 @@ class CommunicationFile(Mapping):
     def _aligned(unpacked):
         """Every rank has the same records in the same order (the usual collective group): the
         output of op j is record j of every rank in turn, gathered without per-record Python."""
-        _, steps, keys, _, _ = unpacked[0]
+        _, steps, keys, _ = unpacked[0]
         prefixes = [(b"," if i else b"") + b'"%d":' % u[0].rank for i, u in enumerate(unpacked)]
         columns = [u[3] for u in unpacked]
         by_step: dict[bytes, list[int]] = {}
@@ -651,7 +652,7 @@ class CommunicationFile(Mapping):
         """Ranks with different records: merged op by op (a rank's first record of an op
         wins)."""
         steps: dict[bytes, dict[bytes, list]] = {}
-        for f, st, keys, infos, _ in unpacked:
+        for f, st, keys, infos in unpacked:
             prefix = b'"%d":' % f.rank
             for step, op_key, info in zip(st, keys, infos):
                 ops = steps.get(step)
