@@ -19,16 +19,12 @@ from ascendprof.errors import AscendProfError, InputError, NothingAnalysable
 from ascendprof.problems import Problems
 from ascendprof.scan import Source
 
-#: Tables small enough to send back from a worker and concatenate over ranks. COMM_BANDWIDTH
-#: and COMM_SIZE_DIST (five rows or more per op) stay in the worker: what the cluster step needs
-#: of them travels as :class:`~ascendprof.analyze.cluster_communication.OpFragments` and as the
-#: ``bw_transit_ns`` column added to COMM_OPS (see verdicts.add_bandwidth_transit).
-SMALL_TABLES = (S.STEP_TRACE, S.STEPS, S.COMM_OPS, S.COMM_LINKS, S.OP_STATISTIC, S.ITERATIONS)
-
-#: The COMM_OPS columns the cluster step uses (group membership and verdicts); the OPINFO text
-#: and start / ratio columns stay in the worker (already in the fragments)
-_CLUSTER_OP_COLUMNS = ("rank", "step_key", "kind", "op_name", "group", "elapse_ns", "transit_ns",
-                       "wait_ns", "sync_ns", "idle_ns")
+#: Tables small enough to send back from a worker and concatenate over ranks. COMM_OPS,
+#: COMM_BANDWIDTH and COMM_SIZE_DIST stay in the worker: what the cluster step needs of them
+#: travels as :class:`~ascendprof.analyze.cluster_communication.OpFragments` (the file),
+#: ``memberships`` (the groups) and the table :data:`~ascendprof.analyze.verdicts.OP_ROWS`
+#: (the verdicts' per-op numbers, see verdicts.op_rows).
+SMALL_TABLES = (S.STEP_TRACE, S.STEPS, S.COMM_LINKS, S.OP_STATISTIC, S.ITERATIONS)
 
 
 @dataclass
@@ -113,8 +109,7 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
         ops, bw = data.tables[S.COMM_OPS], data.tables.get(S.COMM_BANDWIDTH)
         res.comm_fragments = cluster_communication.rank_fragments(
             ops, bw, data.tables.get(S.COMM_SIZE_DIST))
-        res.tables[S.COMM_OPS] = verdicts.add_bandwidth_transit(
-            ops.select([c for c in _CLUSTER_OP_COLUMNS if c in ops.column_names]), bw)
+        res.tables[verdicts.OP_ROWS] = verdicts.op_rows(ops, bw)
     res.memberships = cluster_communication.first_memberships(data.tables.get(S.COMM_OPS),
                                                               data.tables.get(S.COMM_LINKS))
     res.table_rows = {k: v.num_rows for k, v in data.tables.items()}
@@ -141,8 +136,7 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
 class ClusterAnalysis:
     """Cluster-level results built from :class:`RankResult` partials (see :func:`combine`).
 
-    The ranks' COMM_OPS rows are released once the verdicts are derived (what the outputs need
-    of them is in ``communication``, ``communication_group`` and ``verdicts``)."""
+    The ranks' per-op rows (verdicts.OP_ROWS) are released once the verdicts are derived."""
 
     root: str
     sources: list[Source]
@@ -212,8 +206,9 @@ def combine(root: str, sources: list[Source], results: list[RankResult], problem
     """Build every cluster result from per-rank partials. Raises NothingAnalysable when no rank
     produced any table.
 
-    Consumes ``results``: once the verdicts are derived each result's COMM_OPS table is dropped
-    (the memory is needed for writing the files), so combine a list of results once."""
+    Consumes ``results``: once the verdicts are derived each result's per-op rows
+    (verdicts.OP_ROWS) are dropped (the memory is needed for writing the files), so combine a
+    list of results once."""
     from ascendprof.analyze import (cluster_communication, cluster_step_trace, op_stats,
                                     step_breakdown, verdicts)
 
@@ -229,14 +224,15 @@ def combine(root: str, sources: list[Source], results: list[RankResult], problem
     ca.breakdown = pa.concat_tables(bds) if bds else None
     ca.step_trace_check = step_breakdown.check_table(
         {r.rank: (r.tables.get(S.STEP_TRACE), r.breakdown, r.breakdown_method) for r in usable})
-    comm, links = ca.concat(S.COMM_OPS), ca.concat(S.COMM_LINKS)
-    has_comm = comm is not None and comm.num_rows > 0
+    links = ca.concat(S.COMM_LINKS)
+    has_comm = any(r.tables[verdicts.OP_ROWS].num_rows for r in usable
+                   if verdicts.OP_ROWS in r.tables)
     has_links = links is not None and links.num_rows > 0
     # msprof-analyze takes group membership (and so pipeline stages) from both comm files
     firsts = [r.memberships for r in usable if r.memberships is not None]
     membership = cluster_communication.group_membership(
         None, firsts=pa.concat_tables(firsts) if firsts else None)
-    groups = cluster_communication.build_groups(comm if has_comm else None, ca.metadata,
+    groups = cluster_communication.build_groups(None, ca.metadata,
                                                 comm_links=links if has_links else None,
                                                 membership=membership)
     if ca.step_trace is not None and ca.step_trace.num_rows:
@@ -247,8 +243,8 @@ def combine(root: str, sources: list[Source], results: list[RankResult], problem
             [f for r in usable for f in r.comm_fragments], *membership)
     if has_links:
         ca.communication_matrix = cluster_communication.build_matrix(
-            links, ca.metadata, comm_ops=comm if has_comm else None, membership=membership)
-    del comm, links  # verdicts concatenate again; do not hold two copies of all ranks' ops
+            links, ca.metadata, membership=membership)
+    del links
     parts = [r.op_partial for r in usable if r.op_partial is not None]
     if parts:
         ca.op_statistics = op_stats.combine(parts)
@@ -261,10 +257,9 @@ def combine(root: str, sources: list[Source], results: list[RankResult], problem
         ca.iteration_trace = iteration_trace.per_rank(iterations)
     ca.thresholds = verdicts.thresholds(thresholds)
     ca.verdicts = verdicts.derive(ca, ca.thresholds)
-    # every rank's op rows are in the communication files and verdicts now: free them before
-    # the files are written (~28 MB at 256 ranks)
+    # every rank's op rows are in the verdicts now: free them before the files are written
     for r in usable:
-        r.tables.pop(S.COMM_OPS, None)
+        r.tables.pop(verdicts.OP_ROWS, None)
     return ca
 
 

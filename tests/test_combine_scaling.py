@@ -186,15 +186,23 @@ def test_total_op_info_sums_the_ranks_ops(cluster8, tmp_path):
 
 
 def test_rank_results_carry_no_bandwidth_rows(qwen3):
-    """What a worker sends back: COMM_OPS (with the op's RDMA+SDMA transit) and compressed
-    OPINFO fragments, not the per-transport bandwidth / size-distribution rows."""
+    """What a worker sends back: the verdicts' per-op rows (transfer settled from the op's
+    RDMA+SDMA transit) and compressed OPINFO fragments, not COMM_OPS nor the per-transport
+    bandwidth / size-distribution rows."""
+    from ascendprof.analyze import verdicts as V
+
     results = pipeline.run_ranks(pipeline.load(qwen3, Problems()), None, workers=1)
-    with_comm = [r for r in results if S.COMM_OPS in r.tables]
-    assert with_comm
+    with_comm = [r for r in results if V.OP_ROWS in r.tables]
+    assert len(with_comm) == 4
+    t, _ = _all_tables(qwen3)
     for r in with_comm:
-        assert S.COMM_BANDWIDTH not in r.tables and S.COMM_SIZE_DIST not in r.tables
-        assert "bw_transit_ns" in r.tables[S.COMM_OPS].column_names
-        assert "opinfo_json" not in r.tables[S.COMM_OPS].column_names  # in the fragments
+        assert not {S.COMM_OPS, S.COMM_BANDWIDTH, S.COMM_SIZE_DIST} & set(r.tables)
+        rows = r.tables[V.OP_ROWS]
+        assert rows.column_names == ["rank", "step_key", "kind", "op", "group", "elapse_ns",
+                                     "wait_ns", "idle_ns", "transfer_ns"]
+        # one row per op of the rank's communication.json, elapse as written (ms -> ns)
+        own = t[S.COMM_OPS].filter(pa.compute.equal(t[S.COMM_OPS].column("rank"), r.rank))
+        assert rows.column("elapse_ns").to_pylist() == own.column("elapse_ns").to_pylist()
         assert r.comm_fragments and all(len(f.blob) < f.size for f in r.comm_fragments)
 
 
@@ -209,6 +217,11 @@ def test_verdicts_same_from_partials_as_from_full_tables(qwen3):
     cols = ["rank", "step_key", "op", "group", "transfer_ns", "peer_wait_ns", "waited_for",
             "other_ns"]
     pd.testing.assert_frame_equal(full[cols], slim[cols])
+    # per-rank op_rows concatenated (what the workers send) give the same split again
+    per_rank = pa.concat_tables(
+        V.op_rows(t[S.COMM_OPS].filter(pa.compute.equal(t[S.COMM_OPS].column("rank"), r)),
+                  t[S.COMM_BANDWIDTH]) for r in range(4))
+    pd.testing.assert_frame_equal(V.split_op_time(per_rank)[cols], full[cols])
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 7, 10])

@@ -20,7 +20,8 @@ when waiting dominates the verdict names the ranks or the stage that are waited 
 §7.3) with the median of the links of the same transport type.
 
 Inputs (a :class:`ascendprof.pipeline.ClusterAnalysis`): ``step_trace`` / ``breakdown``
-(STEP_TRACE schema, ns), ``concat("comm_ops")``, ``concat("comm_bandwidth")``,
+(STEP_TRACE schema, ns), ``concat(OP_ROWS)`` (:func:`op_rows`, made per rank by the workers) or
+else ``concat("comm_ops")`` and ``concat("comm_bandwidth")``,
 ``concat("comm_links")``, ``concat("op_statistic")`` and ``metadata`` (profiler_metadata.json,
 spec §A.13). Output: a list of verdict dicts (see :func:`derive`). Nothing here reads files.
 
@@ -255,81 +256,135 @@ def add_bandwidth_transit(comm_ops, comm_bandwidth):
     return comm_ops.append_column("bw_transit_ns", joined.column("bw_ns_sum").cast(pa.float64()))
 
 
-def _keyed_frame(comm_ops) -> pd.DataFrame:
-    """COMM_OPS as a DataFrame with text keys filled ('' for a missing step key or group) and
-    an ``op`` column in place of ``op_name`` (op name before any '@'; a missing name reads
-    'None'), computed in Arrow so equal texts share one Python object (a 256-rank cluster has
-    ~10^6 key cells)."""
+#: Name of the per-rank table :func:`op_rows` makes; the worker puts it in RankResult.tables in
+#: place of COMM_OPS, so the cluster step holds ~60 bytes of numbers and keys per op.
+OP_ROWS = "comm_op_rows"
+_OP_ROWS_TEXT = ("step_key", "kind", "op", "group")
+
+
+def op_rows(comm_ops, comm_bandwidth=None):
+    """COMM_OPS reduced to what the verdicts use of each op, with its transfer time settled.
+
+    In: COMM_OPS (pyarrow Table, int ns; the ``bw_transit_ns`` column of
+    :func:`add_bandwidth_transit` is used when present) and optionally COMM_BANDWIDTH. Out: a
+    pyarrow Table with one row per COMM_OPS row, in order: ``rank`` int32; ``step_key`` and
+    ``group`` ('' when missing), ``kind`` (as given), ``op`` (the op name before its first '@';
+    'None' when missing) as text; ``elapse_ns``, ``wait_ns``, ``idle_ns``, ``transfer_ns`` int64
+    (a missing time reads 0). None when ``comm_ops`` is None.
+
+    ``transfer_ns`` is the Transit Time (§7.2); when that is 0 but the op's 'Communication
+    Bandwidth Info' shows RDMA or SDMA transit (SDMA already includes HCCS/PCIE/SIO, §7.2), that
+    transit is used: some profiles report no master-plane transit while still recording the
+    transfer per transport. Either is capped at the elapse.
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    names = comm_ops.column_names
-    cols = {}
-    for name in names:
-        if name == "op_name":  # only its op part (below) is used: one text column less
-            continue
-        col = comm_ops.column(name)
-        if name in ("step_key", "group"):
-            col = pc.fill_null(col.cast(pa.string()), "")
-        cols[name] = col
-    op = pc.fill_null(comm_ops.column("op_name").cast(pa.string()), "None")
-    cols["op"] = pc.replace_substring_regex(op, "(?s)@.*", "")
-    return pa.table(cols).to_pandas()
+    if comm_ops is None:
+        return None
+    if comm_bandwidth is not None and comm_bandwidth.num_rows:
+        comm_ops = add_bandwidth_transit(comm_ops, comm_bandwidth)
+
+    def ns(name):
+        return pc.fill_null(comm_ops.column(name), 0).to_numpy().astype(np.int64, copy=False)
+
+    elapse, transit = ns("elapse_ns"), ns("transit_ns")
+    transfer = transit
+    if "bw_transit_ns" in comm_ops.column_names:
+        bw = pc.fill_null(comm_ops.column("bw_transit_ns"), 0.0).to_numpy()
+        # float min then truncation, as the per-op rule was first written (pandas astype)
+        fallback = np.minimum(bw, elapse).astype(np.int64)
+        transfer = np.where(transit > 0, transit, fallback)
+    name = pc.fill_null(comm_ops.column("op_name").cast(pa.string()), "None")
+    return pa.table({
+        "rank": comm_ops.column("rank").cast(pa.int32()),
+        "step_key": pc.fill_null(comm_ops.column("step_key").cast(pa.string()), ""),
+        "kind": comm_ops.column("kind").cast(pa.string()),
+        "op": pc.list_element(pc.split_pattern(name, "@", max_splits=1), 0),
+        "group": pc.fill_null(comm_ops.column("group").cast(pa.string()), ""),
+        "elapse_ns": elapse, "wait_ns": ns("wait_ns"), "idle_ns": ns("idle_ns"),
+        "transfer_ns": np.minimum(transfer, elapse)})
 
 
-def comm_op_frame(comm_ops, comm_bandwidth) -> pd.DataFrame:
-    """One row per communication op instance and rank, with its time split three ways.
+def _codes(column) -> tuple[np.ndarray, list]:
+    """Dictionary codes (int32, -1 for null) of a text column of any number of chunks, and the
+    distinct texts (the chunks of a dictionary-encoded ChunkedArray share one dictionary)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
-    Columns: those of COMM_OPS except ``op_name`` / ``transit_ns`` / ``sync_ns``, plus ``op``
-    (name without ``@group``), ``transfer_ns``, ``peer_wait_ns``, ``waited_for`` (global rank,
-    -1 when unknown) and ``other_ns``.
+    enc = pc.dictionary_encode(column)
+    if isinstance(enc, pa.ChunkedArray):
+        chunks = enc.chunks
+        values = chunks[0].dictionary.to_pylist() if chunks else []
+        idx = pa.chunked_array([c.indices for c in chunks], pa.int32())
+    else:
+        values, idx = enc.dictionary.to_pylist(), enc.indices
+    return pc.fill_null(idx, -1).to_numpy(), values
 
-    - ``transfer_ns``: Transit Time (§7.2). When that is 0 but the op's 'Communication Bandwidth
-      Info' (COMM_BANDWIDTH, or the ``bw_transit_ns`` column :func:`add_bandwidth_transit`
-      put on COMM_OPS when ``comm_bandwidth`` is None) shows RDMA or SDMA transit (SDMA
-      already includes HCCS/PCIE/SIO, §7.2), that transit, capped at the elapse, is used: some profiles report no master-plane
-      transit while still recording the transfer per transport.
+
+def split_op_time(rows) -> pd.DataFrame:
+    """One row per communication op instance and rank (the rows of :func:`op_rows`, all ranks
+    concatenated) with its time split three ways.
+
+    Columns: ``rank`` int32; ``step_key``, ``kind``, ``group``, ``op`` as pandas Categoricals
+    (a cluster has 10^5-10^6 rows but few distinct texts); ``elapse_ns``, ``wait_ns``,
+    ``idle_ns``, ``transfer_ns`` (from op_rows), ``waited_for`` (global rank, -1 when unknown),
+    ``peer_wait_ns``, ``other_ns`` (int64 ns).
+
     - ``peer_wait_ns``: time this rank waited for a slower peer. The same op instance (same
       group, step and op name) ends together on every member, so a member's extra elapse over the
       shortest member's elapse is the time it sat waiting for the last one to arrive; the member
-      with the shortest elapse is ``waited_for``. When no other member's row is present, the
-      op's Wait Time (Notify_Wait) is used instead.
+      with the shortest elapse (its first row) is ``waited_for``. When no other member's row is
+      present, the op's Wait Time (Notify_Wait) is used instead. Capped at elapse − transfer.
     - ``other_ns`` = elapse − transfer − peer wait: time inside the op common to all members
       (synchronisation overhead, idle gaps).
+
+    Computed on integer codes of the keys.
     """
+    if rows is None or rows.num_rows == 0:
+        return pd.DataFrame()
+    n = rows.num_rows
+    rank = rows.column("rank").to_numpy().astype(np.int64)
+    elapse, wait, transfer = (rows.column(c).to_numpy() for c in
+                              ("elapse_ns", "wait_ns", "transfer_ns"))
+    cols = {}
+    key = np.zeros(n, dtype=np.int64)
+    for c in _OP_ROWS_TEXT:
+        codes, texts = _codes(rows.column(c))
+        cols[c] = pd.Categorical.from_codes(codes, texts, validate=False)
+        if c != "kind":  # one int64 per (step_key, op, group); fits while the product of
+            key = key * (len(texts) + 1) + codes  # their distinct counts stays below 2^63
+    _, inst = np.unique(key, return_inverse=True)
+    del key
+    inst = inst.reshape(-1)
+    n_inst = int(inst.max()) + 1
+    span = int(rank.max() - rank.min()) + 1  # members: distinct ranks per instance
+    n_members = np.bincount(np.unique(inst * span + (rank - rank.min())) // span,
+                            minlength=n_inst)
+    # the first row with the shortest elapse of every instance
+    order = np.lexsort((np.arange(n), elapse, inst))
+    starts = np.flatnonzero(np.r_[True, inst[order][1:] != inst[order][:-1]])
+    first = order[starts]  # indexed by instance id (0..n_inst-1, all present, ascending)
+    del order, starts
+    own = n_members[inst] >= 2
+    room = elapse - transfer
+    peer_wait = np.minimum(np.where(own, elapse - elapse[first][inst], wait), room)
+    waited_for = rank[first][inst]
+    waited_for = np.where(own & (peer_wait > 0) & (waited_for != rank), waited_for, -1)
+    return pd.DataFrame({
+        "rank": rank.astype(np.int32), "step_key": cols["step_key"], "kind": cols["kind"],
+        "group": cols["group"], "elapse_ns": elapse, "wait_ns": wait,
+        "idle_ns": rows.column("idle_ns").to_numpy(), "op": cols["op"],
+        "transfer_ns": transfer, "waited_for": waited_for.astype(np.int64),
+        "peer_wait_ns": peer_wait, "other_ns": room - peer_wait})
+
+
+def comm_op_frame(comm_ops, comm_bandwidth=None) -> pd.DataFrame:
+    """:func:`split_op_time` of the :func:`op_rows` of ``comm_ops`` (COMM_OPS, with
+    COMM_BANDWIDTH or the ``bw_transit_ns`` column of :func:`add_bandwidth_transit`)."""
     if comm_ops is None or comm_ops.num_rows == 0:
         return pd.DataFrame()
-    if comm_bandwidth is not None and comm_bandwidth.num_rows:
-        comm_ops = add_bandwidth_transit(comm_ops, comm_bandwidth)
-    ops = _keyed_frame(comm_ops)
-    for c in ("elapse_ns", "transit_ns", "wait_ns", "sync_ns", "idle_ns"):
-        ops[c] = pd.to_numeric(ops[c], errors="coerce").fillna(0).astype("int64")
-    ops["rank"] = ops["rank"].astype("int32")
-    key = ["step_key", "op", "group"]
-    if "bw_transit_ns" in ops.columns:
-        fallback = ops[["bw_transit_ns", "elapse_ns"]].fillna(0).min(axis=1).astype("int64")
-        ops["transfer_ns"] = ops["transit_ns"].where(ops["transit_ns"] > 0, fallback)
-        del ops["bw_transit_ns"]  # in place: drop() would copy the whole frame
-    else:
-        ops["transfer_ns"] = ops["transit_ns"]
-    ops["transfer_ns"] = ops[["transfer_ns", "elapse_ns"]].min(axis=1)
-    inst = ops.groupby(ops.groupby(key, sort=False).ngroup())  # hash the text keys once
-    n_members = inst["rank"].transform("nunique")
-    shortest = inst["elapse_ns"].transform("min")
-    # the member with the shortest elapse (first such row) of every row's op instance
-    ops["waited_for"] = ops["rank"].to_numpy()[inst["elapse_ns"].transform("idxmin").to_numpy()]
-    room = ops["elapse_ns"] - ops["transfer_ns"]
-    cross = (ops["elapse_ns"] - shortest.to_numpy()).clip(lower=0)
-    own = n_members.to_numpy() >= 2
-    ops["peer_wait_ns"] = cross.where(own, ops["wait_ns"]).clip(upper=room)
-    ops["waited_for"] = ops["waited_for"].where(own & (ops["peer_wait_ns"] > 0)
-                                                & (ops["waited_for"] != ops["rank"]), -1)
-    ops["waited_for"] = ops["waited_for"].astype("int64")
-    ops["other_ns"] = room - ops["peer_wait_ns"]
-    for c in ("transit_ns", "sync_ns"):  # folded into transfer_ns / other_ns; unused later
-        if c in ops.columns:
-            del ops[c]
-    return ops
+    return split_op_time(op_rows(comm_ops, comm_bandwidth))
 
 
 def comm_components(ops: pd.DataFrame, directory: dict[str, dict]) -> pd.DataFrame:
@@ -345,8 +400,11 @@ def comm_components(ops: pd.DataFrame, directory: dict[str, dict]) -> pd.DataFra
         return pd.DataFrame(columns=cols)
     num = ["elapse_ns", "transfer_ns", "peer_wait_ns", "other_ns", "wait_ns", "idle_ns"]
     n_steps = ops.groupby("rank")["step_key"].nunique().rename("n_step_keys")
-    agg = ops.groupby(["rank", "kind", "group"], as_index=False).agg(
+    # observed: the key columns may be Categoricals (split_op_time); only combinations present
+    agg = ops.groupby(["rank", "kind", "group"], as_index=False, observed=True).agg(
         **{c: (c, "sum") for c in num}, n_ops=("elapse_ns", "size"))
+    for c in ("kind", "group"):  # a few rows: plain texts for the verdicts' own group-bys
+        agg[c] = agg[c].astype(object)
     agg = agg.merge(n_steps, left_on="rank", right_index=True)
     for c in num:
         agg[c] = agg[c] / agg["n_step_keys"]
@@ -744,7 +802,7 @@ def _comm_verdicts(m: pd.DataFrame, stage_of: dict[int, int], comp: pd.DataFrame
         else:
             ev["cause"] = "other"
             longest = (ops.loc[ops["rank"].isin(ranks), ["op", "elapse_ns"]]
-                       .groupby("op")["elapse_ns"].sum() / n) \
+                       .groupby("op", observed=True)["elapse_ns"].sum() / n) \
                 .sort_values(ascending=False).head(3)
             ev["longest_ops_ms"] = {str(k): _ms(v) for k, v in longest.items()}
             msg = (f"{lead}; {_ms(tot['other_ns']):.1f} of {_ms(elapse):.1f} ms per step inside "
@@ -843,17 +901,6 @@ def _iteration_verdicts(ca, th: dict) -> list[dict]:
     return out
 
 
-#: COMM_OPS columns the verdicts use (of ~10^5-10^6 rows: the rest is not converted to pandas)
-_VERDICT_OP_COLUMNS = ("rank", "step_key", "kind", "op_name", "group", "elapse_ns", "transit_ns",
-                       "wait_ns", "sync_ns", "idle_ns", "bw_transit_ns")
-
-
-def _needed(comm_ops):
-    if comm_ops is None:
-        return None
-    return comm_ops.select([c for c in _VERDICT_OP_COLUMNS if c in comm_ops.column_names])
-
-
 def derive(ca, th: dict) -> list[dict]:
     """All verdicts for one :class:`~ascendprof.pipeline.ClusterAnalysis`, most severe first.
 
@@ -869,7 +916,11 @@ def derive(ca, th: dict) -> list[dict]:
     directory = group_directory(meta)
     stage_of = stages(meta)
     steps = step_frame(ca.step_trace, ca.breakdown)
-    ops = comm_op_frame(_needed(ca.concat("comm_ops")), ca.concat("comm_bandwidth"))
+    rows = ca.concat(OP_ROWS)  # the workers' op_rows; else (tests, tools) the full tables
+    if rows is None:
+        rows = op_rows(ca.concat("comm_ops"), ca.concat("comm_bandwidth"))
+    ops = split_op_time(rows)
+    del rows
     comp = comm_components(ops, directory)
     op_stat = ca.concat("op_statistic")
     out: list[dict] = []
@@ -894,4 +945,4 @@ def derive(ca, th: dict) -> list[dict]:
 
 __all__ = ["thresholds", "derive", "double_hash", "group_directory", "stages", "step_frame",
            "rank_means", "comm_components", "link_table", "comm_op_frame",
-           "add_bandwidth_transit"] + list(_NAMES)
+           "add_bandwidth_transit", "op_rows", "split_op_time", "OP_ROWS"] + list(_NAMES)

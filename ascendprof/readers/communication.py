@@ -16,7 +16,6 @@ int ns (:func:`ascendprof.units.ms_to_ns`); sizes stay in MB (10^6 bytes) as wri
 from __future__ import annotations
 
 import re
-from functools import partial
 from itertools import repeat
 from operator import methodcaller
 from pathlib import Path
@@ -135,9 +134,11 @@ _NUMBER_OR_NONE = frozenset((int, float, type(None)))
 _DICTS = frozenset((dict,))
 
 
-#: Compact JSON of a parsed OPINFO (orjson gives back what it parsed; a key that is not text,
-#: impossible in parsed JSON, is written as text). A partial: no Python frame per op.
-_dumps = partial(orjson.dumps, option=orjson.OPT_NON_STR_KEYS)
+def _json_column(objects: list) -> pa.Array:
+    """Compact JSON text of every parsed object, as a string column (orjson gives back what it
+    parsed). Built as binary and cast: pyarrow converts a list of Python bytes to string ~50x
+    slower than to binary, and the cast still checks the UTF-8."""
+    return pa.array(list(map(orjson.dumps, objects)), pa.binary()).cast(pa.string())
 
 
 def _field(objects: list[dict], key: str) -> list:
@@ -229,7 +230,7 @@ def _communication_tables(data, path: Path, rank: int, problems) -> dict[str, pa
     common = _entry_columns(rank, e_step_key, e_kind, e_name, e_group, path)
     ops = {"start_ns": _abs_us_column(_field(o_info, "Start Timestamp(us)")),
            # kept verbatim for cluster_communication.json (msprof-analyze copies it as is)
-           "opinfo_json": pa.array(list(map(_dumps, o_raw)), pa.string())}
+           "opinfo_json": _json_column(o_raw)}
     for col, key in (("elapse_ns", "Elapse Time(ms)"), ("transit_ns", "Transit Time(ms)"),
                      ("wait_ns", "Wait Time(ms)"), ("sync_ns", "Synchronization Time(ms)"),
                      ("idle_ns", "Idle Time(ms)")):
@@ -256,7 +257,8 @@ def _entry_columns(rank: int, step_keys: list, kinds: list, names: list, groups:
     """The columns every COMM_* row shares with its op entry, one value per entry."""
     steps_of = {k: step_number(k) for k in set(step_keys)}
     try:
-        rank_value = pa.scalar(rank, pa.int32())
+        # not pa.scalar(rank, int32): its first call imports pandas (~0.2 s)
+        rank_value = pa.array([rank], pa.int32())[0]
     except (pa.ArrowException, OverflowError, TypeError, ValueError):
         S.from_lists(S.COMM_OPS, {"rank": [rank]}, path)  # raises the InputError
         raise
