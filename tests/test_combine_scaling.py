@@ -203,7 +203,7 @@ def test_rank_results_carry_no_bandwidth_rows(qwen3):
         # one row per op of the rank's communication.json, elapse as written (ms -> ns)
         own = t[S.COMM_OPS].filter(pa.compute.equal(t[S.COMM_OPS].column("rank"), r.rank))
         assert rows.column("elapse_ns").to_pylist() == own.column("elapse_ns").to_pylist()
-        assert r.comm_fragments and all(len(f.blob) < f.size for f in r.comm_fragments)
+        assert r.comm_fragments and all(f.compressed_size < f.size for f in r.comm_fragments)
 
 
 def test_verdicts_same_from_partials_as_from_full_tables(qwen3):
@@ -281,3 +281,39 @@ def test_tables_without_opinfo_text_first_row_wins():
     assert (hccs["Transit Size(MB)"], hccs["Transit Time(ms)"], hccs["Bandwidth(GB/s)"]) == \
         (40.0, 4.0, 10.0)
     assert hccs["Size Distribution"] == {"1": [5, 1.0]}
+
+
+@pytest.mark.parametrize("n_records", [1, cc.RECORDS_PER_CHUNK, 2 * cc.RECORDS_PER_CHUNK + 5])
+@pytest.mark.parametrize("aligned", [True, False])
+def test_group_json_across_chunks(n_records, aligned):
+    """A group's JSON from chunked fragments equals the object written out directly: op by op,
+    every member rank's OPINFO, step framing kept (two steps), whatever the chunk boundaries;
+    when ranks differ (rank 2 misses every third op) ops are merged in first-appearance order."""
+    ranks = [0, 1, 2]
+
+    def info(rank, j):
+        return {"Communication Time Info": {"Elapse Time(ms)": rank + j / 1000},
+                "pad": "x" * (j % 7)}
+
+    def steps_of(j):
+        return "step1" if j < n_records // 2 else "step2"
+
+    frags, expected, counts = [], {}, {}
+    for r in ranks:
+        recs = [(_compact(steps_of(j)), _compact(f"op_{j}@g"), _compact(info(r, j)))
+                for j in range(n_records) if aligned or r != 2 or j % 3]
+        counts[r] = len(recs)
+        frags.append(cc.OpFragments.pack(r, "collective", "g", recs, []))
+        for st, key, inf in recs:
+            expected.setdefault(json.loads(st), {}).setdefault(json.loads(key), {})[str(r)] = \
+                json.loads(inf)
+    f = cc.CommunicationFile(frags, {"g": set(ranks)}, {})
+    (key,) = list(f)
+    got = json.loads(f.group_json(key))
+    assert json.dumps(got) == json.dumps(expected)  # same content and order
+    for fr in frags:
+        assert len(fr.chunks) == math.ceil(counts[fr.rank] / cc.RECORDS_PER_CHUNK)
+
+
+def _compact(v) -> bytes:
+    return json.dumps(v, separators=(",", ":")).encode()

@@ -30,7 +30,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import chain
+from itertools import accumulate, chain
 from operator import itemgetter
 
 import numpy as np
@@ -298,23 +298,38 @@ def _total_info(rank_infos: list[dict]) -> dict:
 _CODEC = "zstd"
 
 
+#: OPINFOs per compressed chunk of an :class:`OpFragments`: the file writer holds one chunk of
+#: every member rank at a time (~64 KB per rank) instead of the whole group (54 MB for the
+#: 256-rank group of the benchmark cluster)
+RECORDS_PER_CHUNK = 64
+
+
+def _compress(raw: bytes) -> tuple[int, bytes]:
+    return len(raw), pa.compress(raw, codec=_CODEC, asbytes=True)
+
+
+def _decompress(part: tuple[int, bytes]) -> bytes:
+    return pa.decompress(part[1], part[0], codec=_CODEC, asbytes=True)
+
+
 @dataclass
 class OpFragments:
     """One rank's communication ops of one (kind, group), serialised for cluster_communication.json.
 
-    ``blob``: zstd-compressed ``lengths | step index | OPINFO JSONs | op key JSONs``: ``count``
-    records in the rank's file order, one per (step key, op key) (first occurrence wins, as in
-    msprof-analyze); ``lengths`` is int32 [count OPINFO lengths, count op key lengths], ``step
-    index`` int32 positions in ``steps`` (the step keys' JSON). ``size`` is the uncompressed
-    length; ``totals``: ``[(step key JSON, "Total Op Info" JSON of this rank)]``. Built by
+    ``count`` records in the rank's file order, one per (step key, op key) (first occurrence
+    wins, as in msprof-analyze). ``head``: (uncompressed size, zstd bytes) of ``lengths | step
+    index | op key JSONs`` with ``lengths`` int32 [count OPINFO lengths, count op key lengths]
+    and ``step index`` int32 positions in ``steps`` (the step keys' JSON). ``chunks``: (size,
+    zstd bytes) of the OPINFO JSONs of records [64 i, 64 i + 64) (:data:`RECORDS_PER_CHUNK`).
+    ``totals``: ``[(step key JSON, "Total Op Info" JSON of this rank)]``. Built by
     :func:`rank_fragments` (in the worker), combined by :class:`CommunicationFile`.
     """
 
     rank: int
     kind: str
     group: str
-    size: int
-    blob: bytes
+    head: tuple
+    chunks: list
     totals: list
     count: int = 0
     steps: list = field(default_factory=list)
@@ -328,25 +343,46 @@ class OpFragments:
         infos = [info for _, _, info in records]
         keys = [key for _, key, _ in records]
         head = np.array([*map(len, infos), *map(len, keys), *index], dtype="<i4").tobytes()
-        raw = b"".join((head, *infos, *keys))
-        return OpFragments(rank=rank, kind=kind, group=group, size=len(raw),
-                           blob=pa.compress(raw, codec=_CODEC, asbytes=True), totals=totals,
-                           count=len(records), steps=list(steps))
+        k = RECORDS_PER_CHUNK
+        return OpFragments(rank=rank, kind=kind, group=group,
+                           head=_compress(b"".join((head, *keys))),
+                           chunks=[_compress(b"".join(infos[i:i + k]))
+                                   for i in range(0, len(infos), k)],
+                           totals=totals, count=len(records), steps=list(steps))
 
-    def unpack(self) -> tuple[list[bytes], list[bytes], list[memoryview]]:
-        """Step key JSONs, op key JSONs and OPINFO JSONs (views of the decompressed buffer,
-        which they keep alive) of the records, in order."""
-        raw = pa.decompress(self.blob, self.size, codec=_CODEC, asbytes=True)
+    @property
+    def size(self) -> int:
+        """Uncompressed bytes of the records."""
+        return self.head[0] + sum(size for size, _ in self.chunks)
+
+    @property
+    def compressed_size(self) -> int:
+        return len(self.head[1]) + sum(len(blob) for _, blob in self.chunks)
+
+    def unpack_head(self) -> tuple[list[bytes], list[bytes], list[int]]:
+        """Step key JSONs and op key JSONs of the records, in order, and the OPINFO lengths."""
+        raw = _decompress(self.head)
         n = self.count
         head = np.frombuffer(raw, dtype="<i4", count=3 * n)
-        ends = np.cumsum(head[:2 * n], dtype=np.int64) + 12 * n
-        starts = ends - head[:2 * n]
-        view = memoryview(raw)
-        s, e = starts.tolist(), ends.tolist()
-        infos = [view[a:b] for a, b in zip(s[:n], e[:n])]
-        keys = [raw[a:b] for a, b in zip(s[n:], e[n:])]
+        ends = (np.cumsum(head[n:2 * n], dtype=np.int64) + 12 * n).tolist()
+        keys = [raw[e - ln:e] for e, ln in zip(ends, head[n:2 * n].tolist())]
         steps = [self.steps[i] for i in head[2 * n:].tolist()]
-        return steps, keys, infos
+        return steps, keys, head[:n].tolist()
+
+    def chunk_infos(self, i: int, lengths: list[int]) -> list[memoryview]:
+        """The OPINFO JSONs of chunk ``i`` (views of its decompressed buffer, which they keep
+        alive); ``lengths`` as from :meth:`unpack_head`."""
+        view = memoryview(_decompress(self.chunks[i]))
+        ends = list(accumulate(lengths[i * RECORDS_PER_CHUNK:(i + 1) * RECORDS_PER_CHUNK]))
+        return [view[a:b] for a, b in zip([0, *ends[:-1]], ends)]
+
+    def all_infos(self, lengths: list[int]) -> list[memoryview]:
+        return [v for i in range(len(self.chunks)) for v in self.chunk_infos(i, lengths)]
+
+    def unpack(self) -> tuple[list[bytes], list[bytes], list[memoryview]]:
+        """Step key JSONs, op key JSONs and OPINFO JSONs of all records, in order."""
+        steps, keys, lengths = self.unpack_head()
+        return steps, keys, self.all_infos(lengths)
 
 
 def _columns(table: pa.Table | None, names) -> dict[str, list]:
@@ -607,16 +643,16 @@ class CommunicationFile(Mapping):
 
     def _chunks(self, frags):
         """Iterables of pieces: one per op, and the step / total framing around them."""
-        unpacked = [(f, *f.unpack()) for f in frags]
+        heads = [f.unpack_head() for f in frags]
         totals: dict[bytes, dict[str, dict[int, list]]] = {}
         for f in frags:
             for step, total in f.totals:
                 totals.setdefault(step, {}).setdefault(f.group, {}).setdefault(f.rank, []) \
                     .append(total)
-        first = unpacked[0]
+        first = heads[0]
         same = (len({f.rank for f in frags}) == len(frags)
-                and all(u[1] == first[1] and u[2] == first[2] for u in unpacked[1:]))
-        steps = (self._aligned(unpacked) if same else self._merged(unpacked))
+                and all(h[0] == first[0] and h[1] == first[1] for h in heads[1:]))
+        steps = self._aligned(frags, heads) if same else self._merged(frags, heads)
         yield (b"{",)
         for i, (step, ops) in enumerate(steps):
             yield ((b"," if i else b"") + step + b":{",)
@@ -634,27 +670,37 @@ class CommunicationFile(Mapping):
         yield (b"}",)
 
     @staticmethod
-    def _aligned(unpacked):
+    def _aligned(frags, heads):
         """Every rank has the same records in the same order (the usual collective group): the
-        output of op j is record j of every rank in turn, gathered without per-record Python."""
-        _, steps, keys, _ = unpacked[0]
-        prefixes = [(b"," if i else b"") + b'"%d":' % u[0].rank for i, u in enumerate(unpacked)]
-        columns = [u[3] for u in unpacked]
+        output of op j is record j of every rank in turn, gathered without per-record Python.
+        Only the chunk of record j is decompressed, for every rank at once (the pieces of an op
+        are written before the next op is asked for)."""
+        steps, keys, _ = heads[0]
+        prefixes = [(b"," if i else b"") + b'"%d":' % f.rank for i, f in enumerate(frags)]
+        k = RECORDS_PER_CHUNK
+        held = {}  # chunk index -> every rank's OPINFOs of that chunk (one chunk at a time)
+
+        def column(j):  # record j of every rank, in rank order
+            c = j // k
+            if c not in held:
+                held.clear()
+                held[c] = [f.chunk_infos(c, h[2]) for f, h in zip(frags, heads)]
+            return map(itemgetter(j - c * k), held[c])
+
         by_step: dict[bytes, list[int]] = {}
         for j, step in enumerate(steps):
             by_step.setdefault(step, []).append(j)
         for step, rows in by_step.items():
-            yield step, ((keys[j], chain.from_iterable(zip(prefixes, map(itemgetter(j), columns))))
-                         for j in rows)
+            yield step, ((keys[j], chain.from_iterable(zip(prefixes, column(j)))) for j in rows)
 
     @staticmethod
-    def _merged(unpacked):
+    def _merged(frags, heads):
         """Ranks with different records: merged op by op (a rank's first record of an op
         wins)."""
         steps: dict[bytes, dict[bytes, list]] = {}
-        for f, st, keys, infos in unpacked:
+        for f, (st, keys, lengths) in zip(frags, heads):
             prefix = b'"%d":' % f.rank
-            for step, op_key, info in zip(st, keys, infos):
+            for step, op_key, info in zip(st, keys, f.all_infos(lengths)):
                 ops = steps.get(step)
                 if ops is None:
                     ops = steps[step] = {}
