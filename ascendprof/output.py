@@ -11,6 +11,7 @@ import csv
 import io
 import os
 import tempfile
+from collections.abc import Mapping
 from itertools import chain
 from pathlib import Path
 
@@ -84,6 +85,28 @@ def _object_chunks(items):
         yield (value,) if isinstance(value, (bytes, bytearray, memoryview)) else value
         first = False
     yield (b"}",)
+
+
+class JsonMembers(Mapping):
+    """A read-only JSON object kept as the compact JSON text of each member: the cluster step
+    serialises a result as soon as it is built (a dict of 10^4 small dicts is ~5x its text), and
+    the report writer streams the texts (:meth:`items_json`). Indexing parses a member back."""
+
+    def __init__(self, obj: dict):
+        opt = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+        self._texts = {k: orjson.dumps(v, option=opt) for k, v in obj.items()}
+
+    def __getitem__(self, key):
+        return orjson.loads(self._texts[key])
+
+    def __iter__(self):
+        return iter(self._texts)
+
+    def __len__(self) -> int:
+        return len(self._texts)
+
+    def items_json(self):
+        return iter(self._texts.items())
 
 
 def write_json_items(path: Path, items) -> Path:

@@ -148,7 +148,8 @@ class ClusterAnalysis:
     cluster_step_trace: object = None           # pandas DataFrame (cluster_step_trace_time.csv)
     communication: object = None                # cluster_communication.json: a Mapping
     #                                             (cluster_communication.CommunicationFile)
-    communication_matrix: dict | None = None    # cluster_communication_matrix.json
+    communication_matrix: object = None         # cluster_communication_matrix.json: a Mapping
+    #                                             (output.JsonMembers, members kept as text)
     communication_group: dict | None = None     # communication_group.json
     op_statistics: object = None                # pandas DataFrame (op_statistics.csv)
     top_kernels: object = None                  # pandas DataFrame (top_kernels.csv)
@@ -242,8 +243,10 @@ def combine(root: str, sources: list[Source], results: list[RankResult], problem
         ca.communication = cluster_communication.CommunicationFile(
             [f for r in usable for f in r.comm_fragments], *membership)
     if has_links:
-        ca.communication_matrix = cluster_communication.build_matrix(
-            links, ca.metadata, membership=membership)
+        from ascendprof.output import JsonMembers
+
+        ca.communication_matrix = JsonMembers(cluster_communication.build_matrix(
+            links, ca.metadata, membership=membership))
     del links
     parts = [r.op_partial for r in usable if r.op_partial is not None]
     if parts:

@@ -149,8 +149,10 @@ def test_random_tables(rows, with_bw):
 @pytest.mark.parametrize("chunks", [1, 3])
 def test_chunked_rows_as_from_workers(chunks):
     """The cluster step concatenates per-rank op_rows: codes must agree across chunks."""
-    rows = [dict(rank=r, step_key="step1", kind="collective", op_name=f"ar_{i}", group="g",
-                 elapse_ns=10 + r + i, transit_ns=1, wait_ns=2, sync_ns=0, idle_ns=0)
+    # the groups differ between the parts, so their dictionaries differ too
+    rows = [dict(rank=r, step_key=f"step{i % 2}", kind="collective", op_name=f"ar_{i}",
+                 group="g" if i % 2 else f"h{r % 2}", elapse_ns=10 + r + i, transit_ns=1,
+                 wait_ns=2, sync_ns=0, idle_ns=0)
             for r in range(3) for i in range(4)]
     whole = V.split_op_time(V.op_rows(_ops(rows)))
     parts = [V.op_rows(_ops(rows[i::chunks])) for i in range(chunks)]

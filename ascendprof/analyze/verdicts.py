@@ -268,8 +268,8 @@ def op_rows(comm_ops, comm_bandwidth=None):
     In: COMM_OPS (pyarrow Table, int ns; the ``bw_transit_ns`` column of
     :func:`add_bandwidth_transit` is used when present) and optionally COMM_BANDWIDTH. Out: a
     pyarrow Table with one row per COMM_OPS row, in order: ``rank`` int32; ``step_key`` and
-    ``group`` ('' when missing), ``kind`` (as given), ``op`` (the op name before its first '@';
-    'None' when missing) as text; ``elapse_ns``, ``wait_ns``, ``idle_ns``, ``transfer_ns`` int64
+    ``group`` ('' when missing), ``kind`` (as given) as dictionary-encoded text, ``op`` (the op
+    name before its first '@'; 'None' when missing) as text; ``elapse_ns``, ``wait_ns``, ``idle_ns``, ``transfer_ns`` int64
     (a missing time reads 0). None when ``comm_ops`` is None.
 
     ``transfer_ns`` is the Transit Time (§7.2); when that is 0 but the op's 'Communication
@@ -298,10 +298,13 @@ def op_rows(comm_ops, comm_bandwidth=None):
     name = pc.fill_null(comm_ops.column("op_name").cast(pa.string()), "None")
     return pa.table({
         "rank": comm_ops.column("rank").cast(pa.int32()),
-        "step_key": pc.fill_null(comm_ops.column("step_key").cast(pa.string()), ""),
-        "kind": comm_ops.column("kind").cast(pa.string()),
+        # dictionary-encoded: a rank has a few step keys, kinds and groups over ~10^3 ops
+        "step_key": pc.dictionary_encode(
+            pc.fill_null(comm_ops.column("step_key").cast(pa.string()), "")),
+        "kind": pc.dictionary_encode(comm_ops.column("kind").cast(pa.string())),
         "op": pc.list_element(pc.split_pattern(name, "@", max_splits=1), 0),
-        "group": pc.fill_null(comm_ops.column("group").cast(pa.string()), ""),
+        "group": pc.dictionary_encode(
+            pc.fill_null(comm_ops.column("group").cast(pa.string()), "")),
         "elapse_ns": elapse, "wait_ns": ns("wait_ns"), "idle_ns": ns("idle_ns"),
         "transfer_ns": np.minimum(transfer, elapse)})
 
@@ -312,7 +315,10 @@ def _codes(column) -> tuple[np.ndarray, list]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    enc = pc.dictionary_encode(column)
+    if pa.types.is_dictionary(column.type):  # op_rows' keys: one dictionary per rank
+        enc = pa.table({"c": column}).unify_dictionaries().column("c")
+    else:
+        enc = pc.dictionary_encode(column)
     if isinstance(enc, pa.ChunkedArray):
         chunks = enc.chunks
         values = chunks[0].dictionary.to_pylist() if chunks else []
@@ -344,7 +350,7 @@ def split_op_time(rows) -> pd.DataFrame:
     if rows is None or rows.num_rows == 0:
         return pd.DataFrame()
     n = rows.num_rows
-    rank = rows.column("rank").to_numpy().astype(np.int64)
+    rank = rows.column("rank").to_numpy()
     elapse, wait, transfer = (rows.column(c).to_numpy() for c in
                               ("elapse_ns", "wait_ns", "transfer_ns"))
     cols = {}
@@ -353,30 +359,34 @@ def split_op_time(rows) -> pd.DataFrame:
         codes, texts = _codes(rows.column(c))
         cols[c] = pd.Categorical.from_codes(codes, texts, validate=False)
         if c != "kind":  # one int64 per (step_key, op, group); fits while the product of
-            key = key * (len(texts) + 1) + codes  # their distinct counts stays below 2^63
+            key *= len(texts) + 1  # their distinct counts stays below 2^63
+            key += codes
+        del codes
     _, inst = np.unique(key, return_inverse=True)
     del key
-    inst = inst.reshape(-1)
+    inst = inst.reshape(-1).astype(np.int32)
     n_inst = int(inst.max()) + 1
-    span = int(rank.max() - rank.min()) + 1  # members: distinct ranks per instance
-    n_members = np.bincount(np.unique(inst * span + (rank - rank.min())) // span,
-                            minlength=n_inst)
+    low, span = int(rank.min()), int(rank.max()) - int(rank.min()) + 1
+    pairs = inst.astype(np.int64) * span + (rank - low)  # members: distinct ranks per instance
+    n_members = np.bincount(np.unique(pairs) // span, minlength=n_inst)
+    del pairs
     # the first row with the shortest elapse of every instance
-    order = np.lexsort((np.arange(n), elapse, inst))
-    starts = np.flatnonzero(np.r_[True, inst[order][1:] != inst[order][:-1]])
-    first = order[starts]  # indexed by instance id (0..n_inst-1, all present, ascending)
-    del order, starts
+    order = np.lexsort((np.arange(n, dtype=np.int32), elapse, inst))
+    sorted_inst = inst[order]
+    first = order[np.flatnonzero(np.r_[True, sorted_inst[1:] != sorted_inst[:-1]])]
+    del order, sorted_inst  # first: indexed by instance id (0..n_inst-1, all present)
     own = n_members[inst] >= 2
     room = elapse - transfer
     peer_wait = np.minimum(np.where(own, elapse - elapse[first][inst], wait), room)
-    waited_for = rank[first][inst]
-    waited_for = np.where(own & (peer_wait > 0) & (waited_for != rank), waited_for, -1)
+    waited_for = rank[first][inst].astype(np.int64)
+    waited_for[~(own & (peer_wait > 0) & (waited_for != rank))] = -1
+    del inst, own
     return pd.DataFrame({
-        "rank": rank.astype(np.int32), "step_key": cols["step_key"], "kind": cols["kind"],
+        "rank": rank, "step_key": cols["step_key"], "kind": cols["kind"],
         "group": cols["group"], "elapse_ns": elapse, "wait_ns": wait,
         "idle_ns": rows.column("idle_ns").to_numpy(), "op": cols["op"],
-        "transfer_ns": transfer, "waited_for": waited_for.astype(np.int64),
-        "peer_wait_ns": peer_wait, "other_ns": room - peer_wait})
+        "transfer_ns": transfer, "waited_for": waited_for,
+        "peer_wait_ns": peer_wait, "other_ns": room - peer_wait}, copy=False)
 
 
 def comm_op_frame(comm_ops, comm_bandwidth=None) -> pd.DataFrame:
