@@ -242,12 +242,6 @@ def combine(root: str, sources: list[Source], results: list[RankResult], problem
     if has_comm:
         ca.communication = cluster_communication.CommunicationFile(
             [f for r in usable for f in r.comm_fragments], *membership)
-    if has_links:
-        from ascendprof.output import JsonMembers
-
-        ca.communication_matrix = JsonMembers(cluster_communication.build_matrix(
-            links, ca.metadata, membership=membership))
-    del links
     parts = [r.op_partial for r in usable if r.op_partial is not None]
     if parts:
         ca.op_statistics = op_stats.combine(parts)
@@ -263,6 +257,11 @@ def combine(root: str, sources: list[Source], results: list[RankResult], problem
     # every rank's op rows are in the verdicts now: free them before the files are written
     for r in usable:
         r.tables.pop(verdicts.OP_ROWS, None)
+    if has_links:  # after the verdicts: the peaks of the two do not add up
+        from ascendprof.output import JsonMembers
+
+        ca.communication_matrix = JsonMembers(cluster_communication.build_matrix(
+            links, ca.metadata, membership=membership))
     return ca
 
 
