@@ -257,7 +257,7 @@ def add_bandwidth_transit(comm_ops, comm_bandwidth):
 
 
 #: Name of the per-rank table :func:`op_rows` makes; the worker puts it in RankResult.tables in
-#: place of COMM_OPS, so the cluster step holds ~60 bytes of numbers and keys per op.
+#: place of COMM_OPS, so the cluster step holds ~80 bytes of numbers and keys per op.
 OP_ROWS = "comm_op_rows"
 _OP_ROWS_TEXT = ("step_key", "kind", "op", "group")
 
@@ -269,8 +269,9 @@ def op_rows(comm_ops, comm_bandwidth=None):
     :func:`add_bandwidth_transit` is used when present) and optionally COMM_BANDWIDTH. Out: a
     pyarrow Table with one row per COMM_OPS row, in order: ``rank`` int32; ``step_key`` and
     ``group`` ('' when missing), ``kind`` (as given) as dictionary-encoded text, ``op`` (the op
-    name before its first '@'; 'None' when missing) as text; ``elapse_ns``, ``wait_ns``, ``idle_ns``, ``transfer_ns`` int64
-    (a missing time reads 0). None when ``comm_ops`` is None.
+    name before its first '@'; 'None' when missing) as text; ``elapse_ns``, ``wait_ns``,
+    ``idle_ns``, ``transfer_ns`` int64 (a missing time reads 0). None when ``comm_ops`` is
+    None.
 
     ``transfer_ns`` is the Transit Time (§7.2); when that is 0 but the op's 'Communication
     Bandwidth Info' shows RDMA or SDMA transit (SDMA already includes HCCS/PCIE/SIO, §7.2), that
