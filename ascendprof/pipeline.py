@@ -162,6 +162,13 @@ class ClusterAnalysis:
         parts = [r.tables[name] for r in self.ranks if name in r.tables]
         return pa.concat_tables(parts, promote_options="permissive") if parts else None
 
+    def op_row_batches(self):
+        """The ranks' per-op rows (verdicts.OP_ROWS), one table per rank in rank order."""
+        from ascendprof.analyze.verdicts import OP_ROWS
+
+        return (r.tables[OP_ROWS] for r in self.ranks
+                if OP_ROWS in r.tables and r.tables[OP_ROWS].num_rows)
+
     @property
     def metadata(self) -> dict[int, dict]:
         """rank -> profiler_metadata.json object (empty dict when absent)."""
@@ -212,6 +219,7 @@ def combine(root: str, sources: list[Source], results: list[RankResult], problem
     list of results once."""
     from ascendprof.analyze import (cluster_communication, cluster_step_trace, op_stats,
                                     step_breakdown, verdicts)
+    from ascendprof.executors import release_free_heap
 
     for r in results:
         problems.extend(r.problems)
@@ -257,11 +265,13 @@ def combine(root: str, sources: list[Source], results: list[RankResult], problem
     # every rank's op rows are in the verdicts now: free them before the files are written
     for r in usable:
         r.tables.pop(verdicts.OP_ROWS, None)
+    release_free_heap()
     if has_links:  # after the verdicts: the peaks of the two do not add up
         from ascendprof.output import JsonMembers
 
         ca.communication_matrix = JsonMembers(cluster_communication.build_matrix(
             links, ca.metadata, membership=membership))
+        release_free_heap()
     return ca
 
 

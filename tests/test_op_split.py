@@ -1,10 +1,11 @@
-"""The verdicts' split of communication op time (verdicts.op_rows + split_op_time).
+"""The verdicts' split of communication op time (verdicts.op_rows, split_op_time, op_totals).
 
 The expected values come from a second method: the per-row definition written out below with
 pandas group-bys on the text keys (how the split was first implemented, before the workers sent
 compact per-op rows), run on the real Qwen3 ranks, on a generated 8-rank cluster and on random
 tables with ties, missing values and single-member op instances. One case is also worked out
-by hand.
+by hand. The sums the verdicts take from the split one batch of ranks at a time (op_totals) are
+checked against pandas group-bys of the per-row split of all ranks at once.
 """
 
 from __future__ import annotations
@@ -159,3 +160,74 @@ def test_chunked_rows_as_from_workers(chunks):
     got = V.split_op_time(pa.concat_tables(parts))
     order = [j for i in range(chunks) for j in range(i, len(rows), chunks)]
     pd.testing.assert_frame_equal(_plain(got), _plain(whole.iloc[order]))
+
+
+def _expected_totals(frame: pd.DataFrame, flagged: dict):
+    """What OpTotals must hold, computed with pandas from the per-row split."""
+    f = frame.copy()
+    for c in ("step_key", "kind", "group", "op"):
+        f[c] = f[c].astype(object).where(f[c].notna(), None)
+    n_steps = f.groupby("rank")["step_key"].nunique()
+    comp = f[f["kind"].notna()].groupby(["rank", "kind", "group"]).agg(
+        **{c: (c, "sum") for c in ("elapse_ns", "transfer_ns", "peer_wait_ns", "other_ns",
+                                   "wait_ns", "idle_ns")}, n_ops=("elapse_ns", "size"))
+    comp = comp.reset_index()
+    for c in ("elapse_ns", "transfer_ns", "peer_wait_ns", "other_ns", "wait_ns", "idle_ns"):
+        comp[c] = comp[c] / comp["rank"].map(n_steps)
+    waited, op_elapse = {}, {}
+    for stage, ranks in flagged.items():
+        mine = f[f["rank"].isin(ranks)]
+        w = mine[mine["waited_for"] >= 0]
+        waited[stage] = {int(k): int(v) for k, v in
+                         w.groupby("waited_for")["peer_wait_ns"].sum().items()}
+        op_elapse[stage] = {k: int(v) for k, v in mine.groupby("op")["elapse_ns"].sum().items()
+                            if v}
+    return comp, waited, op_elapse
+
+
+def _check_totals(batches: list, flagged: dict) -> None:
+    totals = V.op_totals(lambda: iter(batches), flagged)
+    comp, waited, op_elapse = _expected_totals(V.split_op_time(pa.concat_tables(batches)),
+                                               flagged)
+    got = totals.components({}).drop(columns="group_name")
+    got["rank"] = got["rank"].astype("int64")
+    comp["rank"] = comp["rank"].astype("int64")
+    pd.testing.assert_frame_equal(got.reset_index(drop=True),
+                                  comp[got.columns].reset_index(drop=True), check_dtype=False)
+    assert totals.waited == waited
+    assert {stage: totals.op_elapse(stage) for stage in flagged} == op_elapse
+
+
+@pytest.mark.parametrize("batch_rows", [1, 1 << 15])
+def test_streamed_totals_equal_the_per_row_split(qwen3, monkeypatch, batch_rows):
+    """op_totals over one rank at a time (or all together) holds what pandas sums from the
+    per-row split of all ranks at once."""
+    monkeypatch.setattr(V, "_BATCH_ROWS", batch_rows)
+    t = qwen_tables(qwen3)
+    rank = t[S.COMM_OPS].column("rank")
+    batches = [V.op_rows(t[S.COMM_OPS].filter(pa.compute.equal(rank, r)), t[S.COMM_BANDWIDTH])
+               for r in range(4)]
+    _check_totals(batches, {0: [0, 1], 1: [2, 3]})
+    _check_totals(batches, {None: [0, 1, 2, 3]})
+    _check_totals(batches, {})
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_row, min_size=1, max_size=40), st.integers(1, 5))
+def test_streamed_totals_on_random_tables(rows, batch_rows):
+    import pyarrow.compute as pc
+
+    V._BATCH_ROWS, saved = batch_rows, V._BATCH_ROWS
+    try:
+        ops = _ops([{k: v for k, v in r.items() if k != "bw_transit_ns"} for r in rows])
+        ops = ops.append_column("bw_transit_ns",
+                                pa.array([r["bw_transit_ns"] for r in rows], pa.float64()))
+        # one batch per rank, ranks in ascending order (as the pipeline sends them)
+        order = sorted(range(len(rows)), key=lambda i: rows[i]["rank"])
+        ops = ops.take(order)
+        ranks = sorted({r["rank"] for r in rows})
+        batches = [V.op_rows(ops.filter(pc.equal(ops.column("rank"), r))) for r in ranks]
+        _check_totals(batches, {"even": [r for r in ranks if r % 2 == 0],
+                                "odd": [r for r in ranks if r % 2]})
+    finally:
+        V._BATCH_ROWS = saved

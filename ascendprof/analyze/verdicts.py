@@ -39,6 +39,7 @@ communication_matrix.json to global ranks.
 from __future__ import annotations
 
 import math
+from itertools import repeat
 
 import numpy as np
 import pandas as pd
@@ -316,27 +317,134 @@ def _codes(column) -> tuple[np.ndarray, list]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if pa.types.is_dictionary(column.type):  # op_rows' keys: one dictionary per rank
-        enc = pa.table({"c": column}).unify_dictionaries().column("c")
-    else:
-        enc = pc.dictionary_encode(column)
-    if isinstance(enc, pa.ChunkedArray):
-        chunks = enc.chunks
+    if isinstance(column, pa.ChunkedArray) and column.num_chunks == 1:
+        column = column.chunk(0)
+    if isinstance(column, pa.ChunkedArray):
+        if pa.types.is_dictionary(column.type):  # op_rows' keys: one dictionary per rank
+            column = pa.table({"c": column}).unify_dictionaries().column("c")
+        else:
+            column = pc.dictionary_encode(column)
+        chunks = column.chunks
         values = chunks[0].dictionary.to_pylist() if chunks else []
         idx = pa.chunked_array([c.indices for c in chunks], pa.int32())
     else:
-        values, idx = enc.dictionary.to_pylist(), enc.indices
-    return pc.fill_null(idx, -1).to_numpy(), values
+        if not pa.types.is_dictionary(column.type):
+            column = pc.dictionary_encode(column)
+        values, idx = column.dictionary.to_pylist(), column.indices
+    codes = idx.to_numpy(zero_copy_only=False) if idx.null_count == 0 else \
+        pc.fill_null(idx, -1).to_numpy()
+    return codes.astype(np.int32, copy=False), values
+
+
+class _Interned:
+    """Ids of texts (or text tuples) in first-seen order, looked up a batch at a time."""
+
+    def __init__(self):
+        self.ids: dict = {}
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def lookup(self, keys: list) -> np.ndarray:
+        """The id (int64) of every key of ``keys``; unseen keys get the next ids."""
+        # the loop in C: most keys were seen before
+        found = np.fromiter(map(self.ids.get, keys, repeat(-1)), dtype=np.int64,
+                            count=len(keys))
+        for j in np.flatnonzero(found < 0).tolist():
+            found[j] = self.ids.setdefault(keys[j], len(self.ids))
+        return found
+
+
+def _sum_by(key: np.ndarray, values: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Distinct ``key`` values (ascending) and the exact int64 sums of each of ``values`` per
+    key (plus, last, the number of rows per key)."""
+    order = np.argsort(key, kind="stable")
+    k = key[order]
+    starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]]) if len(k) else np.zeros(0, np.int64)
+    sums = [np.add.reduceat(v[order], starts) if len(k) else v[:0] for v in values]
+    return k[starts], sums + [np.diff(np.r_[starts, len(k)])]
+
+
+class OpInstances:
+    """Pass 1 of the op-time split over batches of :func:`op_rows` (one rank's, or any rows).
+
+    Every op instance (step key, op, group) seen so far gets an id; kept per id (numpy arrays):
+    ``shortest`` elapse (ns), ``first_rank`` (the rank of the first row with that elapse, in
+    the order the batches were added, which must be the order of their rows) and ``members``
+    (distinct ranks). Memory: a few tens of bytes per instance and 4 bytes per row, whatever
+    the number of batches.
+    """
+
+    def __init__(self):
+        self._ids = _Interned()
+        self.shortest = np.zeros(0, np.int64)
+        self.first_rank = np.zeros(0, np.int64)
+        self.members = np.zeros(0, np.int64)
+        self._seen: dict[int, np.ndarray] = {}  # rank -> its instance ids so far (sorted)
+
+    def ids_of(self, rows) -> np.ndarray:
+        """The instance id (int64) of every row; unseen instances get new ids."""
+        texts, codes, key = [], [], np.zeros(rows.num_rows, dtype=np.int64)
+        for c in ("step_key", "op", "group"):  # filled by op_rows: no nulls
+            code, values = _codes(rows.column(c))
+            texts.append(values)
+            codes.append(code)
+            key = key * (len(values) + 1) + code
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        step_t, op_t, group_t = texts
+        keys = list(zip(map(step_t.__getitem__, codes[0][first].tolist()),
+                        map(op_t.__getitem__, codes[1][first].tolist()),
+                        map(group_t.__getitem__, codes[2][first].tolist())))
+        return self._ids.lookup(keys)[inverse.reshape(-1)]
+
+    def add(self, rows) -> np.ndarray:
+        """Fold the rows of one batch in; returns their instance ids (for :meth:`split`)."""
+        ids = self.ids_of(rows)
+        grow = len(self._ids) - len(self.shortest)
+        if grow:
+            self.shortest = np.r_[self.shortest, np.full(grow, np.iinfo(np.int64).max)]
+            self.first_rank = np.r_[self.first_rank, np.full(grow, -1, np.int64)]
+            self.members = np.r_[self.members, np.zeros(grow, np.int64)]
+        rank = rows.column("rank").to_numpy().astype(np.int64)
+        elapse = rows.column("elapse_ns").to_numpy()
+        order = np.lexsort((np.arange(len(ids)), elapse, ids))  # first shortest row per id
+        sorted_ids = ids[order]
+        first = order[np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])]
+        better = elapse[first] < self.shortest[ids[first]]  # ties: the earlier batch keeps it
+        self.shortest[ids[first][better]] = elapse[first][better]
+        self.first_rank[ids[first][better]] = rank[first][better]
+        for r in np.unique(rank).tolist():
+            mine = np.unique(ids[rank == r])
+            before = self._seen.get(r)
+            new = mine if before is None else np.setdiff1d(mine, before, assume_unique=True)
+            self.members[new] += 1
+            self._seen[r] = mine if before is None else np.union1d(before, mine)
+        return ids
+
+    def split(self, rows, ids: np.ndarray) -> dict[str, np.ndarray]:
+        """Pass 2 for one batch once every batch was added: per row ``rank``, ``elapse_ns``,
+        ``wait_ns``, ``idle_ns``, ``transfer_ns``, ``waited_for`` (-1 when unknown),
+        ``peer_wait_ns``, ``other_ns`` (int64; see :func:`split_op_time`)."""
+        rank = rows.column("rank").to_numpy().astype(np.int64)
+        elapse, wait, transfer = (rows.column(c).to_numpy() for c in
+                                  ("elapse_ns", "wait_ns", "transfer_ns"))
+        own = self.members[ids] >= 2
+        room = elapse - transfer
+        peer_wait = np.minimum(np.where(own, elapse - self.shortest[ids], wait), room)
+        waited_for = self.first_rank[ids].copy()
+        waited_for[~(own & (peer_wait > 0) & (waited_for != rank))] = -1
+        return {"rank": rank, "elapse_ns": elapse, "wait_ns": wait,
+                "idle_ns": rows.column("idle_ns").to_numpy(), "transfer_ns": transfer,
+                "waited_for": waited_for, "peer_wait_ns": peer_wait, "other_ns": room - peer_wait}
 
 
 def split_op_time(rows) -> pd.DataFrame:
     """One row per communication op instance and rank (the rows of :func:`op_rows`, all ranks
     concatenated) with its time split three ways.
 
-    Columns: ``rank`` int32; ``step_key``, ``kind``, ``group``, ``op`` as pandas Categoricals
-    (a cluster has 10^5-10^6 rows but few distinct texts); ``elapse_ns``, ``wait_ns``,
-    ``idle_ns``, ``transfer_ns`` (from op_rows), ``waited_for`` (global rank, -1 when unknown),
-    ``peer_wait_ns``, ``other_ns`` (int64 ns).
+    Columns: ``rank`` int32; ``step_key``, ``kind``, ``group``, ``op`` as pandas Categoricals;
+    ``elapse_ns``, ``wait_ns``, ``idle_ns``, ``transfer_ns`` (from op_rows), ``waited_for``
+    (global rank, -1 when unknown), ``peer_wait_ns``, ``other_ns`` (int64 ns).
 
     - ``peer_wait_ns``: time this rank waited for a slower peer. The same op instance (same
       group, step and op name) ends together on every member, so a member's extra elapse over the
@@ -346,48 +454,116 @@ def split_op_time(rows) -> pd.DataFrame:
     - ``other_ns`` = elapse − transfer − peer wait: time inside the op common to all members
       (synchronisation overhead, idle gaps).
 
-    Computed on integer codes of the keys.
+    :func:`derive` runs the same two passes (:class:`OpInstances`) over batches of ranks
+    (:func:`op_totals`) and keeps only the sums it needs.
     """
     if rows is None or rows.num_rows == 0:
         return pd.DataFrame()
-    n = rows.num_rows
-    rank = rows.column("rank").to_numpy()
-    elapse, wait, transfer = (rows.column(c).to_numpy() for c in
-                              ("elapse_ns", "wait_ns", "transfer_ns"))
-    cols = {}
-    key = np.zeros(n, dtype=np.int64)
-    for c in _OP_ROWS_TEXT:
-        codes, texts = _codes(rows.column(c))
-        cols[c] = pd.Categorical.from_codes(codes, texts, validate=False)
-        if c != "kind":  # one int64 per (step_key, op, group); fits while the product of
-            key *= len(texts) + 1  # their distinct counts stays below 2^63
-            key += codes
-        del codes
-    _, inst = np.unique(key, return_inverse=True)
-    del key
-    inst = inst.reshape(-1).astype(np.int32)
-    n_inst = int(inst.max()) + 1
-    low, span = int(rank.min()), int(rank.max()) - int(rank.min()) + 1
-    pairs = inst.astype(np.int64) * span + (rank - low)  # members: distinct ranks per instance
-    n_members = np.bincount(np.unique(pairs) // span, minlength=n_inst)
-    del pairs
-    # the first row with the shortest elapse of every instance
-    order = np.lexsort((np.arange(n, dtype=np.int32), elapse, inst))
-    sorted_inst = inst[order]
-    first = order[np.flatnonzero(np.r_[True, sorted_inst[1:] != sorted_inst[:-1]])]
-    del order, sorted_inst  # first: indexed by instance id (0..n_inst-1, all present)
-    own = n_members[inst] >= 2
-    room = elapse - transfer
-    peer_wait = np.minimum(np.where(own, elapse - elapse[first][inst], wait), room)
-    waited_for = rank[first][inst].astype(np.int64)
-    waited_for[~(own & (peer_wait > 0) & (waited_for != rank))] = -1
-    del inst, own
+    inst = OpInstances()
+    cols = inst.split(rows, inst.add(rows))
+    cats = {c: pd.Categorical.from_codes(*_codes(rows.column(c)), validate=False)
+            for c in _OP_ROWS_TEXT}
     return pd.DataFrame({
-        "rank": rank, "step_key": cols["step_key"], "kind": cols["kind"],
-        "group": cols["group"], "elapse_ns": elapse, "wait_ns": wait,
-        "idle_ns": rows.column("idle_ns").to_numpy(), "op": cols["op"],
-        "transfer_ns": transfer, "waited_for": waited_for,
-        "peer_wait_ns": peer_wait, "other_ns": room - peer_wait}, copy=False)
+        "rank": cols["rank"].astype(np.int32), "step_key": cats["step_key"],
+        "kind": cats["kind"], "group": cats["group"], "elapse_ns": cols["elapse_ns"],
+        "wait_ns": cols["wait_ns"], "idle_ns": cols["idle_ns"], "op": cats["op"],
+        "transfer_ns": cols["transfer_ns"], "waited_for": cols["waited_for"],
+        "peer_wait_ns": cols["peer_wait_ns"], "other_ns": cols["other_ns"]}, copy=False)
+
+
+_NOT_FLAGGED = object()
+
+
+class OpTotals:
+    """Pass 2 of the op-time split, summed as batches come: what the verdicts use of it.
+
+    ``flagged``: {stage (or None): ranks} whose Communication(Not Overlapped) share passed the
+    threshold (see :func:`_comm_flagged`); for those, per stage, the peer wait by waited-for
+    rank and the elapse by op name are kept. For every rank, kind and group the split's sums
+    (exact int64 ns) and op count, and per rank its distinct step keys.
+    """
+
+    _NUM = ("elapse_ns", "transfer_ns", "peer_wait_ns", "other_ns", "wait_ns", "idle_ns")
+
+    def __init__(self, flagged: dict | None = None):
+        self.stage_of = {r: st for st, ranks in (flagged or {}).items() for r in ranks}
+        self.comp: dict[tuple, np.ndarray] = {}
+        self.step_keys: dict[int, set] = {}
+        self.waited: dict = {st: {} for st in (flagged or {})}
+        self._ops = _Interned()  # op names of the flagged ranks
+        self._op_elapse: dict = {st: np.zeros(0, np.int64) for st in (flagged or {})}
+
+    def add(self, rows, split: dict[str, np.ndarray]) -> None:
+        """One batch: ``rows`` (op_rows) and its :meth:`OpInstances.split`."""
+        rank = split["rank"]
+        kind, kind_t = _codes(rows.column("kind"))
+        group, group_t = _codes(rows.column("group"))
+        step, step_t = _codes(rows.column("step_key"))
+        for r in np.unique(rank).tolist():
+            self.step_keys.setdefault(r, set()).update(
+                step_t[i] for i in np.unique(step[rank == r]).tolist())
+        ok = kind >= 0  # a row without kind has no (rank, kind, group) entry, as in a group-by
+        lo = int(rank.min())
+        key = ((rank - lo) * (len(kind_t) + 1) + kind) * (len(group_t) + 1) + group
+        uniq, sums = _sum_by(key[ok], [split[c][ok] for c in self._NUM])
+        for j, k in enumerate(uniq.tolist()):
+            rest, g = divmod(k, len(group_t) + 1)
+            rk, kd = divmod(rest, len(kind_t) + 1)
+            entry = (rk + lo, kind_t[kd], group_t[g])
+            vals = np.array([s[j] for s in sums], dtype=np.int64)
+            if entry in self.comp:
+                self.comp[entry] += vals
+            else:
+                self.comp[entry] = vals
+        if not self.stage_of:
+            return
+        ranks, where = np.unique(rank, return_inverse=True)
+        stages = [self.stage_of.get(r, _NOT_FLAGGED) for r in ranks.tolist()]
+        if all(st is _NOT_FLAGGED for st in stages):
+            return
+        op, op_t = _codes(rows.column("op"))
+        where = where.reshape(-1)
+        for st in {st for st in stages if st is not _NOT_FLAGGED}:
+            mine = np.array([x is not _NOT_FLAGGED and x == st for x in stages])[where]
+            w = mine & (split["waited_for"] >= 0)
+            who, (pw, _) = _sum_by(split["waited_for"][w], [split["peer_wait_ns"][w]])
+            acc = self.waited[st]
+            for r, v in zip(who.tolist(), pw.tolist()):
+                acc[r] = acc.get(r, 0) + v
+            codes, (el, _) = _sum_by(op[mine].astype(np.int64), [split["elapse_ns"][mine]])
+            ids = self._ops.lookup([op_t[o] for o in codes.tolist()])
+            acc = self._op_elapse[st]
+            if len(acc) < len(self._ops):
+                acc = self._op_elapse[st] = np.r_[acc, np.zeros(len(self._ops) - len(acc),
+                                                                np.int64)]
+            acc[ids] += el  # ids distinct within a batch
+
+    def op_elapse(self, stage) -> dict[str, int]:
+        """{op name: summed elapse (ns)} over the flagged ranks of ``stage``."""
+        acc = self._op_elapse.get(stage)
+        if acc is None:
+            return {}
+        names = list(self._ops.ids)
+        return {names[i]: int(acc[i]) for i in np.flatnonzero(acc).tolist()}
+
+    def components(self, directory: dict[str, dict]) -> pd.DataFrame:
+        """Per rank, op kind and communication group: mean per step (sum / the rank's distinct
+        step keys) of the split. Columns ``rank, kind, group, group_name, elapse_ns,
+        transfer_ns, peer_wait_ns, other_ns, wait_ns, idle_ns, n_ops``, sorted by rank, kind,
+        group."""
+        cols = ["rank", "kind", "group", "group_name", *self._NUM, "n_ops"]
+        if not self.comp:
+            return pd.DataFrame(columns=cols)
+        keys = sorted(self.comp)
+        vals = np.array([self.comp[k] for k in keys], dtype=np.int64)
+        n = np.array([len(self.step_keys[k[0]]) for k in keys], dtype=np.float64)
+        out = {"rank": np.array([k[0] for k in keys], dtype=np.int32),
+               "kind": [k[1] for k in keys], "group": [k[2] for k in keys],
+               "group_name": [directory.get(k[2], {}).get("name", k[2]) for k in keys]}
+        for i, c in enumerate(self._NUM):
+            out[c] = vals[:, i] / n
+        out["n_ops"] = vals[:, len(self._NUM)]
+        return pd.DataFrame(out)[cols]
 
 
 def comm_op_frame(comm_ops, comm_bandwidth=None) -> pd.DataFrame:
@@ -396,31 +572,6 @@ def comm_op_frame(comm_ops, comm_bandwidth=None) -> pd.DataFrame:
     if comm_ops is None or comm_ops.num_rows == 0:
         return pd.DataFrame()
     return split_op_time(op_rows(comm_ops, comm_bandwidth))
-
-
-def comm_components(ops: pd.DataFrame, directory: dict[str, dict]) -> pd.DataFrame:
-    """Per rank, op kind and communication group: mean per step of the op-time split of
-    :func:`comm_op_frame`.
-
-    Columns: ``rank, kind, group, group_name, elapse_ns, transfer_ns, peer_wait_ns, other_ns,
-    wait_ns, idle_ns, n_ops`` (``wait_ns`` / ``idle_ns`` as the profiler reports them).
-    """
-    cols = ["rank", "kind", "group", "group_name", "elapse_ns", "transfer_ns", "peer_wait_ns",
-            "other_ns", "wait_ns", "idle_ns", "n_ops"]
-    if ops is None or ops.empty:
-        return pd.DataFrame(columns=cols)
-    num = ["elapse_ns", "transfer_ns", "peer_wait_ns", "other_ns", "wait_ns", "idle_ns"]
-    n_steps = ops.groupby("rank")["step_key"].nunique().rename("n_step_keys")
-    # observed: the key columns may be Categoricals (split_op_time); only combinations present
-    agg = ops.groupby(["rank", "kind", "group"], as_index=False, observed=True).agg(
-        **{c: (c, "sum") for c in num}, n_ops=("elapse_ns", "size"))
-    for c in ("kind", "group"):  # a few rows: plain texts for the verdicts' own group-bys
-        agg[c] = agg[c].astype(object)
-    agg = agg.merge(n_steps, left_on="rank", right_index=True)
-    for c in num:
-        agg[c] = agg[c] / agg["n_step_keys"]
-    agg["group_name"] = agg["group"].map(lambda g: directory.get(g, {}).get("name", g))
-    return agg[cols]
 
 
 def link_table(comm_links, directory: dict[str, dict]) -> pd.DataFrame:
@@ -740,18 +891,23 @@ def _slow_rank_verdicts(m: pd.DataFrame, stage_of: dict[int, int], op_stat,
     return out
 
 
+def _comm_flagged(m: pd.DataFrame, stage_of: dict[int, int], th: dict) -> dict:
+    """{stage (None without stages): ranks} whose Communication(Not Overlapped) share of the
+    step passes ``comm_share_pct``; stages without such a rank are left out."""
+    flagged = [int(r) for r in m.index if m.loc[r, "cno_pct"] >= th["comm_share_pct"]]
+    return {st: ranks for st, ranks in _peer_sets(flagged, stage_of).items() if ranks}
+
+
 def _comm_verdicts(m: pd.DataFrame, stage_of: dict[int, int], comp: pd.DataFrame,
-                   ops: pd.DataFrame, th: dict) -> list[dict]:
+                   totals: OpTotals, th: dict) -> list[dict]:
     """Ranks where Communication(Not Overlapped) is a large share of the step, one verdict per
     stage (or for all ranks without stages), with the cause: waiting for a slower peer (and
-    which), data transfer, or time inside the ops common to all members."""
+    which), data transfer, or time inside the ops common to all members. ``totals`` was built
+    with :func:`_comm_flagged` of the same ``m``."""
     thr, wthr = th["comm_share_pct"], th["wait_ratio"]
-    flagged = [int(r) for r in m.index if m.loc[r, "cno_pct"] >= thr]
     out = []
-    for stage, ranks in _peer_sets(flagged, stage_of).items():
+    for stage, ranks in _comm_flagged(m, stage_of, th).items():
         n = len(ranks)
-        if not n:  # nothing above the threshold
-            continue
         sub_c = comp[comp["rank"].isin(ranks)]
         tot = {c: float(sub_c[c].sum()) / n for c in
                ("elapse_ns", "transfer_ns", "peer_wait_ns", "other_ns")}
@@ -762,12 +918,8 @@ def _comm_verdicts(m: pd.DataFrame, stage_of: dict[int, int], comp: pd.DataFrame
                 ["elapse_ns", "transfer_ns", "peer_wait_ns", "other_ns", "wait_ns"]].sum() / n
             for (kind, gname), row in agg.sort_values("elapse_ns", ascending=False).iterrows():
                 by[f"{kind}:{gname}"] = {k.replace("_ns", "_ms"): _ms(v) for k, v in row.items()}
-        waited_ms: dict[int, float] = {}
-        if ops is not None and not ops.empty:
-            w = ops.loc[ops["rank"].isin(ranks) & (ops["waited_for"] >= 0),
-                        ["waited_for", "peer_wait_ns"]]  # not a copy of every column
-            waited_ms = {int(k): v / n for k, v in
-                         w.groupby("waited_for")["peer_wait_ns"].sum().items() if v / n >= 1e3}
+        waited_ms = {int(k): v / n for k, v in sorted(totals.waited.get(stage, {}).items())
+                     if v / n >= 1e3}
         top = max(waited_ms.values(), default=0.0)
         primary = sorted(r for r, v in waited_ms.items() if v >= 0.25 * top and top > 0)
         ev = {"comm_not_overlapped_ms": {str(r): _ms(m.loc[r, "cno_ns"]) for r in ranks},
@@ -812,9 +964,8 @@ def _comm_verdicts(m: pd.DataFrame, stage_of: dict[int, int], comp: pd.DataFrame
                    "communication with computation or reduce the communicated volume.")
         else:
             ev["cause"] = "other"
-            longest = (ops.loc[ops["rank"].isin(ranks), ["op", "elapse_ns"]]
-                       .groupby("op", observed=True)["elapse_ns"].sum() / n) \
-                .sort_values(ascending=False).head(3)
+            by_op = pd.Series(totals.op_elapse(stage), dtype="int64").sort_index()
+            longest = (by_op / n).sort_values(ascending=False, kind="stable").head(3)
             ev["longest_ops_ms"] = {str(k): _ms(v) for k, v in longest.items()}
             msg = (f"{lead}; {_ms(tot['other_ns']):.1f} of {_ms(elapse):.1f} ms per step inside "
                    f"the communication ops is neither transfer nor waiting for a peer: every "
@@ -912,6 +1063,51 @@ def _iteration_verdicts(ca, th: dict) -> list[dict]:
     return out
 
 
+def _op_batches(ca):
+    """A callable giving the op_rows of every rank, one table per rank in rank order (the
+    workers' OP_ROWS, through ``ca.op_row_batches`` when the cluster has it), else one table
+    built from the full COMM_OPS / COMM_BANDWIDTH tables (tests, tools)."""
+    batches = getattr(ca, "op_row_batches", None)
+    if batches is not None and any(True for _ in batches()):
+        return batches
+    rows = op_rows(ca.concat("comm_ops"), ca.concat("comm_bandwidth"))
+    parts = [rows] if rows is not None and rows.num_rows else []
+    return lambda: iter(parts)
+
+
+def op_totals(batches, flagged: dict) -> OpTotals:
+    """The op-time split of every op (:class:`OpInstances`, two passes over ``batches()``, an
+    iterable of op_rows tables in row order, one rank at a time) summed into :class:`OpTotals`
+    for ``flagged`` ({stage: ranks}). Holds one batch at a time besides the instance arrays."""
+    inst = OpInstances()
+    ids = [inst.add(b).astype(np.int32) for b in _grouped(batches())]
+    totals = OpTotals(flagged)
+    for b, i in zip(_grouped(batches()), ids):
+        totals.add(b, inst.split(b, i))
+    return totals
+
+
+#: rows per batch of the op-time split: consecutive ranks are taken together up to this many
+#: rows (a few MB), which amortises the per-batch work over ~30 ranks of ~10^3 ops
+_BATCH_ROWS = 1 << 15
+
+
+def _grouped(tables):
+    """Consecutive tables of ``tables`` concatenated (no copy) into batches of about
+    :data:`_BATCH_ROWS` rows, in order."""
+    import pyarrow as pa
+
+    held, rows = [], 0
+    for t in tables:
+        held.append(t)
+        rows += t.num_rows
+        if rows >= _BATCH_ROWS:
+            yield pa.concat_tables(held)
+            held, rows = [], 0
+    if held:
+        yield pa.concat_tables(held)
+
+
 def derive(ca, th: dict) -> list[dict]:
     """All verdicts for one :class:`~ascendprof.pipeline.ClusterAnalysis`, most severe first.
 
@@ -927,20 +1123,16 @@ def derive(ca, th: dict) -> list[dict]:
     directory = group_directory(meta)
     stage_of = stages(meta)
     steps = step_frame(ca.step_trace, ca.breakdown)
-    rows = ca.concat(OP_ROWS)  # the workers' op_rows; else (tests, tools) the full tables
-    if rows is None:
-        rows = op_rows(ca.concat("comm_ops"), ca.concat("comm_bandwidth"))
-    ops = split_op_time(rows)
-    del rows
-    comp = comm_components(ops, directory)
+    m = rank_means(steps) if not steps.empty else None
+    totals = op_totals(_op_batches(ca), _comm_flagged(m, stage_of, th) if m is not None else {})
+    comp = totals.components(directory)
     op_stat = ca.concat("op_statistic")
     out: list[dict] = []
-    if not steps.empty:
-        m = rank_means(steps)
+    if m is not None:
         out += _stage_verdicts(m, stage_of, comp, th)
         out += _group_verdicts(m, stage_of, directory, op_stat, th)
         out += _slow_rank_verdicts(m, stage_of, op_stat, th)
-        out += _comm_verdicts(m, stage_of, comp, ops, th)
+        out += _comm_verdicts(m, stage_of, comp, totals, th)
     out += _slow_link_verdicts(link_table(ca.concat("comm_links"), directory), th)
     out += _iteration_verdicts(ca, th)
     if not out and (not steps.empty or not comp.empty):
@@ -955,5 +1147,5 @@ def derive(ca, th: dict) -> list[dict]:
 
 
 __all__ = ["thresholds", "derive", "double_hash", "group_directory", "stages", "step_frame",
-           "rank_means", "comm_components", "link_table", "comm_op_frame",
+           "rank_means", "link_table", "comm_op_frame", "OpInstances", "OpTotals",
            "add_bandwidth_transit", "op_rows", "split_op_time", "OP_ROWS"] + list(_NAMES)
