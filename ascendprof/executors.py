@@ -106,14 +106,15 @@ def _measured(fn, source, **kwargs):
 
 
 def local_map(fn, sources, *, tables_dir=None, workers=None, progress=None, budget=None,
-              **kwargs):
+              on_result=None, **kwargs):
     """``[fn(s, tables_dir=tables_dir, **kwargs) for s in sources]`` in a process pool, results
     in input order.
 
     ``workers`` (default: :func:`plan_workers`) is the pool size; the number of ranks in flight
     then adapts to the measured peak RSS per rank so that it stays under ``budget`` bytes
     (default :func:`memory_budget`). ``progress`` is called with no argument after each
-    finished source. Exceptions raised by ``fn`` propagate.
+    finished source; ``on_result`` with each result as it arrives (before the others finish).
+    Exceptions raised by ``fn`` propagate.
     """
     sources = list(sources)
     call = partial(fn, tables_dir=tables_dir, **kwargs)
@@ -123,6 +124,8 @@ def local_map(fn, sources, *, tables_dir=None, workers=None, progress=None, budg
         out = []
         for s in sources:
             out.append(call(s))
+            if on_result:
+                on_result(out[-1])
             if progress:
                 progress()
         return out
@@ -143,6 +146,8 @@ def local_map(fn, sources, *, tables_dir=None, workers=None, progress=None, budg
             for fut in done:
                 i = pending.pop(fut)
                 results[i], measured = fut.result()
+                if on_result:
+                    on_result(results[i])
                 peak = max(measured, BASE_WORKER_BYTES)
                 limit = max(1, min(workers, budget // peak))  # ranks that fit at once
                 limit = 2 * limit if limit == workers else limit
@@ -151,7 +156,7 @@ def local_map(fn, sources, *, tables_dir=None, workers=None, progress=None, budg
     return results
 
 
-def dask_map(fn, sources, *, tables_dir=None, scheduler=None, **kwargs):
+def dask_map(fn, sources, *, tables_dir=None, scheduler=None, on_result=None, **kwargs):
     """``[fn(s, tables_dir=tables_dir, **kwargs) for s in sources]`` on a Dask distributed
     cluster, results in input order.
 
@@ -159,9 +164,10 @@ def dask_map(fn, sources, *, tables_dir=None, scheduler=None, **kwargs):
     None starts a local in-process cluster (threads, in-process transport, no sockets). ``tables_dir`` must be a
     path every worker can write (shared file system) when the workers are on other hosts; the
     sources' paths must be readable there too. Raises ImportError when ``dask[distributed]`` is
-    not installed; exceptions raised by ``fn`` propagate.
+    not installed; exceptions raised by ``fn`` propagate. ``on_result`` is called with each
+    result as it arrives.
     """
-    from distributed import Client
+    from distributed import Client, as_completed
 
     sources = list(sources)
     if not sources:
@@ -175,7 +181,13 @@ def dask_map(fn, sources, *, tables_dir=None, scheduler=None, **kwargs):
         client = Client(processes=False, dashboard_address=None)  # inproc://, no sockets
     try:
         futures = client.map(fn, sources, tables_dir=tables_dir, pure=False, **kwargs)
-        return client.gather(futures)
+        index = {f.key: i for i, f in enumerate(futures)}
+        results: list = [None] * len(futures)
+        for fut in as_completed(futures):
+            results[index[fut.key]] = fut.result()
+            if on_result:
+                on_result(results[index[fut.key]])
+        return results
     finally:
         if own:
             client.close()

@@ -156,6 +156,7 @@ class ClusterAnalysis:
     iteration_trace: object = None              # pandas DataFrame (iteration_trace.csv)
     verdicts: list = field(default_factory=list)
     thresholds: dict = field(default_factory=dict)
+    spill: object = None                        # spill.TableSpill holding ranks' per-op rows
 
     def concat(self, name: str) -> pa.Table | None:
         """All ranks' small table ``name`` concatenated (None when no rank has it)."""
@@ -163,11 +164,15 @@ class ClusterAnalysis:
         return pa.concat_tables(parts, promote_options="permissive") if parts else None
 
     def op_row_batches(self):
-        """The ranks' per-op rows (verdicts.OP_ROWS), one table per rank in rank order."""
+        """The ranks' per-op rows (verdicts.OP_ROWS), one table per rank in rank order, from
+        the results or, for those it took, from ``spill``."""
         from ascendprof.analyze.verdicts import OP_ROWS
 
-        return (r.tables[OP_ROWS] for r in self.ranks
-                if OP_ROWS in r.tables and r.tables[OP_ROWS].num_rows)
+        for r in self.ranks:
+            if self.spill is not None and r.source.path in self.spill:
+                yield from self.spill.tables([r.source.path])
+            elif OP_ROWS in r.tables and r.tables[OP_ROWS].num_rows:
+                yield r.tables[OP_ROWS]
 
     @property
     def metadata(self) -> dict[int, dict]:
@@ -184,13 +189,14 @@ def load(root: Path, problems: Problems | None = None) -> list[Source]:
 
 
 def run_ranks(sources: list[Source], tables_dir: Path | None = None, *, workers: int | None = None,
-              progress=None, cache_dir: Path | None = None) -> list[RankResult]:
-    """Run :func:`process_rank` over ``sources`` with the local executor (see executors)."""
+              progress=None, cache_dir: Path | None = None, on_result=None) -> list[RankResult]:
+    """Run :func:`process_rank` over ``sources`` with the local executor (see executors);
+    ``on_result`` sees each result as it arrives (e.g. spill.TableSpill.take)."""
     from ascendprof.executors import local_map
 
     preload(sources)
     return local_map(process_rank, sources, tables_dir=tables_dir, workers=workers,
-                     progress=progress, cache_dir=cache_dir)
+                     progress=progress, cache_dir=cache_dir, on_result=on_result)
 
 
 def preload(sources) -> None:
@@ -210,13 +216,14 @@ def preload(sources) -> None:
 
 
 def combine(root: str, sources: list[Source], results: list[RankResult], problems: Problems,
-            thresholds: dict | None = None) -> ClusterAnalysis:
+            thresholds: dict | None = None, spill=None) -> ClusterAnalysis:
     """Build every cluster result from per-rank partials. Raises NothingAnalysable when no rank
     produced any table.
 
     Consumes ``results``: once the verdicts are derived each result's per-op rows
     (verdicts.OP_ROWS) are dropped (the memory is needed for writing the files), so combine a
-    list of results once."""
+    list of results once. ``spill``: the spill.TableSpill that took the per-op rows out of the
+    results as they arrived, if one did."""
     from ascendprof.analyze import (cluster_communication, cluster_step_trace, op_stats,
                                     step_breakdown, verdicts)
     from ascendprof.executors import release_free_heap
@@ -227,15 +234,15 @@ def combine(root: str, sources: list[Source], results: list[RankResult], problem
     usable = [r for r in results if r.tables or r.op_partial is not None]
     if not usable:
         raise NothingAnalysable(f"{root}: no rank could be read: {problems.brief()}")
-    ca = ClusterAnalysis(root=str(root), sources=sources, ranks=usable, problems=problems)
+    ca = ClusterAnalysis(root=str(root), sources=sources, ranks=usable, problems=problems,
+                         spill=spill)
     ca.step_trace = ca.concat(S.STEP_TRACE)
     bds = [r.breakdown for r in usable if r.breakdown is not None and r.breakdown.num_rows]
     ca.breakdown = pa.concat_tables(bds) if bds else None
     ca.step_trace_check = step_breakdown.check_table(
         {r.rank: (r.tables.get(S.STEP_TRACE), r.breakdown, r.breakdown_method) for r in usable})
     links = ca.concat(S.COMM_LINKS)
-    has_comm = any(r.tables[verdicts.OP_ROWS].num_rows for r in usable
-                   if verdicts.OP_ROWS in r.tables)
+    has_comm = any(True for _ in ca.op_row_batches())
     has_links = links is not None and links.num_rows > 0
     # msprof-analyze takes group membership (and so pipeline stages) from both comm files
     firsts = [r.memberships for r in usable if r.memberships is not None]

@@ -95,3 +95,37 @@ def test_dask_executor_matches_local(cluster, tmp_path):
     assert_same_outputs(analysis_outputs(tmp_path / "local"), analysis_outputs(tmp_path / "dask"))
     # no scheduler: an in-process cluster of its own
     _assert_same_results(local, executors.dask_map(process_rank, sources[:2]) + local[2:])
+
+
+def test_on_result_sees_every_result_as_it_arrives():
+    seen = []
+    assert local_map(_square, range(6), workers=2, on_result=seen.append) == \
+        [x * x for x in range(6)]
+    assert sorted(seen) == [x * x for x in range(6)]
+    seen.clear()
+    local_map(_square, range(3), workers=1, on_result=seen.append)
+    assert seen == [0, 1, 4]
+
+
+def test_spilled_op_rows_give_the_same_cluster_results(cluster, tmp_path):
+    """The per-op rows parked in a TableSpill as results arrive are read back in rank order:
+    verdicts (and every other output) equal those of results that kept them in memory."""
+    from ascendprof import pipeline
+    from ascendprof.analyze.verdicts import OP_ROWS
+    from ascendprof.problems import Problems
+    from ascendprof.spill import TableSpill
+
+    sources = load_sources(cluster)
+    kept = pipeline.combine(str(cluster), sources, local_map(process_rank, sources, workers=1),
+                            Problems())
+    spill = TableSpill(OP_ROWS, tmp_path)
+    results = local_map(process_rank, sources, workers=2, on_result=spill.take)
+    assert all(OP_ROWS not in r.tables for r in results)  # all moved to the file
+    assert all(r.source.path in spill for r in results)
+    back = [t for r in results for t in spill.tables([r.source.path])]
+    fresh = [r.tables[OP_ROWS] for r in local_map(process_rank, sources, workers=1)]
+    assert len(back) == len(fresh) and all(a.equals(b) for a, b in zip(back, fresh))
+    spilled = pipeline.combine(str(cluster), sources, results, Problems(), spill=spill)
+    spill.close()
+    assert spilled.verdicts == kept.verdicts
+    assert list(tmp_path.iterdir()) == []  # the file was never visible in the directory

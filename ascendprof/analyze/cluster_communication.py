@@ -301,7 +301,7 @@ _CODEC = "zstd"
 #: OPINFOs per compressed chunk of an :class:`OpFragments`: the file writer holds one chunk of
 #: every member rank at a time (~64 KB per rank) instead of the whole group (54 MB for the
 #: 256-rank group of the benchmark cluster)
-RECORDS_PER_CHUNK = 64
+RECORDS_PER_CHUNK = 16
 
 
 def _compress(raw: bytes) -> tuple[int, bytes]:

@@ -61,9 +61,14 @@ def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executo
     from ascendprof.report.summary import build_summary
 
     _release_freed_memory()
-    results = _run(sources, tables_tmp if tables else None, workers, executor, scheduler,
-                   progress, cache_dir)
-    ca = pipeline.combine(str(directory), sources, results, problems, thresholds)
+    spill = _spill(out)
+    try:
+        results = _run(sources, tables_tmp if tables else None, workers, executor, scheduler,
+                       progress, cache_dir, spill.take if spill else None)
+        ca = pipeline.combine(str(directory), sources, results, problems, thresholds, spill)
+    finally:
+        if spill:
+            spill.close()
     _swap_tables(tables_tmp, final_tables, tables)
     summary = build_summary(ca)
     written = write_outputs(ca, out, summary)
@@ -112,7 +117,19 @@ def _release_freed_memory() -> None:
         pa.set_memory_pool(pa.system_memory_pool())
 
 
-def _run(sources, tables_dir, workers, executor, scheduler, progress, cache):
+def _spill(out: Path):
+    """A spill.TableSpill for the ranks' per-op rows in ``out`` (an unlinked file), or None
+    when it cannot be created (they are then kept in memory)."""
+    from ascendprof.analyze.verdicts import OP_ROWS
+    from ascendprof.spill import TableSpill
+
+    try:
+        return TableSpill(OP_ROWS, out)
+    except OSError:
+        return None
+
+
+def _run(sources, tables_dir, workers, executor, scheduler, progress, cache, on_result=None):
     from ascendprof import pipeline
 
     cache_dir = cache  # a directory, or None with --no-cache
@@ -124,13 +141,14 @@ def _run(sources, tables_dir, workers, executor, scheduler, progress, cache):
             raise UsageError(f"--executor dask needs the optional extra: pip install "
                              f"'ascendprof[dask]' ({e})") from None
         return dask_map(pipeline.process_rank, sources, tables_dir=tables_dir,
-                        scheduler=scheduler, cache_dir=cache_dir)
+                        scheduler=scheduler, cache_dir=cache_dir, on_result=on_result)
     if not progress:
-        return pipeline.run_ranks(sources, tables_dir, workers=workers, cache_dir=cache_dir)
+        return pipeline.run_ranks(sources, tables_dir, workers=workers, cache_dir=cache_dir,
+                                  on_result=on_result)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     with Progress(TextColumn("Reading ranks"), BarColumn(), MofNCompleteColumn(),
                   transient=True) as bar:
         task = bar.add_task("ranks", total=len(sources))
         return pipeline.run_ranks(sources, tables_dir, workers=workers, cache_dir=cache_dir,
-                                  progress=lambda: bar.advance(task))
+                                  progress=lambda: bar.advance(task), on_result=on_result)
