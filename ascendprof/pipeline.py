@@ -156,7 +156,7 @@ class ClusterAnalysis:
     iteration_trace: object = None              # pandas DataFrame (iteration_trace.csv)
     verdicts: list = field(default_factory=list)
     thresholds: dict = field(default_factory=dict)
-    spill: object = None                        # spill.TableSpill holding ranks' per-op rows
+    spill: object = None                        # spill.ResultSpill holding ranks' per-op rows
 
     def concat(self, name: str) -> pa.Table | None:
         """All ranks' small table ``name`` concatenated (None when no rank has it)."""
@@ -191,7 +191,7 @@ def load(root: Path, problems: Problems | None = None) -> list[Source]:
 def run_ranks(sources: list[Source], tables_dir: Path | None = None, *, workers: int | None = None,
               progress=None, cache_dir: Path | None = None, on_result=None) -> list[RankResult]:
     """Run :func:`process_rank` over ``sources`` with the local executor (see executors);
-    ``on_result`` sees each result as it arrives (e.g. spill.TableSpill.take)."""
+    ``on_result`` sees each result as it arrives (e.g. spill.ResultSpill.take)."""
     from ascendprof.executors import local_map
 
     preload(sources)
@@ -222,7 +222,7 @@ def combine(root: str, sources: list[Source], results: list[RankResult], problem
 
     Consumes ``results``: once the verdicts are derived each result's per-op rows
     (verdicts.OP_ROWS) are dropped (the memory is needed for writing the files), so combine a
-    list of results once. ``spill``: the spill.TableSpill that took the per-op rows out of the
+    list of results once. ``spill``: the spill.ResultSpill that took the per-op rows out of the
     results as they arrived, if one did."""
     from ascendprof.analyze import (cluster_communication, cluster_step_trace, op_stats,
                                     step_breakdown, verdicts)

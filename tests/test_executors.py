@@ -108,17 +108,18 @@ def test_on_result_sees_every_result_as_it_arrives():
 
 
 def test_spilled_op_rows_give_the_same_cluster_results(cluster, tmp_path):
-    """The per-op rows parked in a TableSpill as results arrive are read back in rank order:
-    verdicts (and every other output) equal those of results that kept them in memory."""
+    """The per-op rows and OPINFO chunks parked in a ResultSpill as results arrive are read
+    back in rank order: verdicts and cluster_communication.json equal those of results that
+    kept them in memory."""
     from ascendprof import pipeline
     from ascendprof.analyze.verdicts import OP_ROWS
     from ascendprof.problems import Problems
-    from ascendprof.spill import TableSpill
+    from ascendprof.spill import ResultSpill
 
     sources = load_sources(cluster)
     kept = pipeline.combine(str(cluster), sources, local_map(process_rank, sources, workers=1),
                             Problems())
-    spill = TableSpill(OP_ROWS, tmp_path)
+    spill = ResultSpill(OP_ROWS, tmp_path)
     results = local_map(process_rank, sources, workers=2, on_result=spill.take)
     assert all(OP_ROWS not in r.tables for r in results)  # all moved to the file
     assert all(r.source.path in spill for r in results)
@@ -126,6 +127,12 @@ def test_spilled_op_rows_give_the_same_cluster_results(cluster, tmp_path):
     fresh = [r.tables[OP_ROWS] for r in local_map(process_rank, sources, workers=1)]
     assert len(back) == len(fresh) and all(a.equals(b) for a, b in zip(back, fresh))
     spilled = pipeline.combine(str(cluster), sources, results, Problems(), spill=spill)
-    spill.close()
     assert spilled.verdicts == kept.verdicts
+    # the OPINFO chunks were parked too and come back for the file
+    assert any(not isinstance(blob, bytes) for r in results for f in r.comm_fragments
+               for _, blob in f.chunks)
+    assert list(spilled.communication) == list(kept.communication)
+    for key in kept.communication:
+        assert spilled.communication.group_json(key) == kept.communication.group_json(key)
+    spill.close()
     assert list(tmp_path.iterdir()) == []  # the file was never visible in the directory

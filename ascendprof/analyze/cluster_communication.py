@@ -299,7 +299,7 @@ _CODEC = "zstd"
 
 
 #: OPINFOs per compressed chunk of an :class:`OpFragments`: the file writer holds one chunk of
-#: every member rank at a time (~64 KB per rank) instead of the whole group (54 MB for the
+#: every member rank at a time (~16 KB per rank) instead of the whole group (54 MB for the
 #: 256-rank group of the benchmark cluster)
 RECORDS_PER_CHUNK = 16
 
@@ -309,7 +309,10 @@ def _compress(raw: bytes) -> tuple[int, bytes]:
 
 
 def _decompress(part: tuple[int, bytes]) -> bytes:
-    return pa.decompress(part[1], part[0], codec=_CODEC, asbytes=True)
+    """A (size, compressed) chunk decompressed; the compressed part is bytes or a
+    spill.ParkedBytes (read back from the spill file)."""
+    blob = part[1] if isinstance(part[1], bytes) else bytes(part[1])
+    return pa.decompress(blob, part[0], codec=_CODEC, asbytes=True)
 
 
 @dataclass
@@ -320,7 +323,8 @@ class OpFragments:
     wins, as in msprof-analyze). ``head``: (uncompressed size, zstd bytes) of ``lengths | step
     index | op key JSONs`` with ``lengths`` int32 [count OPINFO lengths, count op key lengths]
     and ``step index`` int32 positions in ``steps`` (the step keys' JSON). ``chunks``: (size,
-    zstd bytes) of the OPINFO JSONs of records [64 i, 64 i + 64) (:data:`RECORDS_PER_CHUNK`).
+    zstd bytes) of the OPINFO JSONs of records [k i, k i + k), k = :data:`RECORDS_PER_CHUNK`
+    (in the cluster step the bytes may be parked on disk: spill.ParkedBytes).
     ``totals``: ``[(step key JSON, "Total Op Info" JSON of this rank)]``. Built by
     :func:`rank_fragments` (in the worker), combined by :class:`CommunicationFile`.
     """

@@ -61,17 +61,17 @@ def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executo
     from ascendprof.report.summary import build_summary
 
     _release_freed_memory()
-    spill = _spill(out)
+    spill = _spill(out)  # read back until the files are written
     try:
         results = _run(sources, tables_tmp if tables else None, workers, executor, scheduler,
                        progress, cache_dir, spill.take if spill else None)
         ca = pipeline.combine(str(directory), sources, results, problems, thresholds, spill)
+        _swap_tables(tables_tmp, final_tables, tables)
+        summary = build_summary(ca)
+        written = write_outputs(ca, out, summary)
     finally:
         if spill:
             spill.close()
-    _swap_tables(tables_tmp, final_tables, tables)
-    summary = build_summary(ca)
-    written = write_outputs(ca, out, summary)
     summary["outputs"] = [str(p) for p in written] + ([str(final_tables)] if tables else [])
     from ascendprof.output import write_json
 
@@ -118,13 +118,13 @@ def _release_freed_memory() -> None:
 
 
 def _spill(out: Path):
-    """A spill.TableSpill for the ranks' per-op rows in ``out`` (an unlinked file), or None
+    """A spill.ResultSpill for the ranks' per-op rows in ``out`` (an unlinked file), or None
     when it cannot be created (they are then kept in memory)."""
     from ascendprof.analyze.verdicts import OP_ROWS
-    from ascendprof.spill import TableSpill
+    from ascendprof.spill import ResultSpill
 
     try:
-        return TableSpill(OP_ROWS, out)
+        return ResultSpill(OP_ROWS, out)
     except OSError:
         return None
 
