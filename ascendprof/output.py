@@ -92,9 +92,12 @@ class JsonMembers(Mapping):
     serialises a result as soon as it is built (a dict of 10^4 small dicts is ~5x its text), and
     the report writer streams the texts (:meth:`items_json`). Indexing parses a member back."""
 
-    def __init__(self, obj: dict):
+    def __init__(self, members):
+        """``members``: a dict, or an iterable of (key, value) pairs, each serialised as it
+        comes (so a generator of members is never held whole)."""
         opt = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
-        self._texts = {k: orjson.dumps(v, option=opt) for k, v in obj.items()}
+        pairs = members.items() if isinstance(members, dict) else members
+        self._texts = {k: orjson.dumps(v, option=opt) for k, v in pairs}
 
     def __getitem__(self, key):
         return orjson.loads(self._texts[key])

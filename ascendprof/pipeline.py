@@ -276,8 +276,8 @@ def combine(root: str, sources: list[Source], results: list[RankResult], problem
     if has_links:  # after the verdicts: the peaks of the two do not add up
         from ascendprof.output import JsonMembers
 
-        ca.communication_matrix = JsonMembers(cluster_communication.build_matrix(
-            links, ca.metadata, membership=membership))
+        ca.communication_matrix = JsonMembers(cluster_communication.matrix_groups(
+            links, membership=membership))
         release_free_heap()
     return ca
 

@@ -792,13 +792,16 @@ def _link_records(comm_links: pa.Table | None):
     dict per row unless there are raw records."""
     if comm_links is None or comm_links.num_rows == 0:
         return []
-    before_at = pc.replace_substring_regex(comm_links.column("link_key"), "@[^@]*$", "")
-    raw = pc.fill_null(pc.equal(before_at, comm_links.column("op_name")), False)
-    if pc.any(raw).as_py():
+    if _has_raw_records(comm_links):
         rows = sorted(_condense_raw(_rows(comm_links)), key=lambda r: r["rank"])
         return [tuple(r[f] for f in _LINK_FIELDS) for r in rows]
     t = comm_links.take(pc.sort_indices(comm_links.column("rank")))  # a stable sort
     return zip(*(t.column(f).to_pylist() for f in _LINK_FIELDS))
+
+
+def _has_raw_records(comm_links: pa.Table) -> bool:
+    before_at = pc.replace_substring_regex(comm_links.column("link_key"), "@[^@]*$", "")
+    return pc.any(pc.fill_null(pc.equal(before_at, comm_links.column("op_name")), False)).as_py()
 
 
 def _check_add_op(op_key: str) -> bool:
@@ -868,11 +871,44 @@ def build_matrix(comm_links: pa.Table, metadata: dict[int, dict],
     Links whose ranks are null (not an int in the input) or cannot be mapped are left out.
     ``membership``: :func:`group_membership` of the same tables when the caller has it already.
     """
+    return dict(matrix_groups(comm_links, comm_ops=comm_ops, membership=membership))
+
+
+def matrix_groups(comm_links: pa.Table | None, comm_ops: pa.Table | None = None,
+                  membership=None):
+    """The members of cluster_communication_matrix.json (see :func:`build_matrix`) as
+    ``(group key, {step key: ...})`` pairs in first-seen order, built one group key at a time
+    from that group's rows, so only one group's records are Python objects at once."""
+    if comm_links is None or comm_links.num_rows == 0:
+        return
     coll, p2p = membership or group_membership(comm_ops, comm_links)
+    if _has_raw_records(comm_links):  # PROF_ input: condensed over all rows first
+        yield from _matrix_members(_link_records(comm_links), coll, p2p)
+        return
+    t = comm_links.take(pc.sort_indices(comm_links.column("rank")))  # a stable sort
+    pair = pc.binary_join_element_wise(pc.fill_null(t.column("kind"), ""),
+                                       pc.fill_null(t.column("group"), ""), "\0")
+    codes, pairs = (lambda e: (e.indices.to_numpy(), e.dictionary.to_pylist()))(
+        pc.dictionary_encode(pair).combine_chunks())
+    keys: dict[str, int] = {}  # group key -> position, first seen first
+    key_of_pair = np.array([keys.setdefault(_key_for(*p.split("\0", 1), coll, p2p), len(keys))
+                            for p in pairs], dtype=np.int64)
+    row_key = key_of_pair[codes]
+    order = np.argsort(row_key, kind="stable")  # rows of a group key together, in row order
+    bounds = np.flatnonzero(np.r_[True, row_key[order][1:] != row_key[order][:-1], True])
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        sub = t.take(order[a:b])
+        yield from _matrix_members(zip(*(sub.column(f).to_pylist() for f in _LINK_FIELDS)),
+                                   coll, p2p)
+
+
+def _matrix_members(records, coll: dict, p2p: dict):
+    """(group key, {step key: merged links}) of ``records`` (tuples of :data:`_LINK_FIELDS`),
+    group keys in first-seen order."""
     struct: dict = {}
     keys: dict[tuple, str] = {}
     for (rank, kind, group, step_key, link_key, src, dst, transport, size_mb, transit_ns,
-         op_name) in _link_records(comm_links):
+         op_name) in records:
         if src is None or dst is None:
             continue
         gk = keys.get((kind, group))
@@ -883,8 +919,8 @@ def build_matrix(comm_links: pa.Table, metadata: dict[int, dict],
         links.setdefault((src, dst), {
             "Transport Type": transport, "Transit Size(MB)": size_mb or 0,
             "Transit Time(ms)": _ms(transit_ns) or 0, "Op Name": op_name or ""})
-    return {gk: {step: _merge_step(ops) for step, ops in steps.items()}
-            for gk, steps in struct.items()}
+    for gk, steps in struct.items():
+        yield gk, {step: _merge_step(ops) for step, ops in steps.items()}
 
 
 # --- per-group table for the verdicts ----------------------------------------------------------

@@ -1088,8 +1088,8 @@ def op_totals(batches, flagged: dict) -> OpTotals:
 
 
 #: rows per batch of the op-time split: consecutive ranks are taken together up to this many
-#: rows (a few MB), which amortises the per-batch work over ~30 ranks of ~10^3 ops
-_BATCH_ROWS = 1 << 15
+#: rows (~1 MB), which amortises the per-batch work over ~8 ranks of ~10^3 ops
+_BATCH_ROWS = 1 << 13
 
 
 def _grouped(tables):
