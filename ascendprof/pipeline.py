@@ -18,6 +18,7 @@ from ascendprof import schemas as S
 from ascendprof.errors import AscendProfError, InputError, NothingAnalysable
 from ascendprof.problems import Problems
 from ascendprof.scan import Source
+from ascendprof.spill import unpark
 
 #: Tables small enough to send back from a worker and concatenate over ranks. COMM_OPS,
 #: COMM_BANDWIDTH and COMM_SIZE_DIST stay in the worker: what the cluster step needs of them
@@ -156,23 +157,23 @@ class ClusterAnalysis:
     iteration_trace: object = None              # pandas DataFrame (iteration_trace.csv)
     verdicts: list = field(default_factory=list)
     thresholds: dict = field(default_factory=dict)
-    spill: object = None                        # spill.ResultSpill holding ranks' per-op rows
 
     def concat(self, name: str) -> pa.Table | None:
         """All ranks' small table ``name`` concatenated (None when no rank has it)."""
-        parts = [r.tables[name] for r in self.ranks if name in r.tables]
-        return pa.concat_tables(parts, promote_options="permissive") if parts else None
+        parts = [unpark(r.tables[name]) for r in self.ranks if name in r.tables]
+        if not parts:
+            return None
+        # one chunk: hundreds of small per-rank chunks cost more than their data
+        return pa.concat_tables(parts, promote_options="permissive").combine_chunks()
 
     def op_row_batches(self):
-        """The ranks' per-op rows (verdicts.OP_ROWS), one table per rank in rank order, from
-        the results or, for those it took, from ``spill``."""
+        """The ranks' per-op rows (verdicts.OP_ROWS), one table per rank in rank order (read
+        back one at a time when parked by a spill.ResultSpill)."""
         from ascendprof.analyze.verdicts import OP_ROWS
 
         for r in self.ranks:
-            if self.spill is not None and r.source.path in self.spill:
-                yield from self.spill.tables([r.source.path])
-            elif OP_ROWS in r.tables and r.tables[OP_ROWS].num_rows:
-                yield r.tables[OP_ROWS]
+            if OP_ROWS in r.tables and r.tables[OP_ROWS].num_rows:
+                yield unpark(r.tables[OP_ROWS])
 
     @property
     def metadata(self) -> dict[int, dict]:
@@ -216,14 +217,13 @@ def preload(sources) -> None:
 
 
 def combine(root: str, sources: list[Source], results: list[RankResult], problems: Problems,
-            thresholds: dict | None = None, spill=None) -> ClusterAnalysis:
+            thresholds: dict | None = None) -> ClusterAnalysis:
     """Build every cluster result from per-rank partials. Raises NothingAnalysable when no rank
     produced any table.
 
     Consumes ``results``: once the verdicts are derived each result's per-op rows
     (verdicts.OP_ROWS) are dropped (the memory is needed for writing the files), so combine a
-    list of results once. ``spill``: the spill.ResultSpill that took the per-op rows out of the
-    results as they arrived, if one did."""
+    list of results once. Tables a spill.ResultSpill parked are read back as needed."""
     from ascendprof.analyze import (cluster_communication, cluster_step_trace, op_stats,
                                     step_breakdown, verdicts)
     from ascendprof.executors import release_free_heap
@@ -234,18 +234,19 @@ def combine(root: str, sources: list[Source], results: list[RankResult], problem
     usable = [r for r in results if r.tables or r.op_partial is not None]
     if not usable:
         raise NothingAnalysable(f"{root}: no rank could be read: {problems.brief()}")
-    ca = ClusterAnalysis(root=str(root), sources=sources, ranks=usable, problems=problems,
-                         spill=spill)
+    ca = ClusterAnalysis(root=str(root), sources=sources, ranks=usable, problems=problems)
     ca.step_trace = ca.concat(S.STEP_TRACE)
-    bds = [r.breakdown for r in usable if r.breakdown is not None and r.breakdown.num_rows]
+    bds = [unpark(r.breakdown) for r in usable
+           if r.breakdown is not None and r.breakdown.num_rows]
     ca.breakdown = pa.concat_tables(bds) if bds else None
     ca.step_trace_check = step_breakdown.check_table(
-        {r.rank: (r.tables.get(S.STEP_TRACE), r.breakdown, r.breakdown_method) for r in usable})
+        {r.rank: (unpark(r.tables.get(S.STEP_TRACE)), unpark(r.breakdown), r.breakdown_method)
+         for r in usable})
     links = ca.concat(S.COMM_LINKS)
     has_comm = any(True for _ in ca.op_row_batches())
     has_links = links is not None and links.num_rows > 0
     # msprof-analyze takes group membership (and so pipeline stages) from both comm files
-    firsts = [r.memberships for r in usable if r.memberships is not None]
+    firsts = [unpark(r.memberships) for r in usable if r.memberships is not None]
     membership = cluster_communication.group_membership(
         None, firsts=pa.concat_tables(firsts) if firsts else None)
     groups = cluster_communication.build_groups(None, ca.metadata,
@@ -257,10 +258,10 @@ def combine(root: str, sources: list[Source], results: list[RankResult], problem
     if has_comm:
         ca.communication = cluster_communication.CommunicationFile(
             [f for r in usable for f in r.comm_fragments], *membership)
-    parts = [r.op_partial for r in usable if r.op_partial is not None]
+    parts = [unpark(r.op_partial) for r in usable if r.op_partial is not None]
     if parts:
         ca.op_statistics = op_stats.combine(parts)
-        ca.top_kernels = op_stats.top_kernels([r.kernel_partial for r in usable
+        ca.top_kernels = op_stats.top_kernels([unpark(r.kernel_partial) for r in usable
                                                if r.kernel_partial is not None])
     iterations = ca.concat(S.ITERATIONS)
     if iterations is not None and iterations.num_rows:

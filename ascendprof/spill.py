@@ -1,13 +1,15 @@
 """Per-rank data parked on disk while the cluster step waits for the other ranks.
 
-The verdicts need every rank's per-op rows (verdicts.OP_ROWS, ~80 bytes per op) only in two
-streamed passes at the end, and the file writer needs the compressed OPINFO chunks of
-cluster_communication.json only group by group; holding them grew the parent's memory with the
-number of ranks. A :class:`ResultSpill` takes both out of each result as it arrives and
-appends them to one unlinked temporary file: the table as an Arrow IPC stream (given back one
-rank at a time, in the order asked for), the chunks as raw bytes (each replaced by a
-:class:`ParkedBytes` that reads itself back). The file disappears when closed (or when the
-process ends), so the spill must stay open until the files are written.
+A rank's result (pipeline.RankResult) is small, but the parent holds one per rank until the
+cluster step: its Arrow tables (per-op rows of the verdicts, ~80 bytes per op; step tables,
+partials, links: a few KB each, with Arrow's per-table overhead) and the compressed OPINFO
+chunks of cluster_communication.json grew the parent's memory with the number of ranks. A
+:class:`ResultSpill` moves them, as each result arrives, to one unlinked temporary file: every
+table as an Arrow IPC stream, replaced in the result by a :class:`ParkedTable`
+(:func:`unpark` reads it back), every chunk as raw bytes, replaced by a :class:`ParkedBytes`.
+The cluster step reads each back when it needs it, one rank or one group at a time. The file
+disappears when closed (or when the process ends), so the spill must stay open until the
+files are written.
 """
 
 from __future__ import annotations
@@ -16,52 +18,41 @@ import os
 import tempfile
 from pathlib import Path
 
+#: RankResult attributes holding one Arrow table (besides the ``tables`` dict)
+TABLE_FIELDS = ("breakdown", "op_partial", "kernel_partial", "memberships")
+
 
 class ResultSpill:
-    """The table ``name`` and the OpFragments chunks of per-rank results (pipeline.RankResult),
-    kept in an unlinked file in ``directory`` (the system's temporary directory when None).
+    """Parks the Arrow tables and OpFragments chunks of per-rank results in an unlinked file
+    in ``directory`` (the system's temporary directory when None).
 
-    :meth:`take` is given to the executors as ``on_result``; :meth:`tables` reads the tables
-    back. Creating one raises OSError when the file cannot be made; a failed write later keeps
-    that result's data in memory instead (see :meth:`take`).
+    :meth:`take` is given to the executors as ``on_result``. Creating one raises OSError when
+    the file cannot be made; a failed write later keeps that result's data in memory.
     """
 
-    def __init__(self, name: str, directory: Path | None = None):
-        self.name = name
+    def __init__(self, directory: Path | None = None):
         self._file = tempfile.TemporaryFile(prefix=".ascendprof-spill-", dir=directory)
-        self._where: dict[str, tuple[int, int]] = {}
         self._pending = False  # written since the last flush
 
     def take(self, result) -> None:
-        """Move ``result.tables[name]`` (if any; keyed by the result's source path) and the
-        compressed chunks of ``result.comm_fragments`` to the file. On a write error they
-        simply stay in the result."""
+        """Replace the tables of ``result`` (its ``tables`` dict and :data:`TABLE_FIELDS`) by
+        :class:`ParkedTable` and the compressed chunks of ``result.comm_fragments`` by
+        :class:`ParkedBytes`, with one write to the file."""
         import pyarrow as pa
 
-        self._park_fragments(result)
-        table = result.tables.get(self.name)
-        if table is None:
-            return
-        if table.num_rows == 0:  # nothing to give back later
-            del result.tables[self.name]
-            return
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, table.schema) as writer:
-            writer.write_table(table)
-        data = sink.getvalue()
-        try:
-            offset = self._file.seek(0, 2)
-            self._file.write(data)
-            self._pending = True
-        except OSError:
-            return
-        self._where[result.source.path] = (offset, data.size)
-        del result.tables[self.name]
-
-    def _park_fragments(self, result) -> None:
-        """Move the compressed chunks of the result's OpFragments to the file (one write)."""
-        parts = [blob for f in getattr(result, "comm_fragments", ()) for _, blob in f.chunks
-                 if isinstance(blob, bytes)]
+        parts, places = [], []  # bytes to write; how to put each parked object in place
+        for name, table in list(result.tables.items()):
+            if isinstance(table, pa.Table):
+                parts.append(_ipc(table))
+                places.append((result.tables.__setitem__, name, table.num_rows))
+        for name in TABLE_FIELDS:
+            table = getattr(result, name, None)
+            if isinstance(table, pa.Table):
+                parts.append(_ipc(table))
+                places.append((_setter(result), name, table.num_rows))
+        chunks = [(f, i) for f in getattr(result, "comm_fragments", ())
+                  for i, (_, blob) in enumerate(f.chunks) if isinstance(blob, bytes)]
+        parts += [f.chunks[i][1] for f, i in chunks]
         if not parts:
             return
         try:
@@ -70,15 +61,12 @@ class ResultSpill:
             self._pending = True
         except OSError:
             return
-        for f in result.comm_fragments:
-            parked = []
-            for size, blob in f.chunks:
-                if isinstance(blob, bytes):
-                    parked.append((size, ParkedBytes(self, offset, len(blob))))
-                    offset += len(blob)
-                else:
-                    parked.append((size, blob))
-            f.chunks = parked
+        for part, (put, name, rows) in zip(parts, places):
+            put(name, ParkedTable(self, offset, len(part), rows))
+            offset += len(part)
+        for (f, i), part in zip(chunks, parts[len(places):]):
+            f.chunks[i] = (f.chunks[i][0], ParkedBytes(self, offset, len(part)))
+            offset += len(part)
 
     def read(self, offset: int, length: int) -> bytes:
         """``length`` bytes at ``offset`` (one pread: no shared file position; not a memory
@@ -91,23 +79,21 @@ class ResultSpill:
         self._file.seek(offset)  # Windows
         return self._file.read(length)
 
-    def __contains__(self, path: str) -> bool:
-        return path in self._where
-
-    def tables(self, paths):
-        """The spilled tables of the sources ``paths`` (those that have one), one at a time in
-        that order."""
-        import pyarrow as pa
-
-        for path in paths:
-            where = self._where.get(path)
-            if where is None:
-                continue
-            yield pa.ipc.open_stream(pa.py_buffer(self.read(*where))).read_all()
-
     def close(self) -> None:
-        self._where.clear()
         self._file.close()
+
+
+def _ipc(table) -> bytes:
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _setter(obj):
+    return lambda name, value: setattr(obj, name, value)
 
 
 class ParkedBytes:
@@ -124,3 +110,24 @@ class ParkedBytes:
 
     def __len__(self) -> int:
         return self._length
+
+
+class ParkedTable(ParkedBytes):
+    """An Arrow table kept in a :class:`ResultSpill`'s file; ``num_rows`` is known without
+    reading it, :meth:`load` reads it back. Valid until the spill is closed."""
+
+    __slots__ = ("num_rows",)
+
+    def __init__(self, spill: ResultSpill, offset: int, length: int, num_rows: int):
+        super().__init__(spill, offset, length)
+        self.num_rows = num_rows
+
+    def load(self):
+        import pyarrow as pa
+
+        return pa.ipc.open_stream(pa.py_buffer(bytes(self))).read_all()
+
+
+def unpark(value):
+    """``value`` itself, or the table it stands for when it is a :class:`ParkedTable`."""
+    return value.load() if isinstance(value, ParkedTable) else value

@@ -107,30 +107,34 @@ def test_on_result_sees_every_result_as_it_arrives():
     assert seen == [0, 1, 4]
 
 
-def test_spilled_op_rows_give_the_same_cluster_results(cluster, tmp_path):
-    """The per-op rows and OPINFO chunks parked in a ResultSpill as results arrive are read
-    back in rank order: verdicts and cluster_communication.json equal those of results that
-    kept them in memory."""
+def test_spilled_results_give_the_same_cluster_results(cluster, tmp_path):
+    """Tables and OPINFO chunks parked in a ResultSpill as results arrive are read back when
+    the cluster step needs them: verdicts, step tables, op statistics and
+    cluster_communication.json equal those of results that kept them in memory."""
     from ascendprof import pipeline
+    from ascendprof import schemas as S
     from ascendprof.analyze.verdicts import OP_ROWS
     from ascendprof.problems import Problems
-    from ascendprof.spill import ResultSpill
+    from ascendprof.spill import ParkedTable, ResultSpill, unpark
 
     sources = load_sources(cluster)
+    in_memory = local_map(process_rank, sources, workers=1)
     kept = pipeline.combine(str(cluster), sources, local_map(process_rank, sources, workers=1),
                             Problems())
-    spill = ResultSpill(OP_ROWS, tmp_path)
+    spill = ResultSpill(tmp_path)
     results = local_map(process_rank, sources, workers=2, on_result=spill.take)
-    assert all(OP_ROWS not in r.tables for r in results)  # all moved to the file
-    assert all(r.source.path in spill for r in results)
-    back = [t for r in results for t in spill.tables([r.source.path])]
-    fresh = [r.tables[OP_ROWS] for r in local_map(process_rank, sources, workers=1)]
-    assert len(back) == len(fresh) and all(a.equals(b) for a, b in zip(back, fresh))
-    spilled = pipeline.combine(str(cluster), sources, results, Problems(), spill=spill)
+    for r, m in zip(results, in_memory):  # everything parked, and read back unchanged
+        assert all(isinstance(t, ParkedTable) for t in r.tables.values())
+        assert isinstance(r.kernel_partial, ParkedTable)
+        assert unpark(r.tables[OP_ROWS]).equals(m.tables[OP_ROWS])
+        assert unpark(r.breakdown).equals(m.breakdown)
+        assert all(not isinstance(blob, bytes) for f in r.comm_fragments for _, blob in f.chunks)
+    spilled = pipeline.combine(str(cluster), sources, results, Problems())
     assert spilled.verdicts == kept.verdicts
-    # the OPINFO chunks were parked too and come back for the file
-    assert any(not isinstance(blob, bytes) for r in results for f in r.comm_fragments
-               for _, blob in f.chunks)
+    assert spilled.step_trace.equals(kept.step_trace)
+    assert spilled.concat(S.COMM_LINKS).equals(kept.concat(S.COMM_LINKS))
+    assert spilled.op_statistics.equals(kept.op_statistics)
+    assert spilled.top_kernels.equals(kept.top_kernels)
     assert list(spilled.communication) == list(kept.communication)
     for key in kept.communication:
         assert spilled.communication.group_json(key) == kept.communication.group_json(key)

@@ -65,7 +65,7 @@ def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executo
     try:
         results = _run(sources, tables_tmp if tables else None, workers, executor, scheduler,
                        progress, cache_dir, spill.take if spill else None)
-        ca = pipeline.combine(str(directory), sources, results, problems, thresholds, spill)
+        ca = pipeline.combine(str(directory), sources, results, problems, thresholds)
         _swap_tables(tables_tmp, final_tables, tables)
         summary = build_summary(ca)
         written = write_outputs(ca, out, summary)
@@ -118,13 +118,12 @@ def _release_freed_memory() -> None:
 
 
 def _spill(out: Path):
-    """A spill.ResultSpill for the ranks' per-op rows in ``out`` (an unlinked file), or None
+    """A spill.ResultSpill parking the ranks' results in ``out`` (an unlinked file), or None
     when it cannot be created (they are then kept in memory)."""
-    from ascendprof.analyze.verdicts import OP_ROWS
     from ascendprof.spill import ResultSpill
 
     try:
-        return ResultSpill(OP_ROWS, out)
+        return ResultSpill(out)
     except OSError:
         return None
 
