@@ -150,3 +150,22 @@ def test_empty_inputs():
     assert op_stats.combine([None]).empty
     empty = pa.table({"rank": pa.array([], pa.int32())})
     assert op_stats.combine([empty]).empty
+
+
+def test_top_kernels_ties_missing_keys_and_ranks_by_hand():
+    # kernel "b" (ranks 0 and 1: 5 + 5 = 10 ns) ties with kernel "a" (rank 2: 10 ns): names
+    # break the tie; a missing op type is written 'N/A' and forms its own kernel
+    def part(rank, rows):
+        return pa.table({"rank": pa.array([rank] * len(rows), pa.int32()),
+                         "name": [r[0] for r in rows], "input_shapes": ["1,2"] * len(rows),
+                         "op_type": [r[1] for r in rows], "accelerator_core": ["AI_CORE"] * len(rows),
+                         "count": [r[2] for r in rows], "total_ns": [r[3] for r in rows],
+                         "min_ns": [r[3] for r in rows], "max_ns": [r[3] for r in rows]})
+    top = op_stats.top_kernels([part(0, [("b", "Add", 1, 5000), ("c", None, 2, 3000)]),
+                                part(1, [("b", "Add", 1, 5000)]),
+                                part(2, [("a", "Add", 1, 10000), ("c", "Mul", 1, 1000)])])
+    assert top[["Name", "OP Type", "Count", "Ranks"]].values.tolist() == [
+        ["a", "Add", 1, "2"], ["b", "Add", 2, "0-1"], ["c", "N/A", 2, "0"], ["c", "Mul", 1, "2"]]
+    assert top["Total Time(us)"].tolist() == [10.0, 10.0, 3.0, 1.0]
+    assert top["Avg Time(us)"].tolist() == [10.0, 5.0, 1.5, 1.0]
+    assert top["Max Time(us)"].tolist() == [10.0, 5.0, 3.0, 1.0]

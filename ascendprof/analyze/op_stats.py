@@ -8,6 +8,7 @@ outputs from those partials only, never from the raw kernels of all ranks.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -164,16 +165,41 @@ def top_kernels(partials: list[pa.Table], n: int = 20) -> pd.DataFrame:
     if not parts:
         return pd.DataFrame(columns=TOP_KERNELS_COLUMNS)
     keys = ["name", "input_shapes", "op_type", "accelerator_core"]
-    df = pa.concat_tables(parts).to_pandas()
-    df[keys] = df[keys].astype(object).where(df[keys].notna(), "N/A")
-    g = _group(df, keys).sort_values(["total_ns", "name"], ascending=[False, True], kind="stable")
-    g = g.head(n)
-    ranks = df.merge(g[keys], on=keys).groupby(keys, sort=False)["rank"].agg(compact_ranks)
-    g = g.join(ranks.rename("ranks"), on=keys)
+    t = pa.concat_tables(parts)
+    # grouped on integer codes: only the top n kernels become Python rows (a cluster has
+    # ~10^5 partial rows; a pandas group-by over their texts took ~20 MB at 256 ranks)
+    key = np.zeros(t.num_rows, dtype=np.int64)
+    texts, codes, order_of = [], [], []
+    for k in keys:
+        enc = pc.dictionary_encode(pc.fill_null(t[k].cast(pa.string()), "N/A")).combine_chunks()
+        values = enc.dictionary.to_pylist()
+        code = enc.indices.to_numpy().astype(np.int64)
+        lexical = np.empty(len(values), dtype=np.int64)  # code -> position in text order
+        lexical[sorted(range(len(values)), key=values.__getitem__)] = np.arange(len(values))
+        texts.append(values)
+        codes.append(code)
+        order_of.append(lexical)
+        # renumbered after each column, so the combined key stays below rows x texts
+        key = np.unique(key * (len(values) + 1) + code, return_inverse=True)[1].reshape(-1)
+    uniq, first, group = np.unique(key, return_index=True, return_inverse=True)
+    group = group.reshape(-1)
+    total = np.zeros(len(uniq), dtype=np.int64)
+    np.add.at(total, group, t["total_ns"].to_numpy())
+    count = np.zeros(len(uniq), dtype=np.int64)
+    np.add.at(count, group, t["count"].to_numpy())
+    longest = np.full(len(uniq), np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(longest, group, t["max_ns"].to_numpy())
+    # total descending, then the key texts ascending
+    top = np.lexsort([order_of[i][codes[i][first]] for i in reversed(range(len(keys)))]
+                     + [-total])[:n]
+    rank = t["rank"].to_numpy()
+    rows = {k: [texts[i][codes[i][first[g]]] for g in top] for i, k in enumerate(keys)}
+    g_total, g_count = total[top], count[top]
     return pd.DataFrame({
-        "Name": g["name"], "Input Shapes": g["input_shapes"], "OP Type": g["op_type"],
-        "Accelerator Core": g["accelerator_core"], "Count": g["count"].astype("int64"),
-        "Ranks": g["ranks"], "Total Time(us)": _us(g["total_ns"]),
-        "Avg Time(us)": (g["total_ns"].astype("float64") / g["count"] / 1000.0).round(3),
-        "Max Time(us)": _us(g["max_ns"]),
-    }).reset_index(drop=True)
+        "Name": rows["name"], "Input Shapes": rows["input_shapes"], "OP Type": rows["op_type"],
+        "Accelerator Core": rows["accelerator_core"], "Count": g_count.astype("int64"),
+        "Ranks": [compact_ranks(np.unique(rank[group == g]).tolist()) for g in top],
+        "Total Time(us)": _us(pd.Series(g_total)),
+        "Avg Time(us)": pd.Series(g_total.astype("float64") / g_count / 1000.0).round(3),
+        "Max Time(us)": _us(pd.Series(longest[top])),
+    })
