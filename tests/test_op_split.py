@@ -213,8 +213,8 @@ def test_streamed_totals_equal_the_per_row_split(qwen3, monkeypatch, batch_rows)
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(_row, min_size=1, max_size=40), st.integers(1, 5))
-def test_streamed_totals_on_random_tables(rows, batch_rows):
+@given(st.lists(_row, min_size=1, max_size=40), st.integers(1, 5), st.booleans())
+def test_streamed_totals_on_random_tables(rows, batch_rows, by_rank):
     import pyarrow.compute as pc
 
     V._BATCH_ROWS, saved = batch_rows, V._BATCH_ROWS
@@ -222,11 +222,14 @@ def test_streamed_totals_on_random_tables(rows, batch_rows):
         ops = _ops([{k: v for k, v in r.items() if k != "bw_transit_ns"} for r in rows])
         ops = ops.append_column("bw_transit_ns",
                                 pa.array([r["bw_transit_ns"] for r in rows], pa.float64()))
-        # one batch per rank, ranks in ascending order (as the pipeline sends them)
+        # ranks in ascending order (as the pipeline sends them)
         order = sorted(range(len(rows)), key=lambda i: rows[i]["rank"])
         ops = ops.take(order)
         ranks = sorted({r["rank"] for r in rows})
-        batches = [V.op_rows(ops.filter(pc.equal(ops.column("rank"), r))) for r in ranks]
+        if by_rank:  # one batch per rank, as the pipeline sends them
+            batches = [V.op_rows(ops.filter(pc.equal(ops.column("rank"), r))) for r in ranks]
+        else:  # slices of 3 rows: one rank's rows in several batches
+            batches = [V.op_rows(ops.slice(i, 3)) for i in range(0, ops.num_rows, 3)]
         _check_totals(batches, {"even": [r for r in ranks if r % 2 == 0],
                                 "odd": [r for r in ranks if r % 2]})
     finally:

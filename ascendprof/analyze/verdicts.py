@@ -371,8 +371,9 @@ class OpInstances:
     Every op instance (step key, op, group) seen so far gets an id; kept per id (numpy arrays):
     ``shortest`` elapse (ns), ``first_rank`` (the rank of the first row with that elapse, in
     the order the batches were added, which must be the order of their rows) and ``members``
-    (distinct ranks). Memory: a few tens of bytes per instance and 4 bytes per row, whatever
-    the number of batches.
+    (distinct ranks, exact even when a rank comes in several batches). Memory: a few tens of
+    bytes per instance and 4 bytes per distinct (rank, instance), whatever the number of
+    batches.
     """
 
     def __init__(self):
@@ -414,7 +415,7 @@ class OpInstances:
         self.shortest[ids[first][better]] = elapse[first][better]
         self.first_rank[ids[first][better]] = rank[first][better]
         for r in np.unique(rank).tolist():
-            mine = np.unique(ids[rank == r])
+            mine = np.unique(ids[rank == r]).astype(np.int32)
             before = self._seen.get(r)
             new = mine if before is None else np.setdiff1d(mine, before, assume_unique=True)
             self.members[new] += 1
