@@ -180,8 +180,7 @@ def _expected_totals(frame: pd.DataFrame, flagged: dict):
         w = mine[mine["waited_for"] >= 0]
         waited[stage] = {int(k): int(v) for k, v in
                          w.groupby("waited_for")["peer_wait_ns"].sum().items()}
-        op_elapse[stage] = {k: int(v) for k, v in mine.groupby("op")["elapse_ns"].sum().items()
-                            if v}
+        op_elapse[stage] = {k: int(v) for k, v in mine.groupby("op")["elapse_ns"].sum().items()}
     return comp, waited, op_elapse
 
 

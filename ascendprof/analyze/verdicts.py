@@ -493,6 +493,7 @@ class OpTotals:
         self.waited: dict = {st: {} for st in (flagged or {})}
         self._ops = _Interned()  # op names of the flagged ranks
         self._op_elapse: dict = {st: np.zeros(0, np.int64) for st in (flagged or {})}
+        self._op_seen: dict = {st: np.zeros(0, bool) for st in (flagged or {})}
 
     def add(self, rows, split: dict[str, np.ndarray]) -> None:
         """One batch: ``rows`` (op_rows) and its :meth:`OpInstances.split`."""
@@ -533,11 +534,12 @@ class OpTotals:
                 acc[r] = acc.get(r, 0) + v
             codes, (el, _) = _sum_by(op[mine].astype(np.int64), [split["elapse_ns"][mine]])
             ids = self._ops.lookup([op_t[o] for o in codes.tolist()])
-            acc = self._op_elapse[st]
-            if len(acc) < len(self._ops):
-                acc = self._op_elapse[st] = np.r_[acc, np.zeros(len(self._ops) - len(acc),
-                                                                np.int64)]
-            acc[ids] += el  # ids distinct within a batch
+            grow = len(self._ops) - len(self._op_elapse[st])
+            if grow:
+                self._op_elapse[st] = np.r_[self._op_elapse[st], np.zeros(grow, np.int64)]
+                self._op_seen[st] = np.r_[self._op_seen[st], np.zeros(grow, bool)]
+            self._op_elapse[st][ids] += el  # ids distinct within a batch
+            self._op_seen[st][ids] = True
 
     def op_elapse(self, stage) -> dict[str, int]:
         """{op name: summed elapse (ns)} over the flagged ranks of ``stage``."""
@@ -545,7 +547,7 @@ class OpTotals:
         if acc is None:
             return {}
         names = list(self._ops.ids)
-        return {names[i]: int(acc[i]) for i in np.flatnonzero(acc).tolist()}
+        return {names[i]: int(acc[i]) for i in np.flatnonzero(self._op_seen[stage]).tolist()}
 
     def components(self, directory: dict[str, dict]) -> pd.DataFrame:
         """Per rank, op kind and communication group: mean per step (sum / the rank's distinct
