@@ -243,7 +243,8 @@ def combine(root: str, sources: list[Source], results: list[RankResult], problem
         {r.rank: (unpark(r.tables.get(S.STEP_TRACE)), unpark(r.breakdown), r.breakdown_method)
          for r in usable})
     links = ca.concat(S.COMM_LINKS)
-    has_comm = any(True for _ in ca.op_row_batches())
+    has_comm = any(r.tables[verdicts.OP_ROWS].num_rows for r in usable  # parked ones too
+                   if verdicts.OP_ROWS in r.tables)
     has_links = links is not None and links.num_rows > 0
     # msprof-analyze takes group membership (and so pipeline stages) from both comm files
     firsts = [unpark(r.memberships) for r in usable if r.memberships is not None]
