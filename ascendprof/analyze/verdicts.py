@@ -236,25 +236,29 @@ def _bandwidth_transit(comm_bandwidth):
 
 def add_bandwidth_transit(comm_ops, comm_bandwidth):
     """COMM_OPS (pyarrow Table) plus a float64 column ``bw_transit_ns``: the op's summed RDMA and
-    SDMA Transit Time from COMM_BANDWIDTH (null when it has none), which is all
-    :func:`comm_op_frame` needs of COMM_BANDWIDTH. Computed per rank in the worker so the
-    bandwidth rows (five or more per op) need not reach the cluster step. Returns ``comm_ops``
-    unchanged when there is no bandwidth table."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
+    SDMA Transit Time from COMM_BANDWIDTH (null when it has none), which is all the op-time
+    split needs of COMM_BANDWIDTH. Returns ``comm_ops`` unchanged when there is no bandwidth
+    table."""
     if comm_ops is None or comm_ops.num_rows == 0 or comm_bandwidth is None \
             or comm_bandwidth.num_rows == 0:
         return comm_ops
-    import numpy as np
-
-    sums = _bandwidth_transit(comm_bandwidth)
-    keys = _op_keys(comm_ops).append_column("__row", pa.array(np.arange(comm_ops.num_rows)))
-    joined = keys.join(sums, _BW_KEY, join_type="left outer", use_threads=False)
-    joined = joined.take(pc.sort_indices(joined.column("__row")))
     if "bw_transit_ns" in comm_ops.column_names:
         comm_ops = comm_ops.drop_columns(["bw_transit_ns"])
-    return comm_ops.append_column("bw_transit_ns", joined.column("bw_ns_sum").cast(pa.float64()))
+    return comm_ops.append_column("bw_transit_ns",
+                                  _bw_transit_of(_op_keys(comm_ops), comm_bandwidth))
+
+
+def _bw_transit_of(keys, comm_bandwidth):
+    """Per row of ``keys`` (:func:`_op_keys` of COMM_OPS): the op's summed RDMA + SDMA transit
+    (float64 ns; null when it has no such bandwidth row)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rows = keys.append_column("__row", pa.array(np.arange(keys.num_rows)))
+    joined = rows.join(_bandwidth_transit(comm_bandwidth), _BW_KEY, join_type="left outer",
+                       use_threads=False)
+    joined = joined.take(pc.sort_indices(joined.column("__row")))
+    return joined.column("bw_ns_sum").cast(pa.float64())
 
 
 #: Name of the per-rank table :func:`op_rows` makes; the worker puts it in RankResult.tables in
@@ -284,29 +288,28 @@ def op_rows(comm_ops, comm_bandwidth=None):
 
     if comm_ops is None:
         return None
-    if comm_bandwidth is not None and comm_bandwidth.num_rows:
-        comm_ops = add_bandwidth_transit(comm_ops, comm_bandwidth)
+    keys = _op_keys(comm_ops)  # the same keys find the op's bandwidth rows
 
     def ns(name):
         return pc.fill_null(comm_ops.column(name), 0).to_numpy().astype(np.int64, copy=False)
 
     elapse, transit = ns("elapse_ns"), ns("transit_ns")
     transfer = transit
-    if "bw_transit_ns" in comm_ops.column_names:
-        bw = pc.fill_null(comm_ops.column("bw_transit_ns"), 0.0).to_numpy()
+    bw = (_bw_transit_of(keys, comm_bandwidth)
+          if comm_bandwidth is not None and comm_bandwidth.num_rows and comm_ops.num_rows
+          else comm_ops.column("bw_transit_ns") if "bw_transit_ns" in comm_ops.column_names
+          else None)
+    if bw is not None:
         # float min then truncation, as the per-op rule was first written (pandas astype)
-        fallback = np.minimum(bw, elapse).astype(np.int64)
+        fallback = np.minimum(pc.fill_null(bw, 0.0).to_numpy(), elapse).astype(np.int64)
         transfer = np.where(transit > 0, transit, fallback)
-    name = pc.fill_null(comm_ops.column("op_name").cast(pa.string()), "None")
     return pa.table({
-        "rank": comm_ops.column("rank").cast(pa.int32()),
+        "rank": keys.column("rank").cast(pa.int32()),
         # dictionary-encoded: a rank has a few step keys, kinds and groups over ~10^3 ops
-        "step_key": pc.dictionary_encode(
-            pc.fill_null(comm_ops.column("step_key").cast(pa.string()), "")),
+        "step_key": pc.dictionary_encode(keys.column("step_key")),
         "kind": pc.dictionary_encode(comm_ops.column("kind").cast(pa.string())),
-        "op": pc.list_element(pc.split_pattern(name, "@", max_splits=1), 0),
-        "group": pc.dictionary_encode(
-            pc.fill_null(comm_ops.column("group").cast(pa.string()), "")),
+        "op": keys.column("op"),
+        "group": pc.dictionary_encode(keys.column("group")),
         "elapse_ns": elapse, "wait_ns": ns("wait_ns"), "idle_ns": ns("idle_ns"),
         "transfer_ns": np.minimum(transfer, elapse)})
 
