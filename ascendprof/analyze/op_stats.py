@@ -13,6 +13,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ascendprof.analyze.codes import text_codes
 from ascendprof.tasks import COMM_CORES
 
 #: Task types CANN never counts as ops (spec §A.3).
@@ -171,9 +172,8 @@ def top_kernels(partials: list[pa.Table], n: int = 20) -> pd.DataFrame:
     key = np.zeros(t.num_rows, dtype=np.int64)
     texts, codes, order_of = [], [], []
     for k in keys:
-        enc = pc.dictionary_encode(pc.fill_null(t[k].cast(pa.string()), "N/A")).combine_chunks()
-        values = enc.dictionary.to_pylist()
-        code = enc.indices.to_numpy().astype(np.int64)
+        code, values = text_codes(pc.fill_null(t[k].cast(pa.string()), "N/A"))
+        code = code.astype(np.int64)
         lexical = np.empty(len(values), dtype=np.int64)  # code -> position in text order
         lexical[sorted(range(len(values)), key=values.__getitem__)] = np.arange(len(values))
         texts.append(values)

@@ -45,6 +45,7 @@ import numpy as np
 import pandas as pd
 
 from ascendprof.analyze.cluster_communication import double_hash
+from ascendprof.analyze.codes import text_codes
 
 #: Compute problem: spread (max − min) of Computing as % of step time across a group's ranks,
 #: in percentage points. 5 points matches msprof-analyze's slow-rank gap ratio of 5%.
@@ -314,31 +315,6 @@ def op_rows(comm_ops, comm_bandwidth=None):
         "transfer_ns": np.minimum(transfer, elapse)})
 
 
-def _codes(column) -> tuple[np.ndarray, list]:
-    """Dictionary codes (int32, -1 for null) of a text column of any number of chunks, and the
-    distinct texts (the chunks of a dictionary-encoded ChunkedArray share one dictionary)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if isinstance(column, pa.ChunkedArray) and column.num_chunks == 1:
-        column = column.chunk(0)
-    if isinstance(column, pa.ChunkedArray):
-        if pa.types.is_dictionary(column.type):  # op_rows' keys: one dictionary per rank
-            column = pa.table({"c": column}).unify_dictionaries().column("c")
-        else:
-            column = pc.dictionary_encode(column)
-        chunks = column.chunks
-        values = chunks[0].dictionary.to_pylist() if chunks else []
-        idx = pa.chunked_array([c.indices for c in chunks], pa.int32())
-    else:
-        if not pa.types.is_dictionary(column.type):
-            column = pc.dictionary_encode(column)
-        values, idx = column.dictionary.to_pylist(), column.indices
-    codes = idx.to_numpy(zero_copy_only=False) if idx.null_count == 0 else \
-        pc.fill_null(idx, -1).to_numpy()
-    return codes.astype(np.int32, copy=False), values
-
-
 class _Interned:
     """Ids of texts (or text tuples) in first-seen order, looked up a batch at a time."""
 
@@ -390,7 +366,7 @@ class OpInstances:
         """The instance id (int64) of every row; unseen instances get new ids."""
         texts, codes, key = [], [], np.zeros(rows.num_rows, dtype=np.int64)
         for c in ("step_key", "op", "group"):  # filled by op_rows: no nulls
-            code, values = _codes(rows.column(c))
+            code, values = text_codes(rows.column(c))
             texts.append(values)
             codes.append(code)
             key = key * (len(values) + 1) + code
@@ -465,7 +441,7 @@ def split_op_time(rows) -> pd.DataFrame:
         return pd.DataFrame()
     inst = OpInstances()
     cols = inst.split(rows, inst.add(rows))
-    cats = {c: pd.Categorical.from_codes(*_codes(rows.column(c)), validate=False)
+    cats = {c: pd.Categorical.from_codes(*text_codes(rows.column(c)), validate=False)
             for c in _OP_ROWS_TEXT}
     return pd.DataFrame({
         "rank": cols["rank"].astype(np.int32), "step_key": cats["step_key"],
@@ -501,9 +477,9 @@ class OpTotals:
     def add(self, rows, split: dict[str, np.ndarray]) -> None:
         """One batch: ``rows`` (op_rows) and its :meth:`OpInstances.split`."""
         rank = split["rank"]
-        kind, kind_t = _codes(rows.column("kind"))
-        group, group_t = _codes(rows.column("group"))
-        step, step_t = _codes(rows.column("step_key"))
+        kind, kind_t = text_codes(rows.column("kind"))
+        group, group_t = text_codes(rows.column("group"))
+        step, step_t = text_codes(rows.column("step_key"))
         for r in np.unique(rank).tolist():
             self.step_keys.setdefault(r, set()).update(
                 step_t[i] for i in np.unique(step[rank == r]).tolist())
@@ -526,7 +502,7 @@ class OpTotals:
         stages = [self.stage_of.get(r, _NOT_FLAGGED) for r in ranks.tolist()]
         if all(st is _NOT_FLAGGED for st in stages):
             return
-        op, op_t = _codes(rows.column("op"))
+        op, op_t = text_codes(rows.column("op"))
         where = where.reshape(-1)
         for st in {st for st in stages if st is not _NOT_FLAGGED}:
             mine = np.array([x is not _NOT_FLAGGED and x == st for x in stages])[where]
