@@ -29,7 +29,7 @@ from pathlib import Path
 
 import orjson
 
-from ascendprof.output import PARQUET_OPTIONS, ensure_dir
+from ascendprof.output import ensure_dir, parquet_bytes
 
 CACHE_DIRNAME = ".ascendprof-cache"
 ENV = "ASCENDPROF_CACHE"
@@ -127,9 +127,6 @@ def store(data, cache_dir: Path, result=None) -> Path | None:
     Failures to write (read-only or full disk) are ignored (None): the cache is an
     optimisation.
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     cache_dir = Path(cache_dir)
     final = cache_dir / entry_key(data.source)
     entry = {
@@ -143,10 +140,7 @@ def store(data, cache_dir: Path, result=None) -> Path | None:
         ensure_dir(cache_dir)
         tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=cache_dir))
         for name, t in data.tables.items():
-            # encoded in memory, written with one call (the writer makes a syscall per page)
-            buf = pa.BufferOutputStream()
-            pq.write_table(t, buf, **PARQUET_OPTIONS)
-            (tmp / f"{name}.parquet").write_bytes(buf.getvalue())
+            (tmp / f"{name}.parquet").write_bytes(parquet_bytes(t))
         (tmp / _ENTRY).write_bytes(orjson.dumps(entry, option=orjson.OPT_SERIALIZE_NUMPY))
         if result is not None:
             (tmp / _RESULT).write_bytes(pickle.dumps((entry["fingerprint"], result),

@@ -138,11 +138,17 @@ def write_frame_csv(path: Path, df) -> Path:
 PARQUET_OPTIONS = {"use_dictionary": False, "write_statistics": False}
 
 
-def write_parquet(path: Path, table) -> Path:
-    """``table`` as Parquet at ``path`` (encoded in memory, written atomically in one call)."""
+def parquet_bytes(table):
+    """``table`` encoded as a Parquet file in memory (:data:`PARQUET_OPTIONS`), to be written
+    with one call (the writer makes a system call per page when given a file)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     buf = pa.BufferOutputStream()
     pq.write_table(table, buf, **PARQUET_OPTIONS)
-    return write_bytes(path, buf.getvalue())
+    return buf.getvalue()
+
+
+def write_parquet(path: Path, table) -> Path:
+    """``table`` as Parquet at ``path`` (encoded in memory, written atomically in one call)."""
+    return write_bytes(path, parquet_bytes(table))
