@@ -287,14 +287,6 @@ def _with_ratios(t: dict) -> dict:
     return t
 
 
-def _total_info(rank_infos: list[dict]) -> dict:
-    """Sum of one rank's OPINFOs of one group in one step (CommunicationAnalysis totals)."""
-    acc = _Totals()
-    for info in rank_infos:
-        acc.add(info)
-    return acc.result()
-
-
 _CODEC = "zstd"
 
 
@@ -596,7 +588,10 @@ def _bandwidth_infos(comm_bandwidth: pa.Table | None, comm_size_dist: pa.Table |
 def _merge_totals(totals: list[dict]) -> dict:
     """One 'Total Op Info' from several partial ones (a rank whose ops of one group name come
     in two kinds that share a group key): sums again, ratios and bandwidths recomputed."""
-    return _total_info(totals)
+    acc = _Totals()
+    for t in totals:
+        acc.add(t)
+    return acc.result()
 
 
 class CommunicationFile(Mapping):

@@ -21,7 +21,6 @@ the hull of C ∪ M is used, not the span of all non-kernel tasks.
 
 from __future__ import annotations
 
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
