@@ -155,7 +155,12 @@ def read_json(path: Path):
     Not for trace_view.json: that is streamed (:mod:`ascendprof.readers.trace_view`).
     """
     path = Path(path)
-    data = read_payload(path)
+    return parse_json(path, read_payload(path))
+
+
+def parse_json(path: Path, data: bytes):
+    """``data`` (the bytes of ``path``) parsed with orjson; InputError naming the byte offset
+    when invalid or truncated."""
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as e:

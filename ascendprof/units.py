@@ -150,13 +150,23 @@ def ms_list_to_ns(values: list) -> pa.Array:
     try:
         ms = np.array(values, dtype=np.float64)  # None -> nan
     except (TypeError, ValueError, OverflowError):
-        return pa.array([ms_to_ns(v) for v in values], pa.int64())
+        ms = None
+    got = None if ms is None else ms_vector_to_ns(ms)
+    return got if got is not None else pa.array([ms_to_ns(v) for v in values], pa.int64())
+
+
+def ms_vector_to_ns(ms) -> pa.Array | None:
+    """The vector core of :func:`ms_list_to_ns`: ms (float64 ndarray, nan = missing) -> int64
+    ns array; None when a value is not finite or beyond int64 ns (the caller then goes value by
+    value, which names it)."""
+    import numpy as np
+
     missing = np.isnan(ms)
     with np.errstate(over="ignore", invalid="ignore"):
         ns = np.rint(ms * NS_PER_MS)
     ok = missing | ((ns >= -2.0**63) & (ns < 2.0**63))  # inf fails both comparisons
-    if not ok.all():  # the per-value function names the first bad value
-        return pa.array([ms_to_ns(v) for v in values], pa.int64())
+    if not ok.all():
+        return None
     ns[missing] = 0
     return pa.array(ns.astype(np.int64), pa.int64(), mask=missing if missing.any() else None)
 

@@ -84,3 +84,114 @@ def test_time_beyond_int64_names_file_and_value(tmp_path):
         "Elapse Time(ms)": 1.0, "Idle Time(ms)": 9.3e12}}}}})
     with pytest.raises(InputError, match=r"communication\.json.*out of range.*9300000000000"):
         read_communication(path, 0)
+
+
+# --- the typed way (Arrow's converter) against the per-value rules ---------------------------
+
+from ascendprof.readers import communication as C  # noqa: E402
+from conftest import FIXTURES  # noqa: E402
+
+
+def _both(data, path):
+    """(typed tables or the exception raised, per-value tables or the exception raised)."""
+    out = []
+    for typed in (True, False):
+        try:
+            out.append(C._communication_tables(data, path, 5, None, typed))
+        except Exception as e:  # noqa: BLE001 - compared below
+            out.append(e)
+    return out
+
+
+def _assert_same(a, b):
+    if isinstance(b, Exception):
+        assert type(a) is type(b) and str(a) == str(b)
+        return
+    assert not isinstance(a, Exception), a
+    for name in b:
+        assert a[name].equals(b[name]), name
+
+
+def test_typed_way_on_real_files():
+    files = sorted(FIXTURES.glob("qwen3-4rank-pp2dp2/*/ASCEND_PROFILER_OUTPUT/communication.json"))
+    assert len(files) == 4
+    for f in files:
+        raw = f.read_bytes()
+        assert b"true" not in raw and b"false" not in raw
+        data = json.loads(raw)
+        o_info = [op["Communication Time Info"] for _, _, _, op in C._iter_ops(data, f, None, 0)]
+        o_bw = [op.get("Communication Bandwidth Info") for _, _, _, op in
+                C._iter_ops(data, f, None, 0)]
+        assert C._typed_columns(o_info, o_bw) is not None  # real files take the typed way
+        typed, per_value = _both(data, f)
+        _assert_same(typed, per_value)
+        assert typed[S.COMM_SIZE_DIST].num_rows > 0  # the size rows are exercised
+
+
+def _hand_case(extra_pair):
+    dist = {"4.0": [2.9, 0.125], "8.0": [1], "9.0": None, "16.0": extra_pair}
+    return {"step2": {"collective": {"hcom_allGather__1@g": {
+        "Communication Time Info": {"Elapse Time(ms)": 0.5, "Wait Time Ratio": 1},
+        "Communication Bandwidth Info": {
+            "HCCS": {"Transit Time(ms)": 0.25, "Bandwidth(GB/s)": 3, "Size Distribution": dist},
+            "SIO": None,
+            "RDMA": {"Size Distribution": {}}}}}}}
+
+
+@pytest.mark.parametrize("extra_pair, typed_way", [
+    ([7, 0.5, 99], True),  # numbers past the pair are ignored
+    ([7, 0.5, "text"], False)])  # text where the converter wants a number: per-value way
+def test_typed_way_by_hand(tmp_path, extra_pair, typed_way):
+    # a transport whose value is null adds no row; a size entry needs two numbers (the 1-item
+    # one and the null one are dropped); counts truncate toward zero as int() does: 2.9 -> 2
+    data = _hand_case(extra_pair)
+    info = data["step2"]["collective"]["hcom_allGather__1@g"]
+    got = C._typed_columns([info["Communication Time Info"]],
+                           [info["Communication Bandwidth Info"]])
+    assert (got is not None) == typed_way
+    typed, per_value = _both(data, tmp_path / "communication.json")
+    _assert_same(typed, per_value)
+    bw = typed[S.COMM_BANDWIDTH].to_pylist()
+    assert [(r["transport"], r["transit_ns"], r["bandwidth_gbps"]) for r in bw] == [
+        ("HCCS", 250_000, 3.0), ("RDMA", None, None)]
+    sd = typed[S.COMM_SIZE_DIST].to_pylist()
+    assert [(r["transport"], r["packet_size_mb"], r["count"], r["dur_ns"]) for r in sd] == [
+        ("HCCS", "4.0", 2, 125_000), ("HCCS", "16.0", 7, 500_000)]
+
+
+_json_scalar = st.one_of(st.none(), st.integers(-2**70, 2**70), st.text(max_size=3),
+                         st.floats(-1e16, 1e16, allow_nan=False),
+                         st.sampled_from([0, 0.0, 1.5, -2.25, 2**53, 2**53 + 1, 2**63]))
+_json_value = st.recursive(_json_scalar, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=3)),
+    max_leaves=6)
+_time_keys = st.sampled_from([k for _, k in C._OP_MS + C._OP_RATIOS] + ["Start Timestamp(us)"])
+_bw_keys = st.sampled_from([k for _, k in (C._BW_MS,) + C._BW_FLOATS])
+_pair = st.one_of(st.lists(st.one_of(st.none(), st.integers(-2**60, 2**60),
+                                     st.floats(-1e6, 1e6, allow_nan=False)), max_size=3),
+                  _json_value)
+_dist = st.one_of(st.dictionaries(st.sampled_from(["0.5", "4.0", "64"]), _pair, max_size=3),
+                  _json_value)
+_transport = st.one_of(
+    st.fixed_dictionaries({}, optional={"Size Distribution": _dist}).flatmap(
+        lambda d: st.dictionaries(_bw_keys, st.one_of(_json_scalar, _json_value),
+                                  max_size=4).map(lambda f: {**f, **d})),
+    _json_value)
+_op = st.fixed_dictionaries({}, optional={
+    "Communication Time Info": st.one_of(
+        st.dictionaries(_time_keys, st.one_of(st.floats(-1e6, 1e6, allow_nan=False),
+                                              st.integers(-10**6, 10**6), _json_scalar),
+                        max_size=8), _json_value),
+    "Communication Bandwidth Info": st.one_of(
+        st.dictionaries(st.sampled_from(["RDMA", "HCCS", "SDMA", "SIO"]), _transport,
+                        max_size=4), _json_value)})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_op, max_size=4))
+def test_typed_way_matches_per_value_rules(ops):
+    # any shape JSON can take (no true/false: those files go the per-value way by contract):
+    # the typed way gives the same tables, or falls back and so raises the same error
+    data = {"step1": {"collective": {f"hcom_op__{i}@g{i % 2}": op for i, op in enumerate(ops)}}}
+    typed, per_value = _both(json.loads(json.dumps(data)), C.Path("communication.json"))
+    _assert_same(typed, per_value)
