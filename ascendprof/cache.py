@@ -268,12 +268,18 @@ def store_run(cache_dir: Path | None, key: str, out: Path, files, extra: dict) -
         for old in cache_dir.glob(f"{_RUN_PREFIX}*"):  # one run entry per cache: the newest
             shutil.rmtree(old, ignore_errors=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{_RUN_PREFIX}", dir=cache_dir))
+        (tmp / "files").mkdir()
         stats = {}
-        for f in files:
-            rel = Path(f).relative_to(out)
-            _place(Path(f), tmp / "files" / rel)
-            st = os.stat(tmp / "files" / rel)
-            stats[rel.as_posix()] = [st.st_size, st.st_mtime_ns]
+        # numbered, in one directory: a directory per rank under tables/ cost a mkdir each
+        # (~0.25 ms on ext4, serial at the end of the run); the manifest keeps the paths
+        for i, f in enumerate(files):
+            kept = tmp / "files" / str(i)
+            try:
+                os.link(f, kept)
+            except OSError:
+                shutil.copyfile(f, kept)
+            st = os.stat(kept)
+            stats[Path(f).relative_to(out).as_posix()] = [i, st.st_size, st.st_mtime_ns]
         (tmp / _MANIFEST).write_bytes(orjson.dumps({"files": stats, "extra": extra}))
         os.replace(tmp, cache_dir / f"{_RUN_PREFIX}{key}")
         tmp = None
@@ -294,12 +300,12 @@ def restore_run(cache_dir: Path | None, key: str, out: Path, dest_of=None) -> di
     try:
         manifest = orjson.loads((d / _MANIFEST).read_bytes())
         files = manifest["files"]
-        for rel, (size, mtime) in files.items():
-            st = os.stat(d / "files" / rel)
+        for i, size, mtime in files.values():
+            st = os.stat(d / "files" / str(i))
             if (st.st_size, st.st_mtime_ns) != (size, mtime):
                 return None
-        for rel in files:
-            _place(d / "files" / rel, dest_of(rel) if dest_of else Path(out) / rel)
+        for rel, (i, _, _) in files.items():
+            _place(d / "files" / str(i), dest_of(rel) if dest_of else Path(out) / rel)
         return manifest["extra"]
     except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         return None
