@@ -15,7 +15,8 @@ small wrapper process per run) and the sum over the whole process tree, sampled 
 from /proc (both tools use worker processes). One LLM-size rank (torch_npu template, 200k
 kernel rows, ~300 MB trace_view.json) gives parse throughput of kernel_details.csv and
 trace_view.json with ascendprof's own readers, and both tools' end-to-end figures. Start-up of
-``ascendprof --help`` and ``ascendprof scan`` is the best of 5 runs.
+``ascendprof --help`` and ``ascendprof scan`` is the best of 5 runs. The package is byte-compiled
+first, as an installed one is.
 
 Generated data goes to benchmarks/out/ (gitignored) unless --work is given. Results are printed
 and appended to benchmarks/RESULTS.md with the machine description.
@@ -259,6 +260,17 @@ def report(rows: list[dict], tp: dict, st: dict, ref: str | None) -> str:
     return "\n".join(lines)
 
 
+def compile_package() -> None:
+    """Byte-compile ascendprof as pip does when it installs a package (msprof-analyze's is), so
+    that a run does not compile its modules again each time when $PYTHONDONTWRITEBYTECODE is
+    set (an editable install otherwise writes the .pyc files on its first run)."""
+    import compileall
+
+    import ascendprof
+
+    compileall.compile_dir(str(Path(ascendprof.__file__).parent), quiet=1)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="ascendprof vs msprof-analyze benchmark")
     ap.add_argument("--sizes", default="16,64,256", help="cluster sizes (ranks)")
@@ -270,6 +282,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-append", action="store_true", help="print only, leave RESULTS.md")
     a = ap.parse_args(argv)
     ref = None if a.no_reference else find_msprof_analyze()
+    compile_package()
     work = a.work
     work.mkdir(parents=True, exist_ok=True)
     rows = []
