@@ -187,18 +187,22 @@ def conform(name: str, table: pa.Table) -> pa.Table:
     """
     schema = SCHEMAS[name]
     n = table.num_rows
+    names = table.column_names  # a new list per call: look it up once
+    index = {c: i for i, c in enumerate(names)}
     cols, fields = [], []
     for f in schema:
-        if f.name in table.column_names:
-            col = table.column(f.name)
+        i = index.get(f.name)
+        if i is not None:
+            # by name when names repeat: Arrow then raises KeyError (a reader bug)
+            col = table.column(i if len(index) == len(names) else f.name)
             cols.append(col if col.type == f.type else col.cast(f.type))
         else:
             cols.append(pa.nulls(n, f.type))
         fields.append(f)
     if name == KERNELS:
-        for c in table.column_names:
+        for i, c in enumerate(names):
             if c.startswith(PMU_PREFIX):
-                col = table.column(c)
+                col = table.column(i)
                 cols.append(col if col.type == F64 else col.cast(F64))
                 fields.append(pa.field(c, F64))
     return pa.Table.from_arrays(cols, schema=pa.schema(fields, metadata=schema.metadata))

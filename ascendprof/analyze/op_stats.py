@@ -32,7 +32,8 @@ _USED = ["rank", "name", "input_shapes", "op_type", "accelerator_core", "dur_ns"
 
 
 def _not_comm(kernels: pa.Table) -> pa.Table:
-    kernels = kernels.select([c for c in _USED if c in kernels.column_names])
+    present = set(kernels.column_names)
+    kernels = kernels.select([c for c in _USED if c in present])
     core = kernels["accelerator_core"]
     keep = pc.invert(pc.fill_null(pc.is_in(core, pa.array(COMM_CORES)), False))
     return kernels.filter(pc.and_(keep, pc.is_valid(kernels["dur_ns"])))

@@ -167,8 +167,9 @@ def _build(path: Path, raw: pa.Table, rank: int, columns: dict[str, tuple[str, s
            table: str, extra: dict[str, pa.Array] | None = None) -> pa.Table:
     """Convert the ``columns`` (csv name -> (schema column, kind)) present in ``raw`` and conform."""
     arrays = {"rank": pa.array(np.full(raw.num_rows, rank, dtype=np.int32))}
+    present = set(raw.column_names)  # column_names builds a new list on every access
     for csv_name, (out, kind) in columns.items():
-        if csv_name in raw.column_names:
+        if csv_name in present:
             arrays[out] = _convert(path, csv_name, raw.column(csv_name), kind)
     arrays.update(extra or {})
     return S.conform(table, pa.table(arrays) if arrays else pa.table({}))
