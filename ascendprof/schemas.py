@@ -187,22 +187,20 @@ def conform(name: str, table: pa.Table) -> pa.Table:
     """
     schema = SCHEMAS[name]
     n = table.num_rows
-    names = table.column_names  # a new list per call: look it up once
-    index = {c: i for i, c in enumerate(names)}
+    names = table.column_names  # builds a new list on every access: once per call
+    present = set(names)
     cols, fields = [], []
     for f in schema:
-        i = index.get(f.name)
-        if i is not None:
-            # by name when names repeat: Arrow then raises KeyError (a reader bug)
-            col = table.column(i if len(index) == len(names) else f.name)
+        if f.name in present:
+            col = table.column(f.name)
             cols.append(col if col.type == f.type else col.cast(f.type))
         else:
             cols.append(pa.nulls(n, f.type))
         fields.append(f)
     if name == KERNELS:
-        for i, c in enumerate(names):
+        for c in names:
             if c.startswith(PMU_PREFIX):
-                col = table.column(i)
+                col = table.column(c)
                 cols.append(col if col.type == F64 else col.cast(F64))
                 fields.append(pa.field(c, F64))
     return pa.Table.from_arrays(cols, schema=pa.schema(fields, metadata=schema.metadata))
