@@ -247,11 +247,16 @@ def _place(src: Path, dest: Path) -> None:
     except OSError:
         pass  # no dest yet
     tmp = dest.parent / f".{dest.name}.{os.getpid()}.tmp"
-    try:
-        os.link(src, tmp)
-    except OSError:
-        shutil.copyfile(src, tmp)
+    _link_or_copy(src, tmp)
     os.replace(tmp, dest)
+
+
+def _link_or_copy(src: Path, dest: Path) -> None:
+    """``dest`` (not existing yet) hard-linked to ``src``, or a copy across file systems."""
+    try:
+        os.link(src, dest)
+    except OSError:
+        shutil.copyfile(src, dest)
 
 
 def store_run(cache_dir: Path | None, key: str, out: Path, files, extra: dict) -> None:
@@ -274,10 +279,7 @@ def store_run(cache_dir: Path | None, key: str, out: Path, files, extra: dict) -
         # (~0.25 ms on ext4, serial at the end of the run); the manifest keeps the paths
         for i, f in enumerate(files):
             kept = tmp / "files" / str(i)
-            try:
-                os.link(f, kept)
-            except OSError:
-                shutil.copyfile(f, kept)
+            _link_or_copy(f, kept)  # a fresh private directory: no atomic rename needed
             st = os.stat(kept)
             stats[Path(f).relative_to(out).as_posix()] = [i, st.st_size, st.st_mtime_ns]
         (tmp / _MANIFEST).write_bytes(orjson.dumps({"files": stats, "extra": extra}))
