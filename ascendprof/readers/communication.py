@@ -193,11 +193,12 @@ def _array(table: str, column: str, values: list, typ: pa.DataType, path: Path) 
         raise
 
 
-def _communication_tables(data, path: Path, rank: int, problems, typed: bool = True
+def _communication_tables(data, path: Path, rank: int, problems, typed: bool = False
                           ) -> dict[str, pa.Table]:
-    """The three COMM_* tables of parsed communication.json ``data``. ``typed``: the numeric
-    columns may come from Arrow's converter (:func:`_typed_columns`), which falls back to the
-    per-value rules (:func:`_per_value_columns`) by itself; False takes those rules directly."""
+    """The three COMM_* tables of parsed communication.json ``data``. ``typed`` (only for a
+    file without JSON true/false): the numeric columns may come from Arrow's converter
+    (:func:`_typed_columns`), which falls back to the per-value rules
+    (:func:`_per_value_columns`) by itself; False takes those rules directly."""
     e_step_key, e_kind, e_name, e_group = [], [], [], []
     o_info, o_raw, o_bw = [], [], []  # per entry (= COMM_OPS row): time info, OPINFO, bandwidth
     for step_key, kind, op_key, info in _iter_ops(data, path, problems, rank):
