@@ -157,6 +157,10 @@ class ClusterAnalysis:
     iteration_trace: object = None              # pandas DataFrame (iteration_trace.csv)
     verdicts: list = field(default_factory=list)
     thresholds: dict = field(default_factory=dict)
+    #: between gather and conclude: all ranks' COMM_LINKS (None without links) and the group
+    #: membership (cluster_communication.group_membership), for the matrix
+    links: pa.Table | None = None
+    membership: tuple | None = None
 
     def concat(self, name: str) -> pa.Table | None:
         """All ranks' small table ``name`` concatenated (None when no rank has it)."""
@@ -218,15 +222,23 @@ def preload(sources) -> None:
 
 def combine(root: str, sources: list[Source], results: list[RankResult], problems: Problems,
             thresholds: dict | None = None) -> ClusterAnalysis:
-    """Build every cluster result from per-rank partials. Raises NothingAnalysable when no rank
-    produced any table.
+    """Build every cluster result from per-rank partials: :func:`gather`, then
+    :func:`conclude`. Raises NothingAnalysable when no rank produced any table.
 
     Consumes ``results``: once the verdicts are derived each result's per-op rows
     (verdicts.OP_ROWS) are dropped (the memory is needed for writing the files), so combine a
     list of results once. Tables a spill.ResultSpill parked are read back as needed."""
-    from ascendprof.analyze import (cluster_communication, cluster_step_trace, op_stats,
-                                    step_breakdown, verdicts)
-    from ascendprof.executors import release_free_heap
+    return conclude(gather(root, sources, results, problems), thresholds)
+
+
+def gather(root: str, sources: list[Source], results: list[RankResult],
+           problems: Problems) -> ClusterAnalysis:
+    """The cluster results that do not depend on the verdicts (step trace, step check,
+    communication groups and file, op statistics, iteration trace), from per-rank partials.
+    ``verdicts`` and ``communication_matrix`` stay empty until :func:`conclude`. Raises
+    NothingAnalysable when no rank produced any table."""
+    from ascendprof.analyze import cluster_communication, cluster_step_trace, op_stats, \
+        step_breakdown, verdicts
 
     for r in results:
         problems.extend(r.problems)
@@ -269,17 +281,29 @@ def combine(root: str, sources: list[Source], results: list[RankResult], problem
         from ascendprof.analyze import iteration_trace
 
         ca.iteration_trace = iteration_trace.per_rank(iterations)
+    ca.links, ca.membership = (links if has_links else None), membership
+    return ca
+
+
+def conclude(ca: ClusterAnalysis, thresholds: dict | None = None) -> ClusterAnalysis:
+    """Complete ``ca`` (from :func:`gather`): the verdicts (``thresholds`` override the
+    defaults, see verdicts.thresholds), then the communication matrix. Drops the ranks'
+    per-op rows once the verdicts hold what they need; returns ``ca``."""
+    from ascendprof.analyze import cluster_communication, verdicts
+    from ascendprof.executors import release_free_heap
+
     ca.thresholds = verdicts.thresholds(thresholds)
     ca.verdicts = verdicts.derive(ca, ca.thresholds)
     # every rank's op rows are in the verdicts now: free them before the files are written
-    for r in usable:
+    for r in ca.ranks:
         r.tables.pop(verdicts.OP_ROWS, None)
     release_free_heap()
-    if has_links:  # after the verdicts: the peaks of the two do not add up
+    links, ca.links = ca.links, None
+    if links is not None:  # after the verdicts: the peaks of the two do not add up
         from ascendprof.output import JsonMembers
 
         ca.communication_matrix = JsonMembers(cluster_communication.matrix_groups(
-            links, membership=membership))
+            links, membership=ca.membership))
         release_free_heap()
     return ca
 
@@ -295,4 +319,4 @@ def analyse(root: Path, *, tables_dir: Path | None = None, workers: int | None =
 
 
 __all__ = ["RankResult", "ClusterAnalysis", "process_rank", "load", "run_ranks", "combine",
-           "analyse", "AscendProfError"]
+           "gather", "conclude", "analyse", "AscendProfError"]

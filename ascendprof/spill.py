@@ -68,12 +68,17 @@ class ResultSpill:
             f.chunks[i] = (f.chunks[i][0], ParkedBytes(self, offset, len(part)))
             offset += len(part)
 
-    def read(self, offset: int, length: int) -> bytes:
-        """``length`` bytes at ``offset`` (one pread: no shared file position; not a memory
-        map, whose touched pages would count as this process's resident memory)."""
+    def flush(self) -> None:
+        """Write out what :meth:`take` buffered (before forking: a child that read through the
+        shared file would otherwise write the same buffer again)."""
         if self._pending:
             self._file.flush()
             self._pending = False
+
+    def read(self, offset: int, length: int) -> bytes:
+        """``length`` bytes at ``offset`` (one pread: no shared file position; not a memory
+        map, whose touched pages would count as this process's resident memory)."""
+        self.flush()
         if hasattr(os, "pread"):
             return os.pread(self._file.fileno(), length, offset)
         self._file.seek(offset)  # Windows

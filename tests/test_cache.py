@@ -88,10 +88,10 @@ def test_outputs_identical_without_cache_cold_and_warm(cluster, tmp_path, monkey
     assert_same_outputs(analysis_outputs(no_cache), cold)
 
     # warm, same run: the outputs come back from the run entry, nothing is recomputed
-    def no_combine(*_a, **_k):
+    def no_gather(*_a, **_k):
         raise AssertionError("combined again despite an unchanged run")
 
-    monkeypatch.setattr("ascendprof.pipeline.combine", no_combine)
+    monkeypatch.setattr("ascendprof.pipeline.gather", no_gather)
     run_analyse(cluster, with_cache, cache=True, progress=False, fmt="json", workers=2)
     assert_same_outputs(cold, analysis_outputs(with_cache))
     monkeypatch.undo()
@@ -120,8 +120,8 @@ def test_run_entry_used_only_when_nothing_changed(tmp_path, monkeypatch):
     calls = []
     from ascendprof import pipeline
 
-    real = pipeline.combine
-    monkeypatch.setattr(pipeline, "combine", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = pipeline.gather
+    monkeypatch.setattr(pipeline, "gather", lambda *a, **k: calls.append(1) or real(*a, **k))
 
     def run(**kw):
         calls.clear()

@@ -10,6 +10,7 @@ iteration trace: interval / fp+bp / tail per rank), verdicts.json, problems.csv 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import orjson
@@ -50,8 +51,91 @@ def not_written(ca) -> dict[str, str]:
     return why
 
 
-def write_outputs(ca, out: Path, summary: dict) -> list[Path]:
-    """Write every result of ``ca`` (a pipeline.ClusterAnalysis) under ``out``.
+COMMUNICATION_FILE = "cluster_communication.json"
+
+
+class EarlyWrite:
+    """cluster_communication.json written while the cluster step goes on.
+
+    It is the largest output (hundreds of MB at 256 ranks, ~0.5 s to assemble and write) and
+    does not depend on the verdicts, so on Linux a forked child process writes it from
+    ``ca.communication`` (its chunks read back from the spill file, which the child shares)
+    while this process derives the verdicts on the other core. :meth:`finish` waits for it;
+    when the child failed, or cannot be forked, or on another system, the file is written in
+    this process instead, so an error surfaces as it would have there. Call :meth:`cancel` when
+    the run fails before :meth:`finish`.
+
+    Flush any buffered file the child may also touch (the spill) before creating one.
+    """
+
+    def __init__(self, ca, out: Path):
+        self._ca, self._path, self._pid = ca, Path(out) / COMMUNICATION_FILE, None
+        if not ca.communication or not sys.platform.startswith("linux"):
+            return
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            pid = os.fork()
+        except OSError:
+            return
+        if pid == 0:  # the child: write, then leave without running the parent's exit code
+            code = 1
+            try:
+                import signal
+
+                signal.signal(signal.SIGTERM, _exit_on_signal)  # cancel: remove the temp file
+                import gc
+
+                gc.disable()  # short-lived; a collection would copy the parent's pages
+                _write_communication(ca, self._path)
+                code = 0
+            except BaseException:  # noqa: BLE001 - the parent writes it again and reports
+                pass
+            finally:
+                os._exit(code)
+        self._pid = pid
+
+    @property
+    def forked(self) -> bool:
+        """True while a child process is writing the file."""
+        return self._pid is not None
+
+    def finish(self) -> list[Path]:
+        """Wait for the file; returns ``[path]`` (``[]`` when there is no communication data).
+        Raises what writing it in this process raises when the child did not succeed."""
+        if not self._ca.communication:
+            return []
+        if self._pid is not None:
+            _, status = os.waitpid(self._pid, 0)
+            self._pid = None
+            if os.waitstatus_to_exitcode(status) == 0:
+                return [self._path]
+        return [_write_communication(self._ca, self._path)]
+
+    def cancel(self) -> None:
+        """Stop the child, if any, and wait for it (it removes its temporary file)."""
+        if self._pid is not None:
+            import signal
+
+            try:
+                os.kill(self._pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            os.waitpid(self._pid, 0)
+            self._pid = None
+
+
+def _exit_on_signal(*_):
+    raise SystemExit(1)
+
+
+def _write_communication(ca, path: Path) -> Path:
+    return write_json_items(path, ca.communication.items_json())  # one group at a time
+
+
+def write_outputs(ca, out: Path, summary: dict, early: EarlyWrite | None = None) -> list[Path]:
+    """Write every result of ``ca`` (a pipeline.ClusterAnalysis) under ``out``; ``early``: the
+    :class:`EarlyWrite` already writing cluster_communication.json, waited for here.
 
     A result the data did not allow (e.g. no communication files at Level0) is not written, and
     a file of that name left by an earlier run is removed so the directory never mixes runs.
@@ -78,7 +162,9 @@ def write_outputs(ca, out: Path, summary: dict) -> list[Path]:
         written.append(write_json_items(out / name, items))
 
     frame("cluster_step_trace_time.csv", ca.cluster_step_trace)
-    js("cluster_communication.json", ca.communication)
+    communication_at = len(written)  # its place in the list, wherever it was written
+    if early is None:
+        js(COMMUNICATION_FILE, ca.communication)
     js("cluster_communication_matrix.json", ca.communication_matrix)
     js("communication_group.json", ca.communication_group)
     frame("op_statistics.csv", ca.op_statistics)
@@ -92,6 +178,8 @@ def write_outputs(ca, out: Path, summary: dict) -> list[Path]:
         ["" if p.rank is None else p.rank, p.severity, p.path, p.where, p.reason,
          ";".join(p.affects)] for p in ca.problems]))
     written.append(write_json(out / "summary.json", summary))
+    if early is not None:
+        written[communication_at:communication_at] = early.finish()
     names = {p.name for p in written}
     for stale in OUTPUT_FILES:
         if stale not in names and (out / stale).exists():

@@ -57,19 +57,27 @@ def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executo
         _show(summary, out, fmt)
         return EXIT_NOTHING if strict and restored.get("skipped") else EXIT_OK
     from ascendprof import pipeline
-    from ascendprof.report.files import write_outputs
+    from ascendprof.report.files import EarlyWrite, write_outputs
     from ascendprof.report.summary import build_summary
 
     _release_freed_memory()
     spill = _spill(out)  # read back until the files are written
+    early = None
     try:
         results = _run(sources, tables_tmp if tables else None, workers, executor, scheduler,
                        progress, cache_dir, spill.take if spill else None)
-        ca = pipeline.combine(str(directory), sources, results, problems, thresholds)
+        ca = pipeline.gather(str(directory), sources, results, problems)
+        if spill:
+            spill.flush()
+        early = EarlyWrite(ca, out)  # the largest file, written while the verdicts are derived
+        pipeline.conclude(ca, thresholds)
         _swap_tables(tables_tmp, final_tables, tables)
         summary = build_summary(ca)
-        written = write_outputs(ca, out, summary)
+        written = write_outputs(ca, out, summary, early)
+        early = None
     finally:
+        if early is not None:
+            early.cancel()
         if spill:
             spill.close()
     summary["outputs"] = [str(p) for p in written] + ([str(final_tables)] if tables else [])
