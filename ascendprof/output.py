@@ -50,6 +50,19 @@ def write_json(path: Path, obj, *, indent: bool = True) -> Path:
     return write_bytes(path, orjson.dumps(obj, option=opt | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS))
 
 
+def new_file_mode() -> int:
+    """The permissions ``open()`` gives a new file: 0o666 less the process's umask."""
+    global _FILE_MODE
+    if _FILE_MODE is None:
+        mask = os.umask(0o022)  # the only portable way to read it is to set it
+        os.umask(mask)
+        _FILE_MODE = 0o666 & ~mask
+    return _FILE_MODE
+
+
+_FILE_MODE: int | None = None
+
+
 def write_pieces(path: Path, pieces) -> Path:
     """Write the byte strings of the iterable ``pieces`` one after another to ``path``,
     atomically (temp file in the same directory + rename), holding one piece at a time."""
@@ -57,6 +70,8 @@ def write_pieces(path: Path, pieces) -> Path:
     ensure_dir(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        if hasattr(os, "fchmod"):  # mkstemp makes it 0600; an output is shared like any file
+            os.fchmod(fd, new_file_mode())
         # the loop in C: a 256-rank file comes in ~10^6 small pieces; a 1 MB buffer makes
         # ~250 write calls of a 236 MB file instead of ~30k
         with os.fdopen(fd, "wb", buffering=1 << 20) as f:

@@ -21,3 +21,24 @@ def test_atomic_replace(tmp_path):
     write_bytes(p, b"second")
     assert p.read_bytes() == b"second"
     assert [q.name for q in p.parent.iterdir()] == ["a.json"]
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027, 0o077])
+def test_outputs_get_the_permissions_of_any_new_file(tmp_path, monkeypatch, umask):
+    """Written through a temporary file (0600 from mkstemp), an output still ends with the mode
+    open() gives a new file under the user's umask, so teammates can read shared results."""
+    import os
+    import stat
+
+    from ascendprof import output
+
+    monkeypatch.setattr(output, "_FILE_MODE", None)
+    old = os.umask(umask)
+    try:
+        write_bytes(tmp_path / "out.csv", b"a\n")
+        with open(tmp_path / "plain.csv", "wb"):
+            pass
+    finally:
+        os.umask(old)
+    mode = stat.S_IMODE((tmp_path / "out.csv").stat().st_mode)
+    assert mode == stat.S_IMODE((tmp_path / "plain.csv").stat().st_mode) == 0o666 & ~umask
