@@ -195,3 +195,19 @@ def test_typed_way_matches_per_value_rules(ops):
     data = {"step1": {"collective": {f"hcom_op__{i}@g{i % 2}": op for i, op in enumerate(ops)}}}
     typed, per_value = _both(json.loads(json.dumps(data)), C.Path("communication.json"))
     _assert_same(typed, per_value)
+
+
+@pytest.mark.parametrize("raw", [b"", b"t", b"true", b"false", b"tru", b"fals", b"rue", b"alse",
+                                 b"[true]", b"x false", b"falsetrue", b"trUe", b"t r u e",
+                                 b"{\"a\": fals e}", b"truefals", b"xxtrue", b"xfalse"])
+def test_true_or_false_scan_edges(raw):
+    assert C.has_true_or_false(raw) == (b"true" in raw or b"false" in raw)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from([b"t", b"r", b"u", b"e", b"f", b"a", b"l", b"s", b" ", b"true",
+                                 b"false", b"tr", b"fal", b"\xff"]), max_size=30))
+def test_true_or_false_scan_is_substring_search(parts):
+    # the reference is Python's own substring search, over text made of the needles' letters
+    raw = b"".join(parts)
+    assert C.has_true_or_false(raw) == (b"true" in raw or b"false" in raw)

@@ -124,12 +124,29 @@ def read_communication(path: Path, rank: int, problems: Problems | None = None
     data = parse_json(path, raw)
     # JSON true/false are the one value Arrow's converter takes as a number where the per-value
     # rule (_num) does not: a file with any goes the per-value way
-    typed = b"true" not in raw and b"false" not in raw
+    typed = not has_true_or_false(raw)
     del raw
     try:
         return _communication_tables(data, path, rank, problems, typed)
     except ValueError as e:  # a time beyond int64 ns (units raise only ValueError)
         raise InputError(path, str(e)) from None
+
+
+def has_true_or_false(raw: bytes) -> bool:
+    """``b"true" in raw or b"false" in raw``, ~2x faster on profiler JSON. Python's substring
+    search is slow on text full of the needles' letters ("Transit Time", "Size Distribution"):
+    1.5 ms for a 1.2 MB file. Here numpy looks at the rarer middle letters only ('u' of true,
+    'l' of false) and checks their neighbours."""
+    import numpy as np
+
+    a = np.frombuffer(raw, np.uint8)
+    n = len(a)
+    u = np.flatnonzero(a[2:n - 1] == ord("u")) + 2  # t r [u] e: 2 before, 1 after
+    if ((a[u - 2] == ord("t")) & (a[u - 1] == ord("r")) & (a[u + 1] == ord("e"))).any():
+        return True
+    i = np.flatnonzero(a[2:n - 2] == ord("l")) + 2  # f a [l] s e: 2 before, 2 after
+    return bool(((a[i - 2] == ord("f")) & (a[i - 1] == ord("a")) & (a[i + 1] == ord("s"))
+                 & (a[i + 2] == ord("e"))).any())
 
 
 #: types of JSON numbers as orjson returns them (a bool is not a number here)
