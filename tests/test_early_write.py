@@ -80,6 +80,16 @@ def test_a_failed_child_is_written_again_in_process(qwen3, tmp_path, monkeypatch
         ca, tmp_path / "plain")
 
 
+def test_elsewhere_it_is_written_in_process_at_finish(qwen3, tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "platform", "darwin")
+    ca = _gathered(qwen3)
+    early = EarlyWrite(ca, tmp_path / "early")
+    assert not early.forked and not (tmp_path / "early").exists()
+    assert early.finish() == [tmp_path / "early" / COMMUNICATION_FILE]
+    assert (tmp_path / "early" / COMMUNICATION_FILE).read_bytes() == _in_process(
+        ca, tmp_path / "plain")
+
+
 class _SlowFile:
     """A communication mapping whose one group takes ~10 s to write."""
 
