@@ -41,7 +41,7 @@ def _in_process(ca, out):
 
 def test_forked_write_is_the_in_process_file_and_msprof_analyzes(qwen3, tmp_path):
     ca = _gathered(qwen3)
-    early = EarlyWrite(ca, tmp_path / "early")
+    early = EarlyWrite(ca, tmp_path / "early", min_bytes=0)
     assert early.forked
     pipeline.conclude(ca)
     written = write_outputs(ca, tmp_path / "early", build_summary(ca), early)
@@ -54,12 +54,25 @@ def test_forked_write_is_the_in_process_file_and_msprof_analyzes(qwen3, tmp_path
     assert _close(json.loads(forked), ref, rel=1e-3) == []
 
 
-def test_analyse_writes_it_through_the_spill(qwen3, tmp_path):
+def test_analyse_writes_it_through_the_spill(qwen3, tmp_path, monkeypatch):
     """run_analyse parks the ranks' chunks in a spill file, which the child reads."""
+    monkeypatch.setattr(files, "EARLY_MIN_BYTES", 0)
     assert run_analyse(qwen3, tmp_path / "run", workers=2, cache=False, progress=False,
                        fmt="json") == 0
     assert (tmp_path / "run" / COMMUNICATION_FILE).read_bytes() == _in_process(
         pipeline.conclude(_gathered(qwen3)), tmp_path / "plain")
+
+
+def test_only_a_large_file_is_written_by_a_child(qwen3, tmp_path):
+    ca = _gathered(qwen3)
+    size = ca.communication.opinfo_bytes
+    assert not EarlyWrite(ca, tmp_path / "a").forked  # the sample's file is small
+    assert not EarlyWrite(ca, tmp_path / "b", min_bytes=size + 1).forked
+    early = EarlyWrite(ca, tmp_path / "c", min_bytes=size)
+    assert early.forked
+    early.finish()
+    # the OPINFOs are most of the file: the rest is keys, totals and punctuation
+    assert 0.5 < size / (tmp_path / "c" / COMMUNICATION_FILE).stat().st_size < 1
 
 
 def test_a_failed_child_is_written_again_in_process(qwen3, tmp_path, monkeypatch):
@@ -72,7 +85,7 @@ def test_a_failed_child_is_written_again_in_process(qwen3, tmp_path, monkeypatch
 
     monkeypatch.setattr(files, "_write_communication", fails_in_the_child)
     ca = _gathered(qwen3)
-    early = EarlyWrite(ca, tmp_path / "early")
+    early = EarlyWrite(ca, tmp_path / "early", min_bytes=0)
     assert early.forked
     assert early.finish() == [tmp_path / "early" / COMMUNICATION_FILE]
     assert sorted(os.listdir(tmp_path / "early")) == [COMMUNICATION_FILE]  # no temp file left
@@ -83,7 +96,7 @@ def test_a_failed_child_is_written_again_in_process(qwen3, tmp_path, monkeypatch
 def test_elsewhere_it_is_written_in_process_at_finish(qwen3, tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "platform", "darwin")
     ca = _gathered(qwen3)
-    early = EarlyWrite(ca, tmp_path / "early")
+    early = EarlyWrite(ca, tmp_path / "early", min_bytes=0)
     assert not early.forked and not (tmp_path / "early").exists()
     assert early.finish() == [tmp_path / "early" / COMMUNICATION_FILE]
     assert (tmp_path / "early" / COMMUNICATION_FILE).read_bytes() == _in_process(
@@ -104,9 +117,24 @@ class _SlowFile:
         yield "group", pieces()
 
 
+def test_cancel_after_the_child_finished_keeps_the_previous_file(qwen3, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / COMMUNICATION_FILE).write_bytes(b"{}")  # an earlier run's
+    early = EarlyWrite(_gathered(qwen3), out, min_bytes=0)
+    assert early.forked
+    deadline = time.monotonic() + 10
+    while not [n for n in os.listdir(out) if n.endswith(".early")] \
+            and time.monotonic() < deadline:  # the child renamed its temporary file
+        time.sleep(0.02)
+    early.cancel()
+    assert os.listdir(out) == [COMMUNICATION_FILE]
+    assert (out / COMMUNICATION_FILE).read_bytes() == b"{}"
+
+
 def test_cancel_leaves_neither_the_file_nor_a_temporary(tmp_path):
     out = tmp_path / "out"
-    early = EarlyWrite(SimpleNamespace(communication=_SlowFile()), out)
+    early = EarlyWrite(SimpleNamespace(communication=_SlowFile()), out, min_bytes=0)
     assert early.forked
     deadline = time.monotonic() + 10
     while not (out.exists() and os.listdir(out)) and time.monotonic() < deadline:

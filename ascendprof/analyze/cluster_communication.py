@@ -316,10 +316,11 @@ class OpFragments:
     """One rank's communication ops of one (kind, group), serialised for cluster_communication.json.
 
     ``count`` records in the rank's file order, one per (step key, op key) (first occurrence
-    wins, as in msprof-analyze). ``head``: (uncompressed size, zstd bytes) of ``lengths | step
-    index | op key JSONs`` with ``lengths`` int32 [count OPINFO lengths, count op key lengths]
-    and ``step index`` int32 positions in ``steps`` (the step keys' JSON). ``chunks``: (size,
-    zstd bytes) of the OPINFO JSONs of records [k i, k i + k), k = :data:`RECORDS_PER_CHUNK`
+    wins, as in msprof-analyze). ``head``: (uncompressed size, compressed bytes, see
+    :data:`_CODEC`) of ``lengths | step index | op key JSONs`` with ``lengths`` int32 [count
+    OPINFO lengths, count op key lengths] and ``step index`` int32 positions in ``steps`` (the
+    step keys' JSON). ``chunks``: (size, compressed bytes) of the OPINFO JSONs of records
+    [k i, k i + k), k = :data:`RECORDS_PER_CHUNK`
     (in the cluster step the bytes may be parked on disk: spill.ParkedBytes).
     ``totals``: ``[(step key JSON, "Total Op Info" JSON of this rank)]``. Built by
     :func:`rank_fragments` (in the worker), combined by :class:`CommunicationFile`.
@@ -617,6 +618,11 @@ class CommunicationFile(Mapping):
                 keys[kg] = _key_for(f.kind, f.group, coll, p2p)
             by_key.setdefault(keys[kg], []).append(f)
         self._by_key = by_key
+
+    @property
+    def opinfo_bytes(self) -> int:
+        """The size of all OPINFO JSONs (most of the file's size), known without decompressing."""
+        return sum(size for fs in self._by_key.values() for f in fs for size, _ in f.chunks)
 
     def __getitem__(self, key: str) -> dict:
         return orjson.loads(self.group_json(key))
