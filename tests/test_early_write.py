@@ -28,6 +28,16 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="the child process is used on Linux only")
 
 
+@pytest.fixture(autouse=True)
+def _alone(request, monkeypatch):
+    """EarlyWrite forks only in a single-threaded process; earlier tests (Dask) may leave
+    threads behind in this one, so the tests of the child see no others."""
+    if "threads" not in request.node.name:
+        import threading
+
+        monkeypatch.setattr(threading, "active_count", lambda: 1)
+
+
 def _gathered(root):
     problems = Problems()
     sources = pipeline.load(root, problems)
@@ -73,6 +83,21 @@ def test_only_a_large_file_is_written_by_a_child(qwen3, tmp_path):
     early.finish()
     # the OPINFOs are most of the file: the rest is keys, totals and punctuation
     assert 0.5 < size / (tmp_path / "c" / COMMUNICATION_FILE).stat().st_size < 1
+
+
+def test_no_child_while_other_threads_run(qwen3, tmp_path):
+    import threading
+
+    ca, stop = _gathered(qwen3), threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        early = EarlyWrite(ca, tmp_path / "out", min_bytes=0)
+        assert not early.forked
+    finally:
+        stop.set()
+        t.join()
+    assert early.finish() == [tmp_path / "out" / COMMUNICATION_FILE]  # written in-process
 
 
 def test_a_failed_child_is_written_again_in_process(qwen3, tmp_path, monkeypatch):

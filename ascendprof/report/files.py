@@ -67,9 +67,9 @@ class EarlyWrite:
     child shares) while this process derives the verdicts on the other core. The child writes
     to a hidden name; :meth:`finish` waits for it and puts the file in place, so a run that
     fails before then leaves the previous run's file. When the child failed, or cannot be
-    forked, or on another system, the file is written in this process instead, so an error
-    surfaces as it would have there. Call :meth:`cancel` when the run fails before
-    :meth:`finish`.
+    forked (or another thread runs, whose locks a child could inherit held), or on another
+    system, the file is written in this process instead, so an error surfaces as it would
+    have there. Call :meth:`cancel` when the run fails before :meth:`finish`.
 
     Flush any buffered file the child may also touch (the spill) before creating one.
     """
@@ -82,6 +82,10 @@ class EarlyWrite:
         least = EARLY_MIN_BYTES if min_bytes is None else min_bytes
         if not ca.communication or not sys.platform.startswith("linux") \
                 or getattr(ca.communication, "opinfo_bytes", 0) < least:
+            return
+        import threading
+
+        if threading.active_count() > 1:  # a thread could hold a lock the child would need
             return
         sys.stdout.flush()
         sys.stderr.flush()
