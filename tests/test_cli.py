@@ -99,3 +99,16 @@ def test_terminal_breakdown_keeps_the_longest_steps_of_a_large_cluster():
     assert [r["rank"] for r in kept] == list(range(8, MAX_BREAKDOWN_ROWS + 8))
     assert f"{MAX_BREAKDOWN_ROWS} longest of {MAX_BREAKDOWN_ROWS + 8}" in title
     assert _breakdown_rows(rows[:5]) == (rows[:5], "Step breakdown per rank (ms)")
+
+
+def test_openblas_kept_to_one_thread_unless_the_user_chose(tmp_path, monkeypatch):
+    """numpy's OpenBLAS would start a spinning thread per core in the parent; the CLI asks for
+    one before numpy is imported, and leaves a value the user set alone."""
+    import os
+
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    run("scan", tmp_path)
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "1"
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
+    run("scan", tmp_path)
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "4"
