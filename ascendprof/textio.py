@@ -91,11 +91,19 @@ def read_csv(path: Path, *, required: tuple[str, ...] = (), aliases: dict[str, s
     return table
 
 
-def _csv_options(column_types: dict, null_values):
+#: Arrow parses a CSV of this size or more with its thread pool (1 MB blocks in parallel). A
+#: smaller one is read in the calling thread: the hand-offs cost more than they bring (a
+#: 0.3 MB kernel_details.csv of the benchmark: 8.3-9.2 -> 7.4-7.5 ms of CPU), and in the
+#: process pool the other cores are busy anyway.
+THREADED_CSV_BYTES = 4 << 20
+
+
+def _csv_options(column_types: dict, null_values, size: int):
     import pyarrow.csv as pacsv
 
     return dict(
-        read_options=pacsv.ReadOptions(block_size=1 << 20),  # 1 MB: more parallel, cache-sized
+        read_options=pacsv.ReadOptions(block_size=1 << 20,  # 1 MB: more parallel, cache-sized
+                                       use_threads=size >= THREADED_CSV_BYTES),
         parse_options=pacsv.ParseOptions(newlines_in_values=False),
         convert_options=pacsv.ConvertOptions(column_types=column_types, strings_can_be_null=True,
                                              null_values=list(null_values)),
@@ -109,7 +117,8 @@ def _read_text(path: Path, data: bytes, header: list[str]):
 
     try:
         return pacsv.read_csv(pa.py_buffer(data),
-                              **_csv_options({n: pa.string() for n in header}, ["", "N/A"]))
+                              **_csv_options({n: pa.string() for n in header}, ["", "N/A"],
+                                             len(data)))
     except (pa.ArrowInvalid, pa.ArrowKeyError, ValueError) as e:
         msg = str(e).splitlines()[0]
         raise InputError(path, f"malformed CSV: {msg}") from None
@@ -125,7 +134,8 @@ def _read_typed(data: bytes, header: list[str], finals: list[str], types: dict, 
                  for raw, fin in zip(header, finals)}
     for _ in range(_MAX_DEMOTIONS + 1):
         try:
-            table = pacsv.read_csv(pa.py_buffer(data), **_csv_options(col_types, MISSING_CELLS))
+            table = pacsv.read_csv(pa.py_buffer(data),
+                                   **_csv_options(col_types, MISSING_CELLS, len(data)))
             # Arrow's header parse must agree with ours, or some column was type-inferred
             return table if table.column_names == header else None
         except (pa.ArrowInvalid, pa.ArrowKeyError, ValueError) as e:
