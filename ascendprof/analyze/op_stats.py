@@ -8,12 +8,10 @@ outputs from those partials only, never from the raw kernels of all ranks.
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ascendprof.analyze.codes import text_codes
 from ascendprof.tasks import COMM_CORES
 
 #: Task types CANN never counts as ops (spec §A.3).
@@ -168,39 +166,22 @@ def top_kernels(partials: list[pa.Table], n: int = 20) -> pd.DataFrame:
         return pd.DataFrame(columns=TOP_KERNELS_COLUMNS)
     keys = ["name", "input_shapes", "op_type", "accelerator_core"]
     t = pa.concat_tables(parts)
-    # grouped on integer codes: only the top n kernels become Python rows (a cluster has
-    # ~10^5 partial rows; a pandas group-by over their texts took ~20 MB at 256 ranks)
-    key = np.zeros(t.num_rows, dtype=np.int64)
-    texts, codes, order_of = [], [], []
-    for k in keys:
-        code, values = text_codes(pc.fill_null(t[k].cast(pa.string()), "N/A"))
-        code = code.astype(np.int64)
-        lexical = np.empty(len(values), dtype=np.int64)  # code -> position in text order
-        lexical[sorted(range(len(values)), key=values.__getitem__)] = np.arange(len(values))
-        texts.append(values)
-        codes.append(code)
-        order_of.append(lexical)
-        # renumbered after each column, so the combined key stays below rows x texts
-        key = np.unique(key * (len(values) + 1) + code, return_inverse=True)[1].reshape(-1)
-    uniq, first, group = np.unique(key, return_index=True, return_inverse=True)
-    group = group.reshape(-1)
-    total = np.zeros(len(uniq), dtype=np.int64)
-    np.add.at(total, group, t["total_ns"].to_numpy())
-    count = np.zeros(len(uniq), dtype=np.int64)
-    np.add.at(count, group, t["count"].to_numpy())
-    longest = np.full(len(uniq), np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(longest, group, t["max_ns"].to_numpy())
-    # total descending, then the key texts ascending
-    top = np.lexsort([order_of[i][codes[i][first]] for i in reversed(range(len(keys)))]
-                     + [-total])[:n]
-    rank = t["rank"].to_numpy()
-    rows = {k: [texts[i][codes[i][first[g]]] for g in top] for i, k in enumerate(keys)}
-    g_total, g_count = total[top], count[top]
+    t = pa.table({**{k: pc.fill_null(t[k].cast(pa.string()), "N/A") for k in keys},
+                  **{c: t[c] for c in ("rank", "count", "total_ns", "max_ns")}})
+    # grouped and sorted in Arrow: only the top n kernels become Python rows (a cluster has
+    # ~10^5 partial rows; a pandas group-by over their texts took ~20 MB at 256 ranks).
+    # Arrow orders text by UTF-8 bytes, which is code point order, as Python's sort.
+    g = t.group_by(keys, use_threads=False).aggregate(
+        [("count", "sum"), ("total_ns", "sum"), ("max_ns", "max"), ("rank", "distinct")])
+    g = g.take(pc.sort_indices(g, [("total_ns_sum", "descending")]
+                               + [(k, "ascending") for k in keys])[:n]).to_pydict()
+    total = pd.Series(g["total_ns_sum"], dtype="int64")
+    count = pd.Series(g["count_sum"], dtype="int64")
     return pd.DataFrame({
-        "Name": rows["name"], "Input Shapes": rows["input_shapes"], "OP Type": rows["op_type"],
-        "Accelerator Core": rows["accelerator_core"], "Count": g_count.astype("int64"),
-        "Ranks": [compact_ranks(np.unique(rank[group == g]).tolist()) for g in top],
-        "Total Time(us)": _us(pd.Series(g_total)),
-        "Avg Time(us)": pd.Series(g_total.astype("float64") / g_count / 1000.0).round(3),
-        "Max Time(us)": _us(pd.Series(longest[top])),
-    })
+        "Name": g["name"], "Input Shapes": g["input_shapes"], "OP Type": g["op_type"],
+        "Accelerator Core": g["accelerator_core"], "Count": count,
+        "Ranks": [compact_ranks(r) for r in g["rank_distinct"]],
+        "Total Time(us)": _us(total),
+        "Avg Time(us)": (total.astype("float64") / count / 1000.0).round(3),
+        "Max Time(us)": _us(pd.Series(g["max_ns_max"], dtype="int64")),
+    }, columns=TOP_KERNELS_COLUMNS)
