@@ -1,5 +1,5 @@
 """Integer codes of text key columns, so group-bys over 10^5-10^6 rows run in numpy instead
-of over Python strings (verdicts' op-time split, top_kernels)."""
+of over Python strings (the verdicts' op-time split)."""
 
 from __future__ import annotations
 

@@ -27,7 +27,8 @@ from ascendprof import schemas as S
 from ascendprof.errors import InputError
 from ascendprof.problems import Problems
 from ascendprof.textio import parse_json, read_json, read_payload
-from ascendprof.units import ms_list_to_ns, ms_to_ns, ms_vector_to_ns, us_column_to_ns, us_text_to_ns
+from ascendprof.units import (ms_list_to_ns, ms_to_ns, ms_vector_to_ns, us_column_to_ns,
+                              us_text_to_ns)
 
 KINDS = ("collective", "p2p")
 #: lower-cased op-name prefixes of point-to-point ops (spec §A.5)
