@@ -24,16 +24,36 @@ COLS = ["rank", "step_key", "kind", "group", "elapse_ns", "wait_ns", "idle_ns", 
         "transfer_ns", "waited_for", "peer_wait_ns", "other_ns"]
 
 
-def oracle(comm_ops: pa.Table) -> pd.DataFrame:
-    """The split by its definition, on text keys (COMM_OPS with an optional bw_transit_ns)."""
-    ops = comm_ops.to_pandas()
+def _keyed(table: pa.Table) -> pd.DataFrame:
+    """``table`` as pandas with the op key columns of the definition: step_key and group ''
+    when missing, op = the name before its first '@' ('None' when missing)."""
+    df = table.to_pandas()
+    df["step_key"] = df["step_key"].fillna("")
+    df["group"] = df["group"].fillna("")
+    df["op"] = df["op_name"].fillna("None").map(lambda s: s.split("@", 1)[0])
+    return df
+
+
+def bandwidth_transit(comm_bandwidth: pa.Table) -> pd.Series:
+    """Per op key (rank, step_key, op, group): summed RDMA + SDMA Transit Time (missing as 0),
+    for the ops that have such rows (transport compared case-blind)."""
+    bw = _keyed(comm_bandwidth)
+    bw = bw[bw["transport"].fillna("").str.upper().isin(["RDMA", "SDMA"])]
+    return bw.groupby(["rank", "step_key", "op", "group"])["transit_ns"].sum(min_count=0)
+
+
+def oracle(comm_ops: pa.Table, comm_bandwidth: pa.Table | None = None) -> pd.DataFrame:
+    """The split by its definition, on text keys: COMM_OPS, and COMM_BANDWIDTH for the transfer
+    of ops that report no Transit Time."""
+    ops = _keyed(comm_ops)
     for c in ("elapse_ns", "transit_ns", "wait_ns", "sync_ns", "idle_ns"):
         ops[c] = ops[c].fillna(0).astype("int64")
-    ops["step_key"] = ops["step_key"].fillna("")
-    ops["group"] = ops["group"].fillna("")
-    ops["op"] = ops["op_name"].fillna("None").map(lambda s: s.split("@", 1)[0])
-    if "bw_transit_ns" in ops:
-        fallback = ops[["bw_transit_ns", "elapse_ns"]].fillna(0).min(axis=1).astype("int64")
+    if comm_bandwidth is not None and comm_bandwidth.num_rows:
+        per_op = bandwidth_transit(comm_bandwidth)
+        bw = pd.Series([per_op.get(k, 0) for k in
+                        zip(ops["rank"], ops["step_key"], ops["op"], ops["group"])],
+                       index=ops.index, dtype="int64")
+        fallback = pd.concat([bw, ops["elapse_ns"]], axis=1).min(axis=1)
         transfer = ops["transit_ns"].where(ops["transit_ns"] > 0, fallback)
     else:
         transfer = ops["transit_ns"]
@@ -67,15 +87,25 @@ def _plain(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def check(comm_ops: pa.Table, comm_bandwidth=None) -> pd.DataFrame:
-    got = V.comm_op_frame(comm_ops, comm_bandwidth)
-    ops = V.add_bandwidth_transit(comm_ops, comm_bandwidth) if comm_bandwidth is not None \
-        else comm_ops
-    pd.testing.assert_frame_equal(_plain(got), _plain(oracle(ops)), check_dtype=True)
+    got = V.split_op_time(V.op_rows(comm_ops, comm_bandwidth))
+    pd.testing.assert_frame_equal(_plain(got), _plain(oracle(comm_ops, comm_bandwidth)),
+                                  check_dtype=True)
     return got
 
 
+_OP_COLS = ("rank", "step_key", "kind", "op_name", "group")
+
+
 def _ops(rows: list[dict]) -> pa.Table:
-    return pa.Table.from_pylist(rows, schema=S.SCHEMAS[S.COMM_OPS])
+    return pa.Table.from_pylist([{k: v for k, v in r.items() if k != "bw"} for r in rows],
+                                schema=S.SCHEMAS[S.COMM_OPS])
+
+
+def _bandwidth(rows: list[dict]) -> pa.Table:
+    """COMM_BANDWIDTH with the ``bw`` entries (transport, transit_ns) of every op row."""
+    return pa.Table.from_pylist([{**{k: r[k] for k in _OP_COLS}, **b}
+                                 for r in rows for b in r.get("bw", ())],
+                                schema=S.SCHEMAS[S.COMM_BANDWIDTH])
 
 
 def test_by_hand():
@@ -133,18 +163,17 @@ _row = st.fixed_dictionaries({
     "wait_ns": st.one_of(st.none(), st.integers(0, 50)),
     "sync_ns": st.just(0),
     "idle_ns": st.one_of(st.none(), st.integers(0, 9)),
-    "bw_transit_ns": st.one_of(st.none(), st.floats(0, 60, allow_nan=False)),
+    # the op's Communication Bandwidth Info rows: only RDMA and SDMA (any case) count
+    "bw": st.lists(st.fixed_dictionaries({
+        "transport": st.sampled_from(["RDMA", "SDMA", "sdma", "HCCS", None]),
+        "transit_ns": st.one_of(st.none(), st.integers(0, 40))}), max_size=2),
 })
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_row, min_size=1, max_size=40), st.booleans())
 def test_random_tables(rows, with_bw):
-    ops = _ops([{k: v for k, v in r.items() if k != "bw_transit_ns"} for r in rows])
-    if with_bw:
-        ops = ops.append_column("bw_transit_ns",
-                                pa.array([r["bw_transit_ns"] for r in rows], pa.float64()))
-    check(ops)
+    check(_ops(rows), _bandwidth(rows) if with_bw else None)
 
 
 @pytest.mark.parametrize("chunks", [1, 3])
@@ -218,17 +247,15 @@ def test_streamed_totals_on_random_tables(rows, batch_rows, by_rank):
 
     V._BATCH_ROWS, saved = batch_rows, V._BATCH_ROWS
     try:
-        ops = _ops([{k: v for k, v in r.items() if k != "bw_transit_ns"} for r in rows])
-        ops = ops.append_column("bw_transit_ns",
-                                pa.array([r["bw_transit_ns"] for r in rows], pa.float64()))
         # ranks in ascending order (as the pipeline sends them)
-        order = sorted(range(len(rows)), key=lambda i: rows[i]["rank"])
-        ops = ops.take(order)
+        rows = sorted(rows, key=lambda r: r["rank"])
+        ops, bw = _ops(rows), _bandwidth(rows)
         ranks = sorted({r["rank"] for r in rows})
         if by_rank:  # one batch per rank, as the pipeline sends them
-            batches = [V.op_rows(ops.filter(pc.equal(ops.column("rank"), r))) for r in ranks]
+            batches = [V.op_rows(ops.filter(pc.equal(ops.column("rank"), r)), bw)
+                       for r in ranks]
         else:  # slices of 3 rows: one rank's rows in several batches
-            batches = [V.op_rows(ops.slice(i, 3)) for i in range(0, ops.num_rows, 3)]
+            batches = [V.op_rows(ops.slice(i, 3), bw) for i in range(0, ops.num_rows, 3)]
         _check_totals(batches, {"even": [r for r in ranks if r % 2 == 0],
                                 "odd": [r for r in ranks if r % 2]})
     finally:

@@ -235,20 +235,6 @@ def _bandwidth_transit(comm_bandwidth):
     return keys.group_by(_BW_KEY, use_threads=False).aggregate([("bw_ns", "sum")])
 
 
-def add_bandwidth_transit(comm_ops, comm_bandwidth):
-    """COMM_OPS (pyarrow Table) plus a float64 column ``bw_transit_ns``: the op's summed RDMA and
-    SDMA Transit Time from COMM_BANDWIDTH (null when it has none), which is all the op-time
-    split needs of COMM_BANDWIDTH. Returns ``comm_ops`` unchanged when there is no bandwidth
-    table."""
-    if comm_ops is None or comm_ops.num_rows == 0 or comm_bandwidth is None \
-            or comm_bandwidth.num_rows == 0:
-        return comm_ops
-    if "bw_transit_ns" in comm_ops.column_names:
-        comm_ops = comm_ops.drop_columns(["bw_transit_ns"])
-    return comm_ops.append_column("bw_transit_ns",
-                                  _bw_transit_of(_op_keys(comm_ops), comm_bandwidth))
-
-
 def _bw_transit_of(keys, comm_bandwidth):
     """Per row of ``keys`` (:func:`_op_keys` of COMM_OPS): the op's summed RDMA + SDMA transit
     (float64 ns; null when it has no such bandwidth row)."""
@@ -271,8 +257,7 @@ _OP_ROWS_TEXT = ("step_key", "kind", "op", "group")
 def op_rows(comm_ops, comm_bandwidth=None):
     """COMM_OPS reduced to what the verdicts use of each op, with its transfer time settled.
 
-    In: COMM_OPS (pyarrow Table, int ns; the ``bw_transit_ns`` column of
-    :func:`add_bandwidth_transit` is used when present) and optionally COMM_BANDWIDTH. Out: a
+    In: COMM_OPS (pyarrow Table, int ns) and optionally COMM_BANDWIDTH. Out: a
     pyarrow Table with one row per COMM_OPS row, in order: ``rank`` int32; ``step_key`` and
     ``group`` ('' when missing), ``kind`` (as given) as dictionary-encoded text, ``op`` (the op
     name before its first '@'; 'None' when missing) as text; ``elapse_ns``, ``wait_ns``,
@@ -298,7 +283,6 @@ def op_rows(comm_ops, comm_bandwidth=None):
     transfer = transit
     bw = (_bw_transit_of(keys, comm_bandwidth)
           if comm_bandwidth is not None and comm_bandwidth.num_rows and comm_ops.num_rows
-          else comm_ops.column("bw_transit_ns") if "bw_transit_ns" in comm_ops.column_names
           else None)
     if bw is not None:
         # float min then truncation, as the per-op rule was first written (pandas astype)
@@ -546,14 +530,6 @@ class OpTotals:
             out[c] = vals[:, i] / n
         out["n_ops"] = vals[:, len(self._NUM)]
         return pd.DataFrame(out)[cols]
-
-
-def comm_op_frame(comm_ops, comm_bandwidth=None) -> pd.DataFrame:
-    """:func:`split_op_time` of the :func:`op_rows` of ``comm_ops`` (COMM_OPS, with
-    COMM_BANDWIDTH or the ``bw_transit_ns`` column of :func:`add_bandwidth_transit`)."""
-    if comm_ops is None or comm_ops.num_rows == 0:
-        return pd.DataFrame()
-    return split_op_time(op_rows(comm_ops, comm_bandwidth))
 
 
 def link_table(comm_links, directory: dict[str, dict]) -> pd.DataFrame:
@@ -1129,5 +1105,5 @@ def derive(ca, th: dict) -> list[dict]:
 
 
 __all__ = ["thresholds", "derive", "double_hash", "group_directory", "stages", "step_frame",
-           "rank_means", "link_table", "comm_op_frame", "OpInstances", "OpTotals",
-           "add_bandwidth_transit", "op_rows", "split_op_time", "OP_ROWS"] + list(_NAMES)
+           "rank_means", "link_table", "OpInstances", "OpTotals",
+           "op_rows", "split_op_time", "OP_ROWS"] + list(_NAMES)
