@@ -72,60 +72,52 @@ def read(source) -> RankData:
         hits = sorted(n for n in names if rx.match(n))
         return names[hits[0]] if hits else None
 
+    def attempt(affects: str, reader, *args):
+        """``reader(*args)``, or None with its InputError recorded (affecting ``affects``)."""
+        try:
+            return reader(*args)
+        except InputError as e:
+            data.problems.add_error(e, rank=rank, affects=(affects,))
+            return None
+
+    def put(name: str, table) -> None:
+        if table is not None:
+            data.tables[name] = table
+
     r = re.escape(str(rank))
-    read_any = False
     steps_n = None
     path = pick(rf"^step_trace_raw_{r}_detail_time\.csv$")
     if path:
-        try:
-            data.tables[S.ITERATIONS] = read_step_trace_raw(path, rank)
+        put(S.ITERATIONS, attempt("cluster_step_trace", read_step_trace_raw, path, rank))
+        if S.ITERATIONS in data.tables:
             steps_n = data.tables[S.ITERATIONS].num_rows
-            read_any = True
-        except InputError as e:
-            data.problems.add_error(e, rank=rank, affects=("cluster_step_trace",))
     else:
         data.missing.append(f"step_trace_raw_{rank}_detail_time.csv")
     # the data-parallel variant holds only iteration_interval, fp_and_bp, tail (no breakdown)
     path = pick(rf"^ascend_cluster_analyse_(?!data-parallel).+_{r}\.csv$")
     if path:
-        try:
-            data.tables[S.STEP_TRACE] = read_cluster_analyse(path, rank, source.device_id, steps_n)
-            read_any = True
-        except InputError as e:
-            data.problems.add_error(e, rank=rank, affects=("cluster_step_trace",))
+        put(S.STEP_TRACE, attempt("cluster_step_trace", read_cluster_analyse, path, rank,
+                                  source.device_id, steps_n))
     path = pick(rf"^hccl_raw_{r}\.csv$")
     if path:
-        try:
-            data.tables[S.COMM_OPS] = read_hccl_raw(path, rank)
-            read_any = True
-        except InputError as e:
-            data.problems.add_error(e, rank=rank, affects=("communication",))
+        put(S.COMM_OPS, attempt("communication", read_hccl_raw, path, rank))
     timeline = pick(rf"^output_timeline_data_{r}\.txt$")
     detail = pick(rf"^aicore_intermediate_{r}_detail\.csv$")
-    try:
-        if timeline:
-            data.tables[S.KERNELS] = read_timeline_data(timeline, rank, source.device_id,
-                                                        data.tables.get(S.ITERATIONS))
-            read_any = True
-        elif detail:
-            data.tables[S.KERNELS] = read_aicore_detail(detail, rank, source.device_id)
-            read_any = True
-    except InputError as e:
-        data.problems.add_error(e, rank=rank, affects=("op_statistics",))
+    if timeline:
+        put(S.KERNELS, attempt("op_statistics", read_timeline_data, timeline, rank,
+                               source.device_id, data.tables.get(S.ITERATIONS)))
+    elif detail:
+        put(S.KERNELS, attempt("op_statistics", read_aicore_detail, detail, rank,
+                               source.device_id))
     path = pick(rf"^(ascend_)?timeline_display_{r}\.json$")
     if path:
-        try:
-            data.tables[S.TIMELINE] = read_timeline_display(path, rank)
-            read_any = True
-        except InputError as e:
-            data.problems.add_error(e, rank=rank, affects=("timeline",))
+        put(S.TIMELINE, attempt("timeline", read_timeline_display, path, rank))
     path = pick(rf"^profiler_info_{r}\.json$")
     if path:
-        try:
-            data.meta["profiler_info"] = read_json(path)
-        except InputError as e:
-            data.problems.add_error(e, rank=rank, affects=("metadata",))
-    if not read_any:
+        info = attempt("metadata", read_json, path)
+        if info is not None:
+            data.meta["profiler_info"] = info
+    if not data.tables:
         raise InputError(source.path, f"no readable legacy MindSpore file for rank {rank}")
     return data
 
