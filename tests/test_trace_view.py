@@ -124,3 +124,62 @@ def test_real_overlap_sums_equal_step_trace_time(shared_data):
         rows = tl.filter(pc.and_(pc.equal(tl["track"], "overlap"), pc.equal(tl["thread"], name)))
         got_us = pc.sum(rows["dur_ns"]).as_py() / 1000
         assert got_us == pytest.approx(float(rep[name]), abs=0.5), name  # per-event us rounding
+
+
+def _many_blocks(monkeypatch):
+    """Blocks of ~200 bytes: every few events end a block, so kept events of one process are
+    held in several chunks (converted a block at a time) before their metadata arrives."""
+    from ascendprof.readers import trace_view
+
+    monkeypatch.setattr(trace_view, "_BLOCK", 200)
+
+
+def test_events_kept_across_blocks_before_their_metadata(tmp_path, monkeypatch):
+    _many_blocks(monkeypatch)
+    hw, ov, hbm = 11, 22, 33
+    events = []
+    for i in range(6):  # interleaved: 6 hardware tasks, overlap rows on two threads, HBM noise
+        events.append({"ph": "X", "name": f"k{i}", "pid": hw, "tid": 2, "ts": f"{1000 + i}.5",
+                       "dur": 0.25})
+        events.append({"ph": "X", "name": "Computing", "pid": ov, "tid": 0 if i % 2 else 9,
+                       "ts": f"{2000 + i}.000", "dur": 1.0})
+        events.append({"ph": "X", "name": "bad", "pid": hbm, "tid": 0, "ts": "not a time",
+                       "dur": 1.0})
+    # a dur given as text: the per-value conversion, as exact as the vectorised one
+    events.append({"ph": "X", "name": "k6", "pid": hw, "tid": 2, "ts": "1006.5", "dur": "2.5"})
+    events += [
+        {"ph": "M", "name": "process_name", "pid": hw, "args": {"name": "Ascend Hardware"}},
+        {"ph": "M", "name": "process_name", "pid": ov, "args": {"name": "Overlap Analysis"}},
+        {"ph": "M", "name": "thread_name", "pid": ov, "tid": 0, "args": {"name": "Computing"}},
+        {"ph": "M", "name": "thread_name", "pid": ov, "tid": 9, "args": {"name": "Overlap x"}},
+        {"ph": "M", "name": "process_name", "pid": hbm, "args": {"name": "HBM"}},
+    ]
+    tl = read_trace_view(_write(tmp_path, events), 0)[S.TIMELINE].to_pylist()
+    hw_rows = [(r["name"], r["start_ns"], r["dur_ns"]) for r in tl if r["track"] == "hardware"]
+    # ts "1000.5" us = 1_000_500 ns; dur 0.25 us = 250 ns; "2.5" us = 2500 ns
+    assert hw_rows == [(f"k{i}", 1_000_500 + 1000 * i, 250) for i in range(6)] + [
+        ("k6", 1_006_500, 2500)]
+    # only thread 0 ("Computing") of Overlap Analysis: events 1, 3, 5 (odd i)
+    ov_rows = [(r["thread"], r["start_ns"]) for r in tl if r["track"] == "overlap"]
+    assert ov_rows == [("Computing", 2_000_000 + 1000 * i) for i in (1, 3, 5)]
+    # the HBM events' unreadable ts is no error: they are not device rows
+
+
+def test_bad_ts_of_a_kept_event_named_before_a_bad_dur(tmp_path, monkeypatch):
+    _many_blocks(monkeypatch)
+    hw, comm = 11, 22
+    events = [{"ph": "X", "name": "first", "pid": hw, "tid": 1, "ts": "5.0", "dur": [1]}]
+    events += [{"ph": "X", "name": f"k{i}", "pid": hw, "tid": 1, "ts": "6.0", "dur": 1.0}
+               for i in range(5)]
+    events += [{"ph": "X", "name": "late", "pid": comm, "tid": 1, "ts": "soon", "dur": 1.0},
+               {"ph": "M", "name": "process_name", "pid": hw, "args": {"name": "Ascend Hardware"}},
+               {"ph": "M", "name": "process_name", "pid": comm, "args": {"name": "HCCL"}}]
+    p = _write(tmp_path, events)
+    with pytest.raises(InputError) as e:
+        read_trace_view(p, 0)
+    # the ts error of event 'late' wins over the earlier event's list-valued dur
+    assert "'late'" in e.value.reason and "'ts'" in e.value.reason and "soon" in e.value.reason
+    events[-3]["ts"] = "7.0"  # with the ts mended, the dur of 'first' is the error
+    with pytest.raises(InputError) as e:
+        read_trace_view(_write(tmp_path, events), 0)
+    assert "'late'" not in str(e.value)

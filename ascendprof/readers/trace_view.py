@@ -258,29 +258,44 @@ def _ns(path: Path, ev: dict, key: str) -> int:
     return ns
 
 
-def _starts_ns(path: Path, ts: list, names: list, pids: list) -> np.ndarray:
-    """The ``ts`` values of the kept device events as exact int ns: one vectorised pass when all
-    are text (:func:`us_column_to_ns`), else (and to name a bad value) one by one like
-    :func:`_ns`. Raises InputError naming the first event whose ts is not a number."""
+def _starts_fast(ts) -> np.ndarray | None:
+    """The ``ts`` values as exact int64 ns in one vectorised pass when all are text numbers
+    (:func:`us_column_to_ns`); None when any is not (then :func:`_starts_ns` decides)."""
     if all(type(v) is str for v in ts):
         try:
             col = us_column_to_ns(pa.array(ts, pa.string()))
         except ValueError:
-            col = None
-        if col is not None and col.null_count == 0:
+            return None
+        if col.null_count == 0:
             return col.to_numpy()
+    return None
+
+
+def _starts_ns(path: Path, ts, names, pid) -> np.ndarray:
+    """The ``ts`` values of kept device events (of process ``pid``) as exact int ns: vectorised
+    when possible, else one by one like :func:`_ns`. Raises InputError naming the first event
+    whose ts is not a number."""
+    fast = _starts_fast(ts)
+    if fast is not None:
+        return fast
     return np.array([_ns(path, {"ts": v, "name": name, "pid": pid}, "ts")
-                     for v, name, pid in zip(ts, names, pids)], np.int64)
+                     for v, name in zip(ts, names)], np.int64)
 
 
-def _durs_ns(durs: list) -> np.ndarray:
-    """:func:`_dur_ns` of each value; vectorised when all are plain numbers."""
+def _durs_fast(durs) -> np.ndarray | None:
+    """:func:`_dur_ns` of each value, vectorised; None unless all are finite plain numbers."""
     if all(type(v) is float or type(v) is int for v in durs):
         us = np.asarray(durs, np.float64)
         ns = np.round(us * 1000)  # half to even, as round() in _dur_ns
         if np.isfinite(ns).all() and (np.abs(ns) < 2.0**63).all():
             return ns.astype(np.int64)
-    return np.array([_dur_ns(v) for v in durs], np.int64)
+    return None
+
+
+def _durs_ns(durs) -> np.ndarray:
+    """:func:`_dur_ns` of each value; vectorised when all are plain numbers."""
+    fast = _durs_fast(durs)
+    return fast if fast is not None else np.array([_dur_ns(v) for v in durs], np.int64)
 
 
 def _dur_ns(v) -> int:
@@ -335,8 +350,10 @@ def _read_events(path: Path, rank: int) -> dict[str, pa.Table]:
     proc_name: dict[int, str] = {}
     proc_label: dict[int, str] = {}
     thread_name: dict[tuple[int, int], str] = {}
-    # pid -> [(tid, name, ts, dur, task_type)]; ts / dur as in the file, converted per column
+    # pid -> this block's [(tid, name, ts, dur, task_type)], ts / dur as in the file; at the end
+    # of each block moved to ``kept`` as columns, so memory holds ~40 bytes per kept event
     pending: dict[int, list] = defaultdict(list)
+    kept: dict[int, list] = {}  # pid -> [_Chunk], in order of the pid's first event
     steps: list[tuple[int, int, int, str, str]] = []  # (N, start, dur, process pid, tid)
     flow_start: dict = {}  # async_npu id -> host ts
     flow_end: dict = {}  # async_npu id -> (pid, tid, ts)
@@ -371,6 +388,7 @@ def _read_events(path: Path, rank: int) -> dict[str, pa.Table]:
                     proc_name[pid] = str(args.get("name"))
                     if proc_name[pid] not in TRACK_OF_PROCESS:
                         pending.pop(pid, None)
+                        kept.pop(pid, None)
                 elif what == "process_labels":
                     proc_label[pid] = str(args.get("labels"))
                 elif what == "thread_name":
@@ -380,11 +398,10 @@ def _read_events(path: Path, rank: int) -> dict[str, pa.Table]:
                     flow_start[ev.get("id")] = _ns(path, ev, "ts")
                 else:
                     flow_end[ev.get("id")] = (ev.get("pid"), ev.get("tid"), _ns(path, ev, "ts"))
+        _compact(pending, kept)
 
-    rows = _resolve(pending, proc_name, thread_name)
-    pending.clear()  # the rows hold what is kept; free the raw tuples before the conversions
-    rows["start_ns"] = _starts_ns(path, rows["start_ns"], rows["name"], rows["pid"])
-    rows["dur_ns"] = _durs_ns(rows["dur_ns"])
+    rows = _resolve(path, kept, proc_name, thread_name)
+    kept.clear()  # the rows hold what is kept
     steps_table, windows = _step_windows(rank, steps, rows, flow_start, flow_end)
     timeline = _timeline_table(rank, rows, steps, proc_name, thread_name, windows)
     devices = sorted({_device(lbl) for pid, lbl in proc_label.items()
@@ -399,31 +416,78 @@ def _device(label: str) -> int:
     return int(m.group(1)) if m and m.group(1) else -1
 
 
-def _resolve(pending, proc_name, thread_name) -> dict[str, list]:
-    """Columns of the kept device rows (track, process, thread, name, start, dur, task_type, pid,
-    tid)."""
-    cols: dict[str, list] = {k: [] for k in
-                             ("track", "process", "thread", "name", "start_ns", "dur_ns",
-                              "task_type", "pid", "tid")}
+class _Chunk:
+    """One block's kept events of one process, as columns: ``tids``, ``names``, ``tts`` (tuples of
+    shared objects), ``starts`` / ``durs`` as int64 ns arrays, or the file's raw values where the
+    vectorised conversion did not take them (converted, or refused, once the event is known to
+    be kept: :func:`_resolve`)."""
+
+    __slots__ = ("tids", "names", "tts", "starts", "durs")
+
+    def __init__(self, tids, names, tts, starts, durs):
+        self.tids, self.names, self.tts, self.starts, self.durs = tids, names, tts, starts, durs
+
+    def select(self, keep: list[bool]) -> _Chunk:
+        """The rows where ``keep`` is true."""
+        def pick(col):
+            if isinstance(col, np.ndarray):
+                return col[np.array(keep, bool)]
+            return tuple(v for v, k in zip(col, keep) if k)
+
+        return _Chunk(*(pick(c) for c in (self.tids, self.names, self.tts, self.starts,
+                                          self.durs)))
+
+
+def _compact(pending: dict[int, list], kept: dict[int, list]) -> None:
+    """Move the block's raw event tuples of ``pending`` into ``kept`` as :class:`_Chunk` columns
+    (ts / dur converted to int64 ns where that is exact in one pass); empties ``pending``."""
     for pid, evs in pending.items():
+        tids, names, ts, durs, tts = zip(*evs)
+        starts, dns = _starts_fast(ts), _durs_fast(durs)
+        kept.setdefault(pid, []).append(_Chunk(tids, names, tts,
+                                               ts if starts is None else starts,
+                                               durs if dns is None else dns))
+    pending.clear()
+
+
+def _resolve(path: Path, kept: dict[int, list], proc_name, thread_name) -> dict:
+    """Columns of the kept device rows: track, process, thread, name, task_type, pid, tid as
+    lists; start_ns, dur_ns as int64 arrays. Rows of processes that turned out not to be device
+    tracks, and Overlap Analysis rows of other threads, are dropped. Raises InputError for the
+    first kept event (process by process) whose ts is not a number, before any dur error."""
+    cols: dict[str, list] = {k: [] for k in
+                             ("track", "process", "thread", "name", "task_type", "pid", "tid")}
+    chosen: list[tuple[int, _Chunk]] = []
+    for pid, chunks in kept.items():
         pname = proc_name.get(pid)
         track = TRACK_OF_PROCESS.get(pname)
         if track is None:
             continue
-        for tid, name, start, dur, tt in evs:
-            tname = thread_name.get((pid, tid), f"Thread {tid}")
-            if track == "overlap" and tname not in OVERLAP_THREADS:
-                continue
-            cols["track"].append(track)
-            cols["process"].append(pname)
-            cols["thread"].append(tname)
-            cols["name"].append(name)
-            cols["start_ns"].append(start)
-            cols["dur_ns"].append(dur)
-            cols["task_type"].append(None if tt is None else str(tt))
-            cols["pid"].append(pid)
-            cols["tid"].append(tid)
-    return cols
+        for c in chunks:
+            threads = [thread_name.get((pid, tid), f"Thread {tid}") for tid in c.tids]
+            if track == "overlap":
+                keep = [t in OVERLAP_THREADS for t in threads]
+                if not all(keep):
+                    c = c.select(keep)
+                    threads = [t for t, k in zip(threads, keep) if k]
+            n = len(c.tids)
+            cols["track"] += [track] * n
+            cols["process"] += [pname] * n
+            cols["thread"] += threads
+            cols["name"] += c.names
+            cols["task_type"] += [None if tt is None else str(tt) for tt in c.tts]
+            cols["pid"] += [pid] * n
+            cols["tid"] += c.tids
+            chosen.append((pid, c))
+    # all start times first: a bad ts is reported before a bad dur, wherever they stand
+    starts = [c.starts if isinstance(c.starts, np.ndarray) else _starts_ns(path, c.starts,
+                                                                            c.names, pid)
+              for pid, c in chosen]
+    durs = [c.durs if isinstance(c.durs, np.ndarray) else _durs_ns(c.durs) for _, c in chosen]
+    rows: dict = dict(cols)
+    rows["start_ns"] = np.concatenate(starts) if starts else np.zeros(0, np.int64)
+    rows["dur_ns"] = np.concatenate(durs) if durs else np.zeros(0, np.int64)
+    return rows
 
 
 def _step_windows(rank, steps, rows, flow_start, flow_end):
