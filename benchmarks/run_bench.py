@@ -13,8 +13,10 @@ before), then times, each in a fresh child process:
 Peak RSS is reported two ways: the largest single process (``ru_maxrss`` of the children, via a
 small wrapper process per run) and the sum over the whole process tree, sampled every 20 ms
 from /proc (both tools use worker processes). One LLM-size rank (torch_npu template, 200k
-kernel rows, ~300 MB trace_view.json) gives parse throughput of kernel_details.csv and
-trace_view.json with ascendprof's own readers, and both tools' end-to-end figures. Start-up of
+kernel rows, ~300 MB trace_view.json) gives parse throughput and working memory of
+kernel_details.csv and trace_view.json with ascendprof's own readers (trace_view.json also on a
+quarter-size rank, and as a parse alone, to show how memory grows with file size), and both
+tools' end-to-end figures. Start-up of
 ``ascendprof --help`` and ``ascendprof scan`` is the best of 5 runs. The package is byte-compiled
 first, as an installed one is.
 
@@ -162,29 +164,61 @@ _THROUGHPUT = r"""
 import json, resource, sys, time
 from pathlib import Path
 from ascendprof.readers.ascend_output import read_kernel_details
-from ascendprof.readers.trace_view import read_trace_view
+from ascendprof.readers.trace_view import iter_event_blocks, read_trace_view
 import pyarrow.csv, pyarrow.compute, numpy, pandas  # start-up, not parsing (pyarrow pulls pandas in on first use)
-d = Path(sys.argv[1]) / "ASCEND_PROFILER_OUTPUT"
-out = {}
-for name, fn in (("kernel_details.csv", read_kernel_details), ("trace_view.json", read_trace_view)):
-    p = d / name
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    t0 = time.perf_counter()
-    fn(p, 0)
-    s = time.perf_counter() - t0
-    out[name] = {"mb": p.stat().st_size / 1e6, "s": s, "mb_s": p.stat().st_size / 1e6 / s,
-                 "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
-print(json.dumps(out))
+
+def rss_mb():
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:")) / 1024
+
+what, p = sys.argv[1], Path(sys.argv[2])
+before = rss_mb()
+t0 = time.perf_counter()
+table_mb = None
+if what == "stream":  # the parse alone: every event decoded, nothing kept
+    for _ in iter_event_blocks(p):
+        pass
+else:
+    out = (read_kernel_details if what == "kernel_details" else read_trace_view)(p, 0)
+    tables = out.values() if isinstance(out, dict) else [out]
+    table_mb = sum(t.nbytes for t in tables) / 1e6
+s = time.perf_counter() - t0
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"mb": p.stat().st_size / 1e6, "s": s, "mb_s": p.stat().st_size / 1e6 / s,
+                  "peak_rss_mb": peak, "work_mb": peak - before, "table_mb": table_mb}))
 """
 
 
-def throughput(rank_dir: Path) -> dict:
-    r = subprocess.run([sys.executable, "-c", _THROUGHPUT, str(rank_dir)], capture_output=True,
-                       text=True)
-    if r.returncode:
-        print(r.stderr[-2000:], file=sys.stderr)
-        return {}
-    return json.loads(r.stdout.strip().splitlines()[-1])
+def _measure_reader(what: str, path: Path, runs: int = 3) -> dict:
+    """One reader on one file, each run in a fresh process; the fastest of ``runs`` (this
+    machine's speed drifts): seconds, MB/s, peak RSS and working memory (peak RSS minus RSS
+    after the imports), MB of the tables it returns."""
+    best: dict = {}
+    for _ in range(runs):
+        r = subprocess.run([sys.executable, "-c", _THROUGHPUT, what, str(path)],
+                           capture_output=True, text=True)
+        if r.returncode:
+            print(r.stderr[-2000:], file=sys.stderr)
+            return {}
+        got = json.loads(r.stdout.strip().splitlines()[-1])
+        if not best or got["s"] < best["s"]:
+            best = got
+    return best
+
+
+def throughput(rank_dir: Path, small_rank_dir: Path | None = None) -> dict:
+    """Parse throughput and memory of ascendprof's readers on the LLM-size rank; trace_view.json
+    also on a smaller rank of the same template, so memory can be compared across file sizes."""
+    out = {}
+    d = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    out["kernel_details.csv"] = _measure_reader("kernel_details", d / "kernel_details.csv")
+    for label, what in (("trace_view.json", "trace_view"),
+                        ("trace_view.json, parse only", "stream")):
+        for rd in (small_rank_dir, rank_dir):
+            if rd is not None:
+                out.setdefault(label, []).append(
+                    _measure_reader(what, rd / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"))
+    return out
 
 
 def startup(data: Path) -> dict:
@@ -249,10 +283,18 @@ def report(rows: list[dict], tp: dict, st: dict, ref: str | None) -> str:
               f"{c['rss_mb']:.0f} / {c['tree_rss_mb']:.0f} | {ma_t} | {ma_rss} | "
               f"{_ratio(c['wall_s'], m['wall_s'] if m else None)} |")
     if tp:
-        lines += ["", "Parse throughput on the LLM-size rank (ascendprof readers, one process):", ""]
-        for name, v in tp.items():
-            lines.append(f"- {name}: {v['mb']:.0f} MB in {v['s']:.1f} s = **{v['mb_s']:.0f} MB/s**, "
-                         f"process peak RSS {v['peak_rss_mb']:.0f} MB")
+        lines += ["", "Parse throughput on the LLM-size rank (ascendprof readers, fastest of 3 runs "
+                      "each in a fresh process; working memory = peak RSS minus RSS after the imports; "
+                      "trace_view.json also on a smaller rank, to compare memory across sizes):",
+                  ""]
+        for name, runs in tp.items():
+            for v in runs if isinstance(runs, list) else [runs]:
+                if not v:
+                    continue
+                kept = f", tables {v['table_mb']:.0f} MB" if v.get("table_mb") is not None else ""
+                lines.append(f"- {name}: {v['mb']:.0f} MB in {v['s']:.1f} s = "
+                             f"**{v['mb_s']:.0f} MB/s**, working memory {v['work_mb']:.0f} MB"
+                             f"{kept} (peak RSS {v['peak_rss_mb']:.0f} MB)")
     if st:
         lines += ["", f"Start-up (best of 5): `ascendprof --help` {st['--help']:.3f} s, "
                       f"`ascendprof scan` ({st['ranks']} ranks) {st['scan']:.3f} s"]
@@ -297,7 +339,9 @@ def main(argv=None) -> int:
         print("LLM-size rank …", file=sys.stderr)
         data = generate(1, work / "llm1", ["--template", "torch_npu-level2",
                                            "--kernels-per-rank", str(a.llm_kernels)])
-        tp = throughput(data / "rank_0_ascend_pt")
+        small = generate(1, work / "llm1q", ["--template", "torch_npu-level2",
+                                             "--kernels-per-rank", str(a.llm_kernels // 4)])
+        tp = throughput(data / "rank_0_ascend_pt", small / "rank_0_ascend_pt")
         rows.append(run_cluster(f"1 rank, {a.llm_kernels // 1000}k kernels + trace_view", data,
                                 work, ref))
         print(json.dumps(rows[-1]), json.dumps(tp), file=sys.stderr)
