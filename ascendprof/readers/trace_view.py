@@ -272,12 +272,9 @@ def _starts_fast(ts) -> np.ndarray | None:
 
 
 def _starts_ns(path: Path, ts, names, pid) -> np.ndarray:
-    """The ``ts`` values of kept device events (of process ``pid``) as exact int ns: vectorised
-    when possible, else one by one like :func:`_ns`. Raises InputError naming the first event
-    whose ts is not a number."""
-    fast = _starts_fast(ts)
-    if fast is not None:
-        return fast
+    """The ``ts`` values of kept device events (of process ``pid``) that :func:`_starts_fast`
+    did not take, one by one like :func:`_ns`. Raises InputError naming the first event whose
+    ts is not a number."""
     return np.array([_ns(path, {"ts": v, "name": name, "pid": pid}, "ts")
                      for v, name in zip(ts, names)], np.int64)
 
@@ -293,9 +290,8 @@ def _durs_fast(durs) -> np.ndarray | None:
 
 
 def _durs_ns(durs) -> np.ndarray:
-    """:func:`_dur_ns` of each value; vectorised when all are plain numbers."""
-    fast = _durs_fast(durs)
-    return fast if fast is not None else np.array([_dur_ns(v) for v in durs], np.int64)
+    """:func:`_dur_ns` of each value, one by one (the values :func:`_durs_fast` did not take)."""
+    return np.array([_dur_ns(v) for v in durs], np.int64)
 
 
 def _dur_ns(v) -> int:
