@@ -20,6 +20,9 @@ tools' end-to-end figures. Start-up of
 ``ascendprof --help`` and ``ascendprof scan`` is the best of 5 runs. The package is byte-compiled
 first, as an installed one is.
 
+Before each cold run the mean cost of creating one file in its output directory is probed
+and printed beside it (:func:`file_create_ms`): this machine's disk makes that cost drift.
+
 Generated data goes to benchmarks/out/ (gitignored) unless --work is given. Results are printed
 and appended to benchmarks/RESULTS.md with the machine description.
 """
@@ -32,8 +35,10 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -135,6 +140,26 @@ def du_mb(path: Path) -> float:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1e6
 
 
+def file_create_ms(where: Path, n: int = 200) -> float:
+    """Mean milliseconds to create one empty file in a new directory under ``where``.
+
+    A cold ``analyse`` creates about eleven files and directories per rank (cache entry and
+    tables/), and on this VM one creation has cost anything from 0.02 to 0.9 ms, changing from
+    minute to minute and from directory to directory: at 256 ranks that alone moves the cold
+    time by up to ~1 s. The figure is printed beside each cold run so that its share can be
+    told apart from ascendprof's own work."""
+    d = Path(tempfile.mkdtemp(prefix=".create-probe-", dir=where))
+    times = []
+    try:
+        for i in range(n):
+            t0 = time.perf_counter()
+            os.close(os.open(d / str(i), os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644))
+            times.append(time.perf_counter() - t0)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    return statistics.fmean(times) * 1e3
+
+
 def run_cluster(name: str, data: Path, work: Path, ref: str | None) -> dict:
     ap_out = work / f"{name}.ascendprof"
     shutil.rmtree(ap_out, ignore_errors=True)
@@ -142,6 +167,9 @@ def run_cluster(name: str, data: Path, work: Path, ref: str | None) -> dict:
     env.pop("ASCENDPROF_CACHE", None)
     cmd = ascendprof_cmd() + ["analyse", str(data), "-o", str(ap_out), "-q"]
     row = {"name": name, "input_mb": du_mb(data)}
+    # probed where the cold run's cache and tables/ will be created, just before it
+    ap_out.mkdir(parents=True)
+    row["create_ms"] = file_create_ms(ap_out)
     row["cold"] = measure(cmd, work / f"{name}.ascendprof.cold.log", env)
     row["warm"] = measure(cmd, work / f"{name}.ascendprof.warm.log", env)
     # the same again without the whole-run entry: every rank from its cache entry, but the
@@ -269,8 +297,9 @@ def report(rows: list[dict], tp: dict, st: dict, ref: str | None) -> str:
              "", f"Machine: {machine()}", "",
              "| cluster | input MB | ascendprof cold s | warm s | cold/warm | warm, ranks only s "
              "| peak RSS MB (largest proc / tree) "
-             "| msprof-analyze s | peak RSS MB (largest / tree) | time ratio ap/ma |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| msprof-analyze s | peak RSS MB (largest / tree) | time ratio ap/ma "
+             "| file create ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         c, w, m = r["cold"], r["warm"], r["ref"]
         ma_t = f"{m['wall_s']:.1f}" + ("" if m["rc"] == 0 else f" (exit {m['rc']})") if m else "–"
@@ -281,7 +310,11 @@ def report(rows: list[dict], tp: dict, st: dict, ref: str | None) -> str:
             + f" | {w['wall_s']:.1f} | {_ratio(c['wall_s'], w['wall_s'])} | "
               + (f"{r['warm_ranks']['wall_s']:.1f}" if r.get("warm_ranks") else "–") + " | "
               f"{c['rss_mb']:.0f} / {c['tree_rss_mb']:.0f} | {ma_t} | {ma_rss} | "
-              f"{_ratio(c['wall_s'], m['wall_s'] if m else None)} |")
+              f"{_ratio(c['wall_s'], m['wall_s'] if m else None)} | "
+              + (f"{r['create_ms']:.2f}" if r.get("create_ms") is not None else "–") + " |")
+    lines += ["", "File create ms: mean time to create one empty file where the cold run "
+                  "writes, just before it (a cold run creates ~11 files and directories per "
+                  "rank; this disk's cost for one drifts between ~0.02 and ~0.9 ms)."]
     if tp:
         lines += ["", "Parse throughput on the LLM-size rank (ascendprof readers, fastest of 3 runs "
                       "each in a fresh process; working memory = peak RSS minus RSS after the imports; "
