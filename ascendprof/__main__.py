@@ -1,3 +1,3 @@
-from ascendprof.cli import main
+from ascendprof.cli.main import main
 
 main()

@@ -22,9 +22,9 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ascendprof.errors import InputError, UsageError
-from ascendprof.problems import Problems
-from ascendprof.textio import int_text
+from ascendprof.model.errors import InputError, UsageError
+from ascendprof.model.problems import Problems
+from ascendprof.readers.textio import int_text
 
 TORCH_TEXT = "torch_npu"
 MS_TEXT = "mindspore"
@@ -176,7 +176,7 @@ def _list_files(base: Path, max_depth: int = 4) -> list[str]:
 
 def _load_json_quiet(path: Path, problems: Problems) -> dict | None:
     """A metadata JSON object, or None (problem recorded) when unreadable or not an object."""
-    from ascendprof.textio import read_json
+    from ascendprof.readers.textio import read_json
 
     try:
         obj = read_json(path)
@@ -476,7 +476,7 @@ def load_sources(root: Path, problems: Problems | None = None) -> list[Source]:
     """:func:`scan` ``root`` and keep one source per rank (:func:`one_per_rank`). Raises
     NothingAnalysable when none is left (with what was skipped). Light: no Arrow import, so a
     re-run that restores its outputs from the cache starts fast."""
-    from ascendprof.errors import NothingAnalysable
+    from ascendprof.model.errors import NothingAnalysable
 
     problems = problems if problems is not None else Problems()
     sources = one_per_rank(scan(Path(root), problems), problems)

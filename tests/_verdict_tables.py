@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ascendprof import schemas as S
-from ascendprof.problems import Problems
+from ascendprof.model import schemas as S
+from ascendprof.model.problems import Problems
 
 
 def rank_dirs(root: Path) -> dict[int, Path]:

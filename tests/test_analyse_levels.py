@@ -11,7 +11,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from ascendprof.cli import main
+from ascendprof.cli.main import main
 
 ALWAYS = ("cluster_step_trace_time.csv", "step_trace_check.csv", "top_kernels.csv",
           "verdicts.json", "problems.csv", "summary.json", "communication_group.json")

@@ -8,11 +8,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ascendprof import cache
-from ascendprof.pipeline import load as load_sources
-from ascendprof.pipeline import process_rank
+from ascendprof.engine import cache
+from ascendprof.engine.pipeline import load as load_sources
+from ascendprof.engine.pipeline import process_rank
 from ascendprof.readers import read_source
-from ascendprof.report.run import run_analyse
+from ascendprof.engine.run import run_analyse
 from test_make_cluster import mc
 from treehash import tree_fingerprint
 
@@ -91,7 +91,7 @@ def test_outputs_identical_without_cache_cold_and_warm(cluster, tmp_path, monkey
     def no_gather(*_a, **_k):
         raise AssertionError("combined again despite an unchanged run")
 
-    monkeypatch.setattr("ascendprof.pipeline.gather", no_gather)
+    monkeypatch.setattr("ascendprof.engine.pipeline.gather", no_gather)
     run_analyse(cluster, with_cache, cache=True, progress=False, fmt="json", workers=2)
     assert_same_outputs(cold, analysis_outputs(with_cache))
     monkeypatch.undo()
@@ -118,7 +118,7 @@ def test_run_entry_used_only_when_nothing_changed(tmp_path, monkeypatch):
     c = _make(tmp_path, n=2)
     out = tmp_path / "out"
     calls = []
-    from ascendprof import pipeline
+    from ascendprof.engine import pipeline
 
     real = pipeline.gather
     monkeypatch.setattr(pipeline, "gather", lambda *a, **k: calls.append(1) or real(*a, **k))

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ascendprof.errors import InputError, RecordError
+from ascendprof.model.errors import InputError, RecordError
 from ascendprof.readers import cann_records as C
 
 U16, U32, U64 = st.integers(0, 2**16 - 1), st.integers(0, 2**32 - 1), st.integers(0, 2**63 - 1)

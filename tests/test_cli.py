@@ -8,7 +8,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from ascendprof.cli import main
+from ascendprof.cli.main import main
 from treehash import tree_fingerprint
 
 

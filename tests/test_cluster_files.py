@@ -16,7 +16,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from ascendprof import schemas as S
+from ascendprof.model import schemas as S
 from ascendprof.analyze import cluster_communication as cc
 from ascendprof.analyze import cluster_step_trace as cst
 from ascendprof.readers.ascend_output import read_step_trace_time

@@ -18,11 +18,11 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from ascendprof import pipeline
-from ascendprof import schemas as S
+from ascendprof.engine import pipeline
+from ascendprof.model import schemas as S
 from ascendprof.analyze import cluster_communication as cc
 from ascendprof.analyze.verdicts import _leave_one_out_median
-from ascendprof.problems import Problems
+from ascendprof.model.problems import Problems
 from ascendprof.report.files import write_outputs
 from ascendprof.report.summary import build_summary
 

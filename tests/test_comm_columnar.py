@@ -1,7 +1,7 @@
 """The column-wise communication.json reader and the vectorised ms -> ns conversion.
 
 Expected values are hand calculations written out below, and the per-value definition
-:func:`ascendprof.units.ms_to_ns` (one IEEE product by 10^6, round half to even) for the
+:func:`ascendprof.model.units.ms_to_ns` (one IEEE product by 10^6, round half to even) for the
 vectorised form.
 """
 
@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ascendprof import schemas as S
-from ascendprof.errors import InputError
+from ascendprof.model import schemas as S
+from ascendprof.model.errors import InputError
 from ascendprof.readers.communication import read_communication
-from ascendprof.units import ms_list_to_ns, ms_to_ns
+from ascendprof.model.units import ms_list_to_ns, ms_to_ns
 
 
 def test_ms_list_by_hand():

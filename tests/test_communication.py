@@ -12,9 +12,9 @@ import sqlite3
 
 import pytest
 
-from ascendprof import schemas as S
-from ascendprof.errors import InputError
-from ascendprof.problems import Problems
+from ascendprof.model import schemas as S
+from ascendprof.model.errors import InputError
+from ascendprof.model.problems import Problems
 from ascendprof.readers.communication import read_communication, read_matrix
 
 

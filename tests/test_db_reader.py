@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from ascendprof import schemas as S
-from ascendprof.errors import InputError
-from ascendprof.pipeline import load
-from ascendprof.problems import Problems
+from ascendprof.model import schemas as S
+from ascendprof.model.errors import InputError
+from ascendprof.engine.pipeline import load
+from ascendprof.model.problems import Problems
 from ascendprof.readers import db as dbreader
 from ascendprof.scan import DB, TORCH_TEXT, Source, one_per_rank, scan
 

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from ascendprof.cli import main
-from ascendprof.diff import (KERNEL_DIFF_COLUMNS, STEP_DIFF_COLUMNS, Side, diff_kernels,
+from ascendprof.cli.main import main
+from ascendprof.compare.diff import (KERNEL_DIFF_COLUMNS, STEP_DIFF_COLUMNS, Side, diff_kernels,
                              group_hash)
 
 OUT = "ASCEND_PROFILER_OUTPUT"

@@ -16,11 +16,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from ascendprof import pipeline
-from ascendprof.problems import Problems
+from ascendprof.engine import pipeline
+from ascendprof.model.problems import Problems
 from ascendprof.report import files
 from ascendprof.report.files import COMMUNICATION_FILE, EarlyWrite, write_outputs
-from ascendprof.report.run import run_analyse
+from ascendprof.engine.run import run_analyse
 from ascendprof.report.summary import build_summary
 from test_combine_scaling import REFERENCE, _close
 

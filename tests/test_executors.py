@@ -6,10 +6,10 @@ import os
 
 import pytest
 
-from ascendprof import executors
-from ascendprof.executors import local_map, plan_workers
-from ascendprof.pipeline import load as load_sources, process_rank
-from ascendprof.report.run import run_analyse
+from ascendprof.engine import executors
+from ascendprof.engine.executors import local_map, plan_workers
+from ascendprof.engine.pipeline import load as load_sources, process_rank
+from ascendprof.engine.run import run_analyse
 from ascendprof.scan import Source
 from test_cache import analysis_outputs, assert_same_outputs
 
@@ -111,11 +111,11 @@ def test_spilled_results_give_the_same_cluster_results(cluster, tmp_path):
     """Tables and OPINFO chunks parked in a ResultSpill as results arrive are read back when
     the cluster step needs them: verdicts, step tables, op statistics and
     cluster_communication.json equal those of results that kept them in memory."""
-    from ascendprof import pipeline
-    from ascendprof import schemas as S
+    from ascendprof.engine import pipeline
+    from ascendprof.model import schemas as S
     from ascendprof.analyze.verdicts import OP_ROWS
-    from ascendprof.problems import Problems
-    from ascendprof.spill import ParkedTable, ResultSpill, unpark
+    from ascendprof.model.problems import Problems
+    from ascendprof.engine.spill import ParkedTable, ResultSpill, unpark
 
     sources = load_sources(cluster)
     in_memory = local_map(process_rank, sources, workers=1)

@@ -16,8 +16,8 @@ import json
 
 import pytest
 
-from ascendprof import schemas as S
-from ascendprof.errors import InputError
+from ascendprof.model import schemas as S
+from ascendprof.model.errors import InputError
 from ascendprof.readers import trace_view as TV
 from ascendprof.readers.ascend_output import read_kernel_details, read_step_trace_time
 
@@ -176,7 +176,7 @@ def test_cyclic_gc_is_restored_after_reading(tmp_path):
 # ----------------------------------------------------------------------------- scan table
 
 def test_plain_scan_table_one_aligned_line_per_source(qwen3):
-    from ascendprof.problems import Problems
+    from ascendprof.model.problems import Problems
     from ascendprof.report.terminal import print_scan
     from ascendprof.scan import scan
 
@@ -202,7 +202,7 @@ def test_plain_scan_table_one_aligned_line_per_source(qwen3):
 def test_column_decimal_cast_and_text_path_agree_with_hand_values(text, ns):
     import pyarrow as pa
 
-    from ascendprof.units import us_column_to_ns
+    from ascendprof.model.units import us_column_to_ns
 
     assert us_column_to_ns(pa.array([text, "1.000"], pa.string())).to_pylist() == [ns, 1000]
 
@@ -212,7 +212,7 @@ def test_decimal_column_beyond_int64_ns_is_out_of_range():
 
     import pyarrow as pa
 
-    from ascendprof.units import us_column_to_ns
+    from ascendprof.model.units import us_column_to_ns
 
     with pytest.raises(ValueError, match="out of range"):
         us_column_to_ns(pa.array([Decimal("9999999999999999.999")], pa.decimal128(22, 3)))

@@ -4,7 +4,7 @@ a message naming the file and the problem; ranks the damage does not touch must 
 rows of a clean run; the input tree must be byte-identical afterwards.
 
 Expected values: the clean run of the same real data (for untouched ranks) and the exit codes and
-messages the CLI documents (ascendprof/errors.py, cli.py). No output of a damaged run is pasted.
+messages the CLI documents (ascendprof/model/errors.py, cli/main.py). No output of a damaged run is pasted.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 import faultgen as FG
-from ascendprof.cli import main
+from ascendprof.cli.main import main
 from treehash import tree_fingerprint
 
 CASES = FG.corpus()

@@ -21,8 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import faultgen as FG
-from ascendprof import schemas as S
-from ascendprof.errors import AscendProfError
+from ascendprof.model import schemas as S
+from ascendprof.model.errors import AscendProfError
 from ascendprof.readers import ascend_output as AO
 from ascendprof.readers import cann_records as C
 from ascendprof.readers import communication as CO
@@ -270,7 +270,7 @@ def test_read_metadata():
             AO.read_metadata(d)
         except AscendProfError:
             pass
-        from ascendprof.problems import Problems
+        from ascendprof.model.problems import Problems
 
         AO.read_metadata(d, Problems(), 0)  # with a problem list it never raises
 
@@ -462,7 +462,7 @@ def test_raw_text_parsers():
 def test_scan_on_damaged_metadata():
     """scan reads profiler_info / profiler_metadata / step_trace_time.csv of each rank: damaged
     copies of the real files give sources or recorded problems, never another exception."""
-    from ascendprof.problems import Problems
+    from ascendprof.model.problems import Problems
     from ascendprof.scan import scan
 
     seeds = {n: _head(QWEN / n) for n in ("profiler_info_0.json", "profiler_metadata.json")}

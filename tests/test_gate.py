@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 from junitparser import JUnitXml
 
-from ascendprof.cli import main
+from ascendprof.cli.main import main
 
 REF = Path(__file__).resolve().parent / "reference" / "gate" / \
     "qwen3-4rank-pp2dp2_cluster_step_trace_time.csv"

@@ -5,7 +5,7 @@ import csv
 import pytest
 from click.testing import CliRunner
 
-from ascendprof.cli import main
+from ascendprof.cli.main import main
 
 
 def test_cluster_propose_iteration_trace_per_rank(shared_data, tmp_path):

@@ -12,10 +12,10 @@ import json
 
 import pytest
 
-from ascendprof import schemas as S
+from ascendprof.model import schemas as S
 from ascendprof.analyze import iteration_trace
-from ascendprof.errors import InputError
-from ascendprof.problems import Problems
+from ascendprof.model.errors import InputError
+from ascendprof.model.problems import Problems
 from ascendprof.readers import legacy_mindspore, read_source
 from ascendprof.scan import LEGACY_MS, scan
 

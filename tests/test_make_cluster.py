@@ -58,7 +58,7 @@ def cluster8(generated_cluster):
 
 
 def test_every_rank_is_a_valid_torch_npu_directory(cluster8):
-    from ascendprof.problems import Problems
+    from ascendprof.model.problems import Problems
     from ascendprof.scan import scan
 
     ranks = sorted(p.name for p in cluster8.iterdir() if p.is_dir())

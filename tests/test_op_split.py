@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _verdict_tables import tables as qwen_tables
-from ascendprof import schemas as S
+from ascendprof.model import schemas as S
 from ascendprof.analyze import verdicts as V
 
 COLS = ["rank", "step_key", "kind", "group", "elapse_ns", "wait_ns", "idle_ns", "op",
@@ -138,8 +138,8 @@ def test_real_ranks(qwen3):
 
 
 def test_generated_cluster(generated_cluster):
-    from ascendprof import pipeline
-    from ascendprof.problems import Problems
+    from ascendprof.engine import pipeline
+    from ascendprof.model.problems import Problems
     from ascendprof.readers import read_source
 
     root = generated_cluster(8, "--comm-ops-per-rank", "120", "--kernels-per-rank", "500")

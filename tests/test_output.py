@@ -2,8 +2,8 @@
 
 import pytest
 
-from ascendprof.errors import UsageError
-from ascendprof.output import check_output_dir, write_bytes, write_json
+from ascendprof.model.errors import UsageError
+from ascendprof.report.output import check_output_dir, write_bytes, write_json
 
 
 def test_refuses_output_inside_input(tmp_path):
@@ -30,7 +30,7 @@ def test_outputs_get_the_permissions_of_any_new_file(tmp_path, monkeypatch, umas
     import os
     import stat
 
-    from ascendprof import output
+    from ascendprof.report import output
 
     monkeypatch.setattr(output, "_FILE_MODE", None)
     old = os.umask(umask)

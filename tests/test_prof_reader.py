@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ascendprof import schemas as S
-from ascendprof.problems import Problems
+from ascendprof.model import schemas as S
+from ascendprof.model.problems import Problems
 from ascendprof.readers import prof, read_source
 from ascendprof.scan import PROF, scan
 

@@ -13,9 +13,9 @@ from decimal import Decimal
 
 import pytest
 
-from ascendprof import schemas as S
-from ascendprof.errors import InputError, RecordError
-from ascendprof.problems import Problems
+from ascendprof.model import schemas as S
+from ascendprof.model.errors import InputError, RecordError
+from ascendprof.model.problems import Problems
 from ascendprof.readers import raw_cann
 from ascendprof.scan import RAW_CANN, scan
 

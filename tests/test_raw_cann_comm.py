@@ -25,8 +25,8 @@ import struct
 
 import pytest
 
-from ascendprof import schemas as S
-from ascendprof.problems import Problems
+from ascendprof.model import schemas as S
+from ascendprof.model.problems import Problems
 from ascendprof.readers import raw_cann
 from ascendprof.scan import scan
 

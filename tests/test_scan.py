@@ -4,8 +4,8 @@ import shutil
 
 import pytest
 
-from ascendprof.errors import UsageError
-from ascendprof.problems import Problems
+from ascendprof.model.errors import UsageError
+from ascendprof.model.problems import Problems
 from ascendprof.scan import DB, TORCH_TEXT, one_per_rank, scan
 
 

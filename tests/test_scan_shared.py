@@ -8,7 +8,7 @@ import json
 
 from click.testing import CliRunner
 
-from ascendprof.cli import main
+from ascendprof.cli.main import main
 
 EXPECTED = set()
 # torch_npu text / db: profiler_info_{rank}.json in every rank directory

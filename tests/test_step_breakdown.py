@@ -17,12 +17,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ascendprof import schemas as S
+from ascendprof.model import schemas as S
 from ascendprof.analyze import intervals as I
 from ascendprof.analyze.step_breakdown import (COMPUTE_TYPES, METRICS, breakdown, check_table, compute_mask,
                                                is_compute, recompute)
 from ascendprof.readers.trace_view import read_trace_view
-from ascendprof.units import ms_to_ns, us_text_to_ns
+from ascendprof.model.units import ms_to_ns, us_text_to_ns
 
 LEVELS = "torch_npu-2rank-levels/text/level{}/rank{}_ascend_pt/ASCEND_PROFILER_OUTPUT"
 CHECKED = ("Computing", "Communication(Not Overlapped)", "Free")

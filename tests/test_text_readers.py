@@ -15,9 +15,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from ascendprof import schemas as S
-from ascendprof.errors import InputError
-from ascendprof.problems import Problems
+from ascendprof.model import schemas as S
+from ascendprof.model.errors import InputError
+from ascendprof.model.problems import Problems
 from ascendprof.readers import ascend_output as AO
 from ascendprof.readers import mindspore_text, torch_text
 from ascendprof.scan import MS_TEXT, TORCH_TEXT, one_per_rank, scan

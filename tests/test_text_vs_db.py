@@ -13,7 +13,7 @@ import sqlite3
 
 import pytest
 
-from ascendprof import pipeline
+from ascendprof.engine import pipeline
 
 METRICS = {"Computing": "computing", "Communication(Not Overlapped)": "communication_not_overlapped",
            "Free": "free"}

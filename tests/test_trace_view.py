@@ -9,8 +9,8 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from ascendprof import schemas as S
-from ascendprof.errors import InputError
+from ascendprof.model import schemas as S
+from ascendprof.model.errors import InputError
 from ascendprof.readers.trace_view import iter_events, read_trace_view
 
 LEVELS = "torch_npu-2rank-levels/text/level{}/rank{}_ascend_pt/ASCEND_PROFILER_OUTPUT"

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ascendprof.units import us_column_to_ns, us_text_to_ns
+from ascendprof.model.units import us_column_to_ns, us_text_to_ns
 
 
 def test_real_kernel_start_time_is_exact():

@@ -13,7 +13,7 @@ import math
 import pyarrow as pa
 import pytest
 
-from ascendprof import schemas as S
+from ascendprof.model import schemas as S
 from ascendprof.analyze import verdicts as V
 
 from _verdict_tables import FakeCluster, comm_json, fake_cluster, metadata, rank_dirs

@@ -8,7 +8,7 @@
     link and transport.
 
 Each case runs on tables parsed by the test itself (tests/_verdict_tables.py) and through the
-whole pipeline (ascendprof.pipeline.analyse).
+whole pipeline (ascendprof.engine.pipeline.analyse).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ DP_GROUP_0_1 = "5862276114690318097"  # group_name_5 = dp_cp over global ranks 0
 def _verdicts(root, how):
     if how == "tables":
         return V.derive(fake_cluster(root), V.thresholds(None))
-    from ascendprof import pipeline
+    from ascendprof.engine import pipeline
 
     return pipeline.analyse(root).verdicts
 
@@ -154,7 +154,7 @@ def test_seeded_slow_ranks_of_a_generated_64_rank_cluster(tmp_path, shared_data)
     import sys
     from pathlib import Path
 
-    from ascendprof import pipeline
+    from ascendprof.engine import pipeline
 
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "make_cluster.py"
     if not script.exists():

@@ -24,7 +24,7 @@ from __future__ import annotations
 import pandas as pd
 import pyarrow as pa
 
-from ascendprof import schemas as S
+from ascendprof.model import schemas as S
 from ascendprof.analyze.cluster_communication import parallel_groups
 
 #: (output column, STEP_TRACE column)

@@ -45,7 +45,7 @@ from collections import defaultdict
 import pandas as pd
 import pyarrow as pa
 
-from ascendprof import schemas as S
+from ascendprof.model import schemas as S
 
 NS_PER_MS = 1_000_000
 BYTES_PER_MB = 1_000_000

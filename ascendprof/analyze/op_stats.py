@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ascendprof.tasks import COMM_CORES
+from ascendprof.model.tasks import COMM_CORES
 
 #: Task types CANN never counts as ops (spec §A.3).
 NON_OP_CORES = ("WRITE_BACK", "INVALID")

@@ -25,8 +25,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ascendprof import schemas as S
-from ascendprof import tasks
+from ascendprof.model import schemas as S
+from ascendprof.model import tasks
 from ascendprof.analyze import intervals as I
 
 #: The nine step_trace_time.csv metrics: (CSV column, STEP_TRACE column) (spec §A.1).
@@ -101,7 +101,7 @@ def is_compute(task_type, name) -> bool:
 
 
 def _comm_mask(cores, names) -> np.ndarray:
-    """kernel_details rows that are communication big ops (:func:`ascendprof.tasks.comm_rows`)."""
+    """kernel_details rows that are communication big ops (:func:`ascendprof.model.tasks.comm_rows`)."""
     return _mask(tasks.comm_rows(_text(cores), _text(names)))
 
 

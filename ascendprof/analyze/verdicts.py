@@ -19,7 +19,7 @@ when waiting dominates the verdict names the ranks or the stage that are waited 
 **slow_link** compares each src→dst link's bandwidth (communication_matrix.json, spec §A.6,
 §7.3) with the median of the links of the same transport type.
 
-Inputs (a :class:`ascendprof.pipeline.ClusterAnalysis`): ``step_trace`` / ``breakdown``
+Inputs (a :class:`ascendprof.engine.pipeline.ClusterAnalysis`): ``step_trace`` / ``breakdown``
 (STEP_TRACE schema, ns), ``concat(OP_ROWS)`` (:func:`op_rows`, made per rank by the workers) or
 else ``concat("comm_ops")`` and ``concat("comm_bandwidth")``,
 ``concat("comm_links")``, ``concat("op_statistic")`` and ``metadata`` (profiler_metadata.json,
@@ -1067,7 +1067,7 @@ def _grouped(tables):
 
 
 def derive(ca, th: dict) -> list[dict]:
-    """All verdicts for one :class:`~ascendprof.pipeline.ClusterAnalysis`, most severe first.
+    """All verdicts for one :class:`~ascendprof.engine.pipeline.ClusterAnalysis`, most severe first.
 
     Each verdict is ``{"category": "compute"|"schedule"|"communication"|"slow_rank"|
     "slow_link"|"balanced"|…, "scope": "rank"|"group"|"link"|"stage"|"cluster", "ranks": [global

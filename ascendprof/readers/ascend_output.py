@@ -2,14 +2,14 @@
 (``*_ascend_pt``) and MindSpore (``*_ascend_ms``) readers.
 
 One function per file, each ``(path, rank) -> pa.Table`` conformed to a schema of
-:mod:`ascendprof.schemas`. :func:`ascendprof.textio.read_csv` parses the columns into their
+:mod:`ascendprof.model.schemas`. :func:`ascendprof.readers.textio.read_csv` parses the columns into their
 types while reading; a column with a cell that does not parse comes back as text and is
 converted here (which names the bad cell). Absolute times and durations in microseconds become
-exact int64 nanoseconds (:func:`ascendprof.units.us_column_to_ns`), counts become int64,
+exact int64 nanoseconds (:func:`ascendprof.model.units.us_column_to_ns`), counts become int64,
 everything else float64 or text.
 ``N/A``, empty cells and ``None`` become null.
 
-Every parser raises :class:`~ascendprof.errors.InputError` naming the file when it cannot be
+Every parser raises :class:`~ascendprof.model.errors.InputError` naming the file when it cannot be
 read, lacks a required column, or a numeric column holds a non-numeric cell (then the column and
 the 1-based data row are named too). :func:`read_output_dir` reads a whole source and turns such
 errors into recorded problems instead.
@@ -28,11 +28,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ascendprof import schemas as S
-from ascendprof.errors import InputError
-from ascendprof.problems import Problems
-from ascendprof.textio import read_csv, read_json
-from ascendprof.units import us_column_to_ns
+from ascendprof.model import schemas as S
+from ascendprof.model.errors import InputError
+from ascendprof.model.problems import Problems
+from ascendprof.readers.textio import read_csv, read_json
+from ascendprof.model.units import us_column_to_ns
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 
@@ -206,7 +206,7 @@ _KERNEL_TYPES = _read_types(KERNEL_COLUMNS)
 
 
 def read_kernel_details(path: Path, rank: int) -> pa.Table:
-    """kernel_details.csv (spec §A.2) -> :data:`~ascendprof.schemas.KERNELS`.
+    """kernel_details.csv (spec §A.2) -> :data:`~ascendprof.model.schemas.KERNELS`.
 
     Accepts the Level0 set (``[Step Id,] [Device_id,] Name, Type, Accelerator Core,
     Start Time(us), Duration(us), Wait Time(us), Block Num`` [+ shapes]) and the Level1/2 set (all
@@ -254,7 +254,7 @@ STEP_TRACE_COLUMNS = {
 
 
 def read_step_trace_time(path: Path, rank: int) -> pa.Table:
-    """step_trace_time.csv (spec §A.1) -> :data:`~ascendprof.schemas.STEP_TRACE`.
+    """step_trace_time.csv (spec §A.1) -> :data:`~ascendprof.model.schemas.STEP_TRACE`.
 
     torch_npu writes ``Device_id`` first, MindSpore does not (device_id then null). Values in us
     become int ns rounded half-up at the 4th decimal (``231290.09999999995`` -> 231290100); an
@@ -276,7 +276,7 @@ OP_STATISTIC_COLUMNS = {
 
 
 def read_op_statistic(path: Path, rank: int) -> pa.Table:
-    """op_statistic.csv (spec §A.3) -> :data:`~ascendprof.schemas.OP_STATISTIC`, as reported.
+    """op_statistic.csv (spec §A.3) -> :data:`~ascendprof.model.schemas.OP_STATISTIC`, as reported.
 
     ``Device_id`` is optional (older torch_npu omits it). Raises InputError.
     """
@@ -294,7 +294,7 @@ API_STATISTIC_COLUMNS = {
 
 
 def read_api_statistic(path: Path, rank: int) -> pa.Table:
-    """api_statistic.csv (spec §A.4) -> :data:`~ascendprof.schemas.API_STATISTIC`.
+    """api_statistic.csv (spec §A.4) -> :data:`~ascendprof.model.schemas.API_STATISTIC`.
 
     The ``Device_id`` column (literally ``host``) is dropped; Variance stays in us². Raises
     InputError.
@@ -317,7 +317,7 @@ MEMORY_RECORD_COLUMNS = {
 
 
 def read_memory_record(path: Path, rank: int) -> pa.Table:
-    """memory_record.csv (spec §A.8) -> :data:`~ascendprof.schemas.MEMORY_RECORD` (MB = 2^20 B).
+    """memory_record.csv (spec §A.8) -> :data:`~ascendprof.model.schemas.MEMORY_RECORD` (MB = 2^20 B).
 
     Raises InputError."""
     path = Path(path)
@@ -339,7 +339,7 @@ OPERATOR_MEMORY_COLUMNS = {
 
 
 def read_operator_memory(path: Path, rank: int) -> pa.Table:
-    """operator_memory.csv (spec §A.8) -> :data:`~ascendprof.schemas.OPERATOR_MEMORY`.
+    """operator_memory.csv (spec §A.8) -> :data:`~ascendprof.model.schemas.OPERATOR_MEMORY`.
 
     Release time / duration are null for blocks not released inside the collection. Raises
     InputError."""
@@ -357,7 +357,7 @@ NPU_MODULE_MEM_COLUMNS = {
 
 
 def read_npu_module_mem(path: Path, rank: int) -> pa.Table:
-    """npu_module_mem.csv (spec §A.9) -> :data:`~ascendprof.schemas.NPU_MODULE_MEM`.
+    """npu_module_mem.csv (spec §A.9) -> :data:`~ascendprof.model.schemas.NPU_MODULE_MEM`.
 
     torch_npu writes ``Total Reserved(MB)``; the CANN original ``Total Reserved(KB)`` is accepted
     and divided by 1024. ``Device_id`` is optional. Raises InputError."""
@@ -496,7 +496,7 @@ def _timeline_not_needed(data) -> str | None:
     kernels = data.tables.get(S.KERNELS)
     if kernels is None or kernels.num_rows == 0:
         return None
-    from ascendprof.tasks import comm_rows
+    from ascendprof.model.tasks import comm_rows
 
     if pc.any(comm_rows(kernels.column("accelerator_core"), kernels.column("name"))).as_py():
         return "kernel_details.csv has the compute and communication tasks (--timeline reads it)"
@@ -530,7 +530,7 @@ def read_output_dir(source) -> "RankData":  # noqa: F821 (import below avoids a 
     Raises InputError only when the rank is unknown or ``ASCEND_PROFILER_OUTPUT`` is not a
     directory (nothing of the rank is readable).
     """
-    from ascendprof.rankdata import RankData
+    from ascendprof.model.rankdata import RankData
 
     base = Path(source.path)
     if source.rank is None:

@@ -6,7 +6,7 @@ of records decode without a Python loop. All layouts are little-endian, packed (
 
 Errors: a byte string that is not a whole number of records, or a record with the wrong magic
 number where the spec says the kind is fixed (host records, §D.2), raises
-:class:`~ascendprof.errors.RecordError` with the file and the byte offset of the first bad record.
+:class:`~ascendprof.model.errors.RecordError` with the file and the byte offset of the first bad record.
 STARS records with another magic, and STARS/HWTS logs of kinds that are not task start/end, are
 other log types sharing the file and are skipped, as the spec says (§D.3, §D.4).
 """
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ascendprof.errors import RecordError
-from ascendprof.textio import int_text, is_digits
+from ascendprof.model.errors import RecordError
+from ascendprof.readers.textio import int_text, is_digits
 
 HOST_MAGIC = 0x5A5A
 STARS_MAGIC = 0x6BD3

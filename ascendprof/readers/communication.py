@@ -10,7 +10,7 @@ Two layouts exist (spec §A.5, §A.6):
 
 The profiler's own per-step totals (``Total Op Info``, ``Total HCCL Operators``, any key starting
 with ``Total``) are not rows; the cluster builders recompute them. Times are converted from ms to
-int ns (:func:`ascendprof.units.ms_to_ns`); sizes stay in MB (10^6 bytes) as written.
+int ns (:func:`ascendprof.model.units.ms_to_ns`); sizes stay in MB (10^6 bytes) as written.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from pathlib import Path
 import orjson
 import pyarrow as pa
 
-from ascendprof import schemas as S
-from ascendprof.errors import InputError
-from ascendprof.problems import Problems
-from ascendprof.textio import parse_json, read_json, read_payload
-from ascendprof.units import (ms_list_to_ns, ms_to_ns, ms_vector_to_ns, us_column_to_ns,
+from ascendprof.model import schemas as S
+from ascendprof.model.errors import InputError
+from ascendprof.model.problems import Problems
+from ascendprof.readers.textio import parse_json, read_json, read_payload
+from ascendprof.model.units import (ms_list_to_ns, ms_to_ns, ms_vector_to_ns, us_column_to_ns,
                               us_text_to_ns)
 
 KINDS = ("collective", "p2p")
@@ -106,7 +106,7 @@ def read_communication(path: Path, rank: int, problems: Problems | None = None
                        ) -> dict[str, pa.Table]:
     """Parse one rank's communication.json (spec §A.5) into three tables.
 
-    Returns ``{COMM_OPS, COMM_BANDWIDTH, COMM_SIZE_DIST}`` (schemas in :mod:`ascendprof.schemas`):
+    Returns ``{COMM_OPS, COMM_BANDWIDTH, COMM_SIZE_DIST}`` (schemas in :mod:`ascendprof.model.schemas`):
 
     - COMM_OPS: one row per op and step, from ``Communication Time Info``: ``start_ns`` from
       ``Start Timestamp(us)``, ``elapse/transit/wait/sync/idle_ns`` from the ``(ms)`` fields,

@@ -8,7 +8,7 @@ Every database is opened read-only and immutable (``file:...?mode=ro&immutable=1
 never creates a ``-journal``/``-wal`` file in the input tree. Rows are fetched in batches.
 String columns of the CANN tables are ids into ``STRING_IDS``; they are resolved in SQL.
 
-Tables produced (all follow :mod:`ascendprof.schemas`):
+Tables produced (all follow :mod:`ascendprof.model.schemas`):
 
 - ``kernels``: TASK ⋈ COMPUTE_TASK_INFO (one row per compute task; ``accelerator_core`` is
   COMPUTE_TASK_INFO.taskType, as kernel_details' "Accelerator Core") plus one row per
@@ -60,11 +60,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ascendprof import schemas as S
-from ascendprof.errors import InputError
-from ascendprof.rankdata import RankData
+from ascendprof.model import schemas as S
+from ascendprof.model.errors import InputError
+from ascendprof.model.rankdata import RankData
 from ascendprof.scan import Source
-from ascendprof.units import us_text_to_ns
+from ascendprof.model.units import us_text_to_ns
 
 #: Accelerator Core given to COMMUNICATION_OP big-op rows of ``kernels`` (torch_npu writes
 #: ``HCCL`` in older and ``COMMUNICATION`` in newer kernel_details.csv; analyses accept both).
@@ -218,7 +218,7 @@ def read(source: Source) -> RankData:
 
 
 def _read_json_meta(source: Source, data: RankData) -> None:
-    from ascendprof.textio import read_json
+    from ascendprof.readers.textio import read_json
 
     for f in source.files:
         base = os.path.basename(f)

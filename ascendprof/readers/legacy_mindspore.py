@@ -43,11 +43,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ascendprof import schemas as S
-from ascendprof.errors import InputError, shielded
-from ascendprof.rankdata import RankData
-from ascendprof.textio import read_json
-from ascendprof.textio import int_text
+from ascendprof.model import schemas as S
+from ascendprof.model.errors import InputError, shielded
+from ascendprof.model.rankdata import RankData
+from ascendprof.readers.textio import read_json
+from ascendprof.readers.textio import int_text
 
 #: One HWTS cycle of the legacy step trace in ns (100 MHz; MindInsight: value / 1e5 = ms).
 TICK_NS = 10

@@ -8,7 +8,7 @@ carry a ``Model Name`` column; with ``with_stack`` the stack is joined into ``Na
 
 from __future__ import annotations
 
-from ascendprof.rankdata import RankData
+from ascendprof.model.rankdata import RankData
 from ascendprof.readers.ascend_output import read_output_dir
 from ascendprof.scan import Source
 

@@ -34,11 +34,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from ascendprof import schemas as S
-from ascendprof.errors import InputError, shielded
-from ascendprof.rankdata import RankData
-from ascendprof.textio import read_csv, read_json
-from ascendprof.units import us_column_to_ns
+from ascendprof.model import schemas as S
+from ascendprof.model.errors import InputError, shielded
+from ascendprof.model.rankdata import RankData
+from ascendprof.readers.textio import read_csv, read_json
+from ascendprof.model.units import us_column_to_ns
 
 OUT = "mindstudio_profiler_output"
 #: below this many us a timestamp cannot be Unix wall-clock time (it is monotonic)

@@ -44,11 +44,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from ascendprof import schemas as S
-from ascendprof.errors import InputError, RecordError
-from ascendprof.rankdata import RankData
+from ascendprof.model import schemas as S
+from ascendprof.model.errors import InputError, RecordError
+from ascendprof.model.rankdata import RankData
 from ascendprof.readers import cann_records as C
-from ascendprof.textio import int_text, read_json
+from ascendprof.readers.textio import int_text, read_json
 
 #: legacy HWTS cycle length in ns (100 MHz)
 LEGACY_TICK_NS = 10

@@ -5,7 +5,7 @@ All parsing is shared with the MindSpore reader in :mod:`ascendprof.readers.asce
 
 from __future__ import annotations
 
-from ascendprof.rankdata import RankData
+from ascendprof.model.rankdata import RankData
 from ascendprof.readers.ascend_output import read_output_dir
 from ascendprof.scan import Source
 

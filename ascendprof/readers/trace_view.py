@@ -24,9 +24,9 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
-from ascendprof import schemas as S
-from ascendprof.errors import InputError, malformed
-from ascendprof.units import us_column_to_ns, us_text_to_ns
+from ascendprof.model import schemas as S
+from ascendprof.model.errors import InputError, malformed
+from ascendprof.model.units import us_column_to_ns, us_text_to_ns
 
 #: process name -> TIMELINE track (spec §A.7). "Communication" is the newer CANN name of "HCCL".
 TRACK_OF_PROCESS = {

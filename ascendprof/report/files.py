@@ -15,7 +15,7 @@ from pathlib import Path
 
 import orjson
 
-from ascendprof.output import write_csv, write_frame_csv, write_json, write_json_items
+from ascendprof.report.output import write_csv, write_frame_csv, write_json, write_json_items
 
 OUTPUT_FILES = ("cluster_step_trace_time.csv", "cluster_communication.json",
                 "cluster_communication_matrix.json", "communication_group.json",

@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
-from ascendprof.output import write_bytes
+from ascendprof.report.output import write_bytes
 
 
 def _num(v, unit: str = "") -> str:
@@ -35,7 +35,7 @@ def check_message(r) -> str:
 
 
 def junit_xml(result) -> str:
-    """The JUnit XML text for a :class:`ascendprof.gate.GateResult`."""
+    """The JUnit XML text for a :class:`ascendprof.compare.gate.GateResult`."""
     rows = list(result.checks.itertuples(index=False))
     fails = sum(r.verdict == "fail" for r in rows)
     skips = sum(r.verdict == "skip" for r in rows)

@@ -14,7 +14,7 @@ Times are microseconds (keys end in ``_us``).
 from __future__ import annotations
 
 from ascendprof import __version__
-from ascendprof import schemas as S
+from ascendprof.model import schemas as S
 from ascendprof.report.files import not_written
 
 METRICS = [(col, name) for name, col in S.STEP_METRICS]  # (STEP_TRACE column, display name)

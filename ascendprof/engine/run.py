@@ -8,9 +8,9 @@ from pathlib import Path
 
 import orjson
 
-from ascendprof.errors import EXIT_NOTHING, EXIT_OK, UsageError
-from ascendprof.output import check_output_dir
-from ascendprof.problems import Problems
+from ascendprof.model.errors import EXIT_NOTHING, EXIT_OK, UsageError
+from ascendprof.report.output import check_output_dir
+from ascendprof.model.problems import Problems
 
 
 def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executor="local",
@@ -19,7 +19,7 @@ def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executo
     """Run the whole analysis of ``directory`` into ``out``; returns the exit code.
 
     With the cache on, a run whose inputs, code, options and output directory are unchanged
-    since the last run restores that run's outputs (see :func:`ascendprof.cache.run_key`)
+    since the last run restores that run's outputs (see :func:`ascendprof.engine.cache.run_key`)
     instead of recomputing them (before Arrow or pandas is even imported). ``timeline``: read
     trace_view.json even when not needed. Raises UsageError for a missing input or an output
     inside the input, NothingAnalysable when no rank can be read.
@@ -40,7 +40,7 @@ def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executo
     tables_tmp, final_tables = out / ".tables.partial", out / "tables"
     if tables_tmp.exists():
         shutil.rmtree(tables_tmp)
-    from ascendprof import cache as run_cache
+    from ascendprof.engine import cache as run_cache
 
     cache_dir = run_cache.cache_dir_for(out, [directory]) if cache else None
     key = cache_dir and run_cache.run_key(
@@ -56,7 +56,7 @@ def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executo
         summary = orjson.loads((out / "summary.json").read_bytes())
         _show(summary, out, fmt)
         return EXIT_NOTHING if strict and restored.get("skipped") else EXIT_OK
-    from ascendprof import pipeline
+    from ascendprof.engine import pipeline
     from ascendprof.report.files import EarlyWrite, write_outputs
     from ascendprof.report.summary import build_summary
 
@@ -81,7 +81,7 @@ def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executo
         if spill:
             spill.close()
     summary["outputs"] = [str(p) for p in written] + ([str(final_tables)] if tables else [])
-    from ascendprof.output import write_json
+    from ascendprof.report.output import write_json
 
     written.append(write_json(out / "summary.json", summary))
     if tables and final_tables.exists():
@@ -128,7 +128,7 @@ def _release_freed_memory() -> None:
 def _spill(out: Path):
     """A spill.ResultSpill parking the ranks' results in ``out`` (an unlinked file), or None
     when it cannot be created (they are then kept in memory)."""
-    from ascendprof.spill import ResultSpill
+    from ascendprof.engine.spill import ResultSpill
 
     try:
         return ResultSpill(out)
@@ -137,13 +137,13 @@ def _spill(out: Path):
 
 
 def _run(sources, tables_dir, workers, executor, scheduler, progress, cache, on_result=None):
-    from ascendprof import pipeline
+    from ascendprof.engine import pipeline
 
     cache_dir = cache  # a directory, or None with --no-cache
 
     if executor == "dask":
         try:
-            from ascendprof.executors import dask_map
+            from ascendprof.engine.executors import dask_map
         except ImportError as e:
             raise UsageError(f"--executor dask needs the optional extra: pip install "
                              f"'ascendprof[dask]' ({e})") from None

@@ -2,7 +2,7 @@
 
 One entry per source (keyed by the source's absolute path, kind and rank) lives in
 ``<cache dir>/<key>/``: one ``<table>.parquet`` per table of the rank's
-:class:`~ascendprof.rankdata.RankData` and ``entry.json`` with its metadata, missing files,
+:class:`~ascendprof.model.rankdata.RankData` and ``entry.json`` with its metadata, missing files,
 problems and the *fingerprint* it was made from. The fingerprint is the relative path, size and
 mtime (ns) of every input file the scanner listed for the source, plus a fingerprint of the
 ascendprof code itself (path, size, mtime of its modules), so an edited input or an upgraded
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import orjson
 
-from ascendprof.output import ensure_dir, parquet_bytes
+from ascendprof.report.output import ensure_dir, parquet_bytes
 
 CACHE_DIRNAME = ".ascendprof-cache"
 ENV = "ASCENDPROF_CACHE"
@@ -97,8 +97,8 @@ def load(source, cache_dir: Path):
     Tables are read back from Parquet with their schemas (including schema metadata); ``source``
     in the returned object is the one passed in.
     """
-    from ascendprof.problems import Problem, Problems
-    from ascendprof.rankdata import RankData
+    from ascendprof.model.problems import Problem, Problems
+    from ascendprof.model.rankdata import RankData
 
     d = Path(cache_dir) / entry_key(source)
     try:

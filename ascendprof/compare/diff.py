@@ -1,7 +1,7 @@
 """Compare two runs, or two ranks of one run: step breakdown, op types, kernels, communication.
 
-Pure logic on pandas frames; nothing here reads files (loading is in :mod:`ascendprof.gate`,
-:func:`ascendprof.gate.load_run`). One side of a comparison is a :class:`Side`: the frames of the
+Pure logic on pandas frames; nothing here reads files (loading is in :mod:`ascendprof.compare.gate`,
+:func:`ascendprof.compare.gate.load_run`). One side of a comparison is a :class:`Side`: the frames of the
 ranks taken from one run. Every value a comparison reports is **per step and per rank** — a
 rank's totals are divided by the number of steps that rank has, then averaged over the side's
 ranks — so runs that captured different numbers of steps or ranks still compare.
@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ascendprof import schemas as S
-from ascendprof import tasks
+from ascendprof.model import schemas as S
+from ascendprof.model import tasks
 from ascendprof.analyze.cluster_communication import double_hash as group_hash
 
 #: step_trace_time.csv column (spec §A.1) -> STEP_TRACE table column (ns).
@@ -39,7 +39,7 @@ COMM_METRICS: dict[str, str] = {
     "synchronization": "sync_ns", "idle": "idle_ns",
 }
 
-#: Accelerator Core values of communication rows in kernel_details (ascendprof.tasks); op-type
+#: Accelerator Core values of communication rows in kernel_details (ascendprof.model.tasks); op-type
 #: and kernel comparisons leave them out (they are compared per group instead), as op_statistic
 #: does (§A.3).
 COMM_CORES = frozenset(tasks.COMM_CORES)

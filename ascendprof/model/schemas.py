@@ -212,11 +212,11 @@ def from_lists(name: str, cols: dict, path=None) -> pa.Table:
     ``cols`` maps column names to equally long lists; absent columns become all-null, columns not
     in the schema are dropped (except ``pmu:`` float columns of KERNELS). Text columns take
     ``str()`` of any non-null value (a JSON number where a name was expected is still a name).
-    Raises :class:`~ascendprof.errors.InputError` naming ``path`` and the column when a value does
+    Raises :class:`~ascendprof.model.errors.InputError` naming ``path`` and the column when a value does
     not fit a numeric column (text, a fraction in an integer column, beyond int64), never a
     pyarrow error.
     """
-    from ascendprof.errors import InputError
+    from ascendprof.model.errors import InputError
 
     schema = SCHEMAS[name]
     n = max((len(v) for v in cols.values()), default=0)

@@ -1,7 +1,7 @@
 """Reading profiler text files robustly: CSV with BOM / CRLF / trailing TABs, JSON with orjson.
 
 All readers go through these helpers, so every damaged file turns into one
-:class:`~ascendprof.errors.InputError` that names the file and the problem.
+:class:`~ascendprof.model.errors.InputError` that names the file and the problem.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import orjson
 
-from ascendprof.errors import InputError
+from ascendprof.model.errors import InputError
 
 
 def read_payload(path: Path) -> bytes:

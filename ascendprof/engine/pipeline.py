@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ascendprof import schemas as S
-from ascendprof.errors import AscendProfError, InputError, NothingAnalysable
-from ascendprof.problems import Problems
+from ascendprof.model import schemas as S
+from ascendprof.model.errors import AscendProfError, InputError, NothingAnalysable
+from ascendprof.model.problems import Problems
 from ascendprof.scan import Source
-from ascendprof.spill import unpark
+from ascendprof.engine.spill import unpark
 
 #: Tables small enough to send back from a worker and concatenate over ranks. COMM_OPS,
 #: COMM_BANDWIDTH and COMM_SIZE_DIST stay in the worker: what the cluster step needs of them
@@ -61,7 +61,7 @@ def process_rank(source: Source, tables_dir: Path | None = None,
 
     When ``tables_dir`` is given, every normalised table of the rank is written there as
     ``rank<r>/<table>.parquet`` (atomically). With ``cache_dir`` the normalised tables come from
-    (or go to) the Parquet cache (see :mod:`ascendprof.cache`). Never raises for bad input: an
+    (or go to) the Parquet cache (see :mod:`ascendprof.engine.cache`). Never raises for bad input: an
     unreadable rank comes back with no tables and its problem recorded (an unexpected exception
     of a reader too, so one rank cannot end the whole run).
     """
@@ -78,7 +78,7 @@ def process_rank(source: Source, tables_dir: Path | None = None,
 
 
 def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | None) -> RankResult:
-    from ascendprof import cache
+    from ascendprof.engine import cache
 
     hit = cache.load_result(source, cache_dir)
     if hit is not None:  # inputs and code unchanged since the last run: nothing to recompute
@@ -126,7 +126,7 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
         dest = Path(tables_dir) / f"rank{data.rank}"
         # the cache entry holds the same Parquet bytes: link rather than encode twice
         if entry is None or not cache.link_tables(entry, data.tables, dest):
-            from ascendprof.output import write_parquet
+            from ascendprof.report.output import write_parquet
 
             for name, t in data.tables.items():
                 write_parquet(dest / f"{name}.parquet", t)
@@ -197,7 +197,7 @@ def run_ranks(sources: list[Source], tables_dir: Path | None = None, *, workers:
               progress=None, cache_dir: Path | None = None, on_result=None) -> list[RankResult]:
     """Run :func:`process_rank` over ``sources`` with the local executor (see executors);
     ``on_result`` sees each result as it arrives (e.g. spill.ResultSpill.take)."""
-    from ascendprof.executors import local_map
+    from ascendprof.engine.executors import local_map
 
     preload(sources)
     return local_map(process_rank, sources, tables_dir=tables_dir, workers=workers,
@@ -215,8 +215,8 @@ def preload(sources) -> None:
 
     for kind in sorted({s.kind for s in sources}):
         import_module(reader_module(kind))
-    for name in ("cache", "analyze.cluster_communication", "analyze.op_stats",
-                 "analyze.step_breakdown", "analyze.verdicts", "output"):
+    for name in ("engine.cache", "analyze.cluster_communication", "analyze.op_stats",
+                 "analyze.step_breakdown", "analyze.verdicts", "report.output"):
         import_module(f"ascendprof.{name}")
 
 
@@ -290,7 +290,7 @@ def conclude(ca: ClusterAnalysis, thresholds: dict | None = None) -> ClusterAnal
     defaults, see verdicts.thresholds), then the communication matrix. Drops the ranks'
     per-op rows once the verdicts hold what they need; returns ``ca``."""
     from ascendprof.analyze import cluster_communication, verdicts
-    from ascendprof.executors import release_free_heap
+    from ascendprof.engine.executors import release_free_heap
 
     ca.thresholds = verdicts.thresholds(thresholds)
     ca.verdicts = verdicts.derive(ca, ca.thresholds)
@@ -300,7 +300,7 @@ def conclude(ca: ClusterAnalysis, thresholds: dict | None = None) -> ClusterAnal
     release_free_heap()
     links, ca.links = ca.links, None
     if links is not None:  # after the verdicts: the peaks of the two do not add up
-        from ascendprof.output import JsonMembers
+        from ascendprof.report.output import JsonMembers
 
         ca.communication_matrix = JsonMembers(cluster_communication.matrix_groups(
             links, membership=ca.membership))

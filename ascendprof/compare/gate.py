@@ -30,9 +30,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ascendprof.diff import COMM_CORES, COMM_METRICS, STEP_METRICS, GroupLabel, Side, \
+from ascendprof.compare.diff import COMM_CORES, COMM_METRICS, STEP_METRICS, GroupLabel, Side, \
     aggregate_kernels, group_labels
-from ascendprof.errors import AscendProfError, EXIT_USAGE, InputError, UsageError
+from ascendprof.model.errors import AscendProfError, EXIT_USAGE, InputError, UsageError
 
 
 class GateUsageError(UsageError):
@@ -247,7 +247,7 @@ OBS_COLUMNS = ["metric", "rank", "step", "key", "transport", "value", "denom"]
 
 
 def load_side(path: Path, *, workers: int | None = None) -> Side:
-    """Any gate input (see module doc) -> :class:`~ascendprof.diff.Side`.
+    """Any gate input (see module doc) -> :class:`~ascendprof.compare.diff.Side`.
 
     Raises GateInputError / GateUsageError (exit 2) when the path is missing, unreadable, or
     holds nothing the gate can compare.
@@ -351,8 +351,8 @@ def read_cluster_step_trace(path: Path) -> pd.DataFrame:
     metric column is null. Raises InputError for a missing required column or a non-number."""
     import pyarrow as pa
 
-    from ascendprof.textio import read_csv
-    from ascendprof.units import us_column_to_ns
+    from ascendprof.readers.textio import read_csv
+    from ascendprof.model.units import us_column_to_ns
 
     path = Path(path)
     raw = read_csv(path, required=("Step", "Type", "Index", "Computing"))
@@ -385,8 +385,8 @@ def read_op_statistics(path: Path) -> pd.DataFrame:
     """ascendprof's op_statistics.csv (``Rank, OP Type, Accelerator Core, Count,
     Total Time(us), …``) -> ``rank, op_type, accelerator_core, count, total_ns`` for the per-rank
     rows (the ``cluster`` rows are left out). Raises InputError."""
-    from ascendprof.textio import read_csv
-    from ascendprof.units import us_column_to_ns
+    from ascendprof.readers.textio import read_csv
+    from ascendprof.model.units import us_column_to_ns
 
     path = Path(path)
     raw = read_csv(path, required=("Rank", "OP Type", "Count", "Total Time(us)"),
@@ -458,7 +458,7 @@ class _RankPart:
 
 def _read_rank(source, tables_dir=None) -> _RankPart:
     """Worker: one source -> its small tables, aggregated kernels and metadata (picklable)."""
-    from ascendprof import schemas as S
+    from ascendprof.model import schemas as S
     from ascendprof.readers import read_source
 
     try:
@@ -489,9 +489,9 @@ def _read_rank(source, tables_dir=None) -> _RankPart:
 def load_profiling_dir(path: Path, *, workers: int | None = None) -> Side:
     """Scan ``path``, read every rank (process pool when several) -> Side. Raises UsageError
     (no such directory), NothingAnalysable (no source / no readable rank)."""
-    from ascendprof.errors import NothingAnalysable
-    from ascendprof.executors import local_map
-    from ascendprof.pipeline import load
+    from ascendprof.model.errors import NothingAnalysable
+    from ascendprof.engine.executors import local_map
+    from ascendprof.engine.pipeline import load
 
     sources = load(Path(path))
     parts = local_map(_read_rank, sources, workers=workers)
@@ -561,7 +561,7 @@ def load_output_dir(path: Path) -> Side:
 def _groups_from_json(path: Path) -> dict[str, GroupLabel]:
     """Group labels from communication_group.json ``comm_group_parallel_info`` (msprof-analyze
     layout: group_name, rank_set, pg_name); empty when absent or unreadable."""
-    from ascendprof.textio import read_json
+    from ascendprof.readers.textio import read_json
 
     f = Path(path) / "communication_group.json"
     if not f.is_file():

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from ascendprof.errors import InputError
+from ascendprof.model.errors import InputError
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from ascendprof.problems import Problems
+from ascendprof.model.problems import Problems
 from ascendprof.scan import Source
 
 
@@ -18,7 +18,7 @@ from ascendprof.scan import Source
 class RankData:
     """Normalised data of one rank.
 
-    ``tables`` maps a name from :mod:`ascendprof.schemas` to a table with exactly that schema
+    ``tables`` maps a name from :mod:`ascendprof.model.schemas` to a table with exactly that schema
     (a name is absent when the input did not have that data). ``meta`` holds the parsed
     ``profiler_info`` / ``profiler_metadata`` JSON objects (keys ``"profiler_info"``,
     ``"profiler_metadata"``), ``missing`` names files an analysis wanted but did not find.

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import orjson
 
-from ascendprof.errors import UsageError
+from ascendprof.model.errors import UsageError
 
 
 def check_output_dir(out: Path, inputs: list[Path]) -> Path:

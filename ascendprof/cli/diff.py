@@ -1,4 +1,4 @@
-"""``ascendprof diff A B`` / ``ascendprof diff DIR --ranks 0,3`` (logic in :mod:`ascendprof.diff`).
+"""``ascendprof diff A B`` / ``ascendprof diff DIR --ranks 0,3`` (logic in :mod:`ascendprof.compare.diff`).
 
 Only click is imported at module level so ``ascendprof --help`` stays fast.
 """
@@ -64,9 +64,9 @@ def command(a, b, ranks_text, fmt, table, top, out, workers):
     communication per group (elapse, transit, wait, synchronization, bandwidth per transport)
     and a plain-English summary of where the difference lies.
     """
-    from ascendprof import diff as D
-    from ascendprof.errors import UsageError
-    from ascendprof.gate import load_run
+    from ascendprof.compare import diff as D
+    from ascendprof.model.errors import UsageError
+    from ascendprof.compare.gate import load_run
 
     ranks = _parse_ranks(ranks_text)
     for p in (a, b):
@@ -77,7 +77,7 @@ def command(a, b, ranks_text, fmt, table, top, out, workers):
     if b is None and ranks is None:
         raise UsageError("diff needs two directories A B, or one directory and --ranks RA,RB")
     if out is not None:
-        from ascendprof.output import check_output_dir
+        from ascendprof.report.output import check_output_dir
 
         out = check_output_dir(out, [p for p in (a, b) if p is not None])
 
@@ -115,7 +115,7 @@ def command(a, b, ranks_text, fmt, table, top, out, workers):
 
 
 def _write_all(out: Path, result) -> None:
-    from ascendprof.output import write_frame_csv, write_json
+    from ascendprof.report.output import write_frame_csv, write_json
 
     for name, df in result.tables().items():
         write_frame_csv(out / f"{name}.csv", df)

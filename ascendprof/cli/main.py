@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 
 from ascendprof import __version__
-from ascendprof.errors import EXIT_NOTHING, AscendProfError
+from ascendprof.model.errors import EXIT_NOTHING, AscendProfError
 
 EXIT_CODES_HELP = ("Exit codes: 0 done (possibly with warnings), 1 regression (gate only), "
                    "2 usage or data error, 3 nothing analysable (or any skip with --strict).")
@@ -78,7 +78,7 @@ def scan(directory, fmt):
     MindSpore), rank and where it came from, device id, versions, profiler level, steps, files
     present and the analyses they allow. Nothing is parsed beyond small metadata files.
     """
-    from ascendprof.problems import Problems
+    from ascendprof.model.problems import Problems
     from ascendprof.scan import scan as do_scan
 
     problems = Problems()
@@ -155,7 +155,7 @@ def analyse(directory, out, fmt, workers, executor, scheduler, no_tables, no_cac
     atomically. Prints a summary: sources, per-rank step breakdown, top op types and the
     verdicts in plain English.
     """
-    from ascendprof.report.run import run_analyse
+    from ascendprof.engine.run import run_analyse
 
     code = run_analyse(directory, out, fmt=fmt, workers=workers, executor=executor,
                        scheduler=scheduler, tables=not no_tables, cache=not no_cache,
@@ -171,7 +171,7 @@ main.add_command(click.Command("analyze", callback=analyse.callback, params=anal
 
 def _register_optional():
     """diff and gate live in their own modules; register them when present."""
-    for mod, name in (("ascendprof.diff_cli", "diff"), ("ascendprof.gate_cli", "gate")):
+    for mod, name in (("ascendprof.cli.diff", "diff"), ("ascendprof.cli.gate", "gate")):
         try:
             m = __import__(mod, fromlist=["command"])
         except ImportError:

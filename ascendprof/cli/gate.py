@@ -1,4 +1,4 @@
-"""``ascendprof gate BASELINE CURRENT``: the CI regression gate (logic in :mod:`ascendprof.gate`).
+"""``ascendprof gate BASELINE CURRENT``: the CI regression gate (logic in :mod:`ascendprof.compare.gate`).
 
 Only click is imported at module level so ``ascendprof --help`` stays fast.
 """
@@ -52,7 +52,7 @@ def command(baseline, current, rules_file, rule_texts, no_defaults, fmt, junit_f
     op_time (op_type, rank, cluster); bandwidth, elapse, transit, wait, synchronization, idle
     (group, rank, cluster).
     """
-    from ascendprof import gate as G
+    from ascendprof.compare import gate as G
 
     user = []
     use_defaults = not no_defaults
@@ -88,7 +88,7 @@ def _print_table(result, failed_only: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from ascendprof.gate import fmt_change
+    from ascendprof.compare.gate import fmt_change
 
     con = Console(highlight=False)
     if not con.is_terminal:  # CI logs: do not squeeze the table into 80 columns
