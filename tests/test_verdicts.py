@@ -142,8 +142,8 @@ def test_clean_cluster_has_no_slow_rank_and_no_slow_link(qwen_verdicts):
     # groups within one stage (dp_cp 0,1 and 2,3) are balanced: no group-scope verdicts
     assert not [v for v in qwen_verdicts if v["scope"] == "group"]
     for v in qwen_verdicts:
-        assert set(v) == {"category", "scope", "ranks", "severity", "evidence", "threshold",
-                          "message", "next_step"}
+        assert list(v) == ["id", "category", "severity", "scope", "ranks", "groups", "message",
+                           "evidence", "symptoms", "threshold", "next_step", "caused_by"]
         assert v["severity"] in ("info", "warning", "critical") and v["message"]
 
 

@@ -602,9 +602,91 @@ def _severity(measure: float, threshold: float, factor: float, below: bool = Fal
 
 
 def _verdict(category, scope, ranks, severity, evidence, threshold, message, next_step) -> dict:
-    return {"category": category, "scope": scope, "ranks": sorted(int(r) for r in ranks),
-            "severity": severity, "evidence": evidence, "threshold": threshold,
-            "message": message, "next_step": next_step}
+    return make_verdict(category, scope, ranks, severity, message, next_step, evidence=evidence,
+                        threshold=threshold)
+
+
+#: Keys of every verdict dict, in output order (docs/verdicts.md, "The verdict format").
+VERDICT_KEYS = ("id", "category", "severity", "scope", "ranks", "groups", "message", "evidence",
+                "symptoms", "threshold", "next_step", "caused_by")
+
+
+def make_verdict(category: str, scope: str, ranks, severity: str, message: str, next_step: str,
+                 *, evidence: dict | None = None, threshold: dict | None = None,
+                 groups: list[dict] | None = None, symptoms: list[dict] | None = None,
+                 id: str | None = None, caused_by: str | None = None) -> dict:  # noqa: A002
+    """One verdict in the documented format (docs/verdicts.md). For rule functions, built-in
+    or contributed (:func:`register_rule`).
+
+    ``category``: what kind of cause ("stage", "slow_rank", "schedule", "communication",
+    "slow_link", "collection" …, or a contributed one such as "data", "memory", "moe");
+    ``scope``: "cluster" | "stage" | "group" | "rank" | "link" | "transport" | "collection";
+    ``ranks``: the global ranks the cause is on; ``severity``: "critical" | "warning" | "info";
+    ``groups``: ``[{"name": parallel-group name or id, "id": group id, "global_ranks": [...]}]``
+    the verdict talks about; ``symptoms``: consequences attached as evidence (each a dict with
+    at least ``message``, ``ranks`` and ``caused_by``); ``caused_by``: id of another verdict
+    this one is a consequence of (it is then moved under that verdict's symptoms by
+    :func:`derive`). ``id`` defaults to ``category:scope:ranks``; :func:`derive` makes ids
+    unique. Raises ValueError for an unknown severity.
+    """
+    if severity not in _SEVERITY_ORDER:
+        raise ValueError(f"severity must be one of {sorted(_SEVERITY_ORDER)}, got {severity!r}")
+    ranks = sorted({int(r) for r in ranks})
+    return {"id": id or f"{category}:{scope}:{','.join(map(str, ranks))}",
+            "category": category, "severity": severity, "scope": scope, "ranks": ranks,
+            "groups": list(groups or []), "message": message, "evidence": dict(evidence or {}),
+            "symptoms": list(symptoms or []), "threshold": dict(threshold or {}),
+            "next_step": next_step, "caused_by": caused_by}
+
+
+_RULES: dict[str, object] = {}
+
+
+def register_rule(name: str, fn=None):
+    """Add a rule function to :func:`derive`: ``fn(ca, th) -> list of verdict dicts``
+    (:func:`make_verdict`). Usable as a decorator (``@register_rule("data")``). Rules run after
+    the built-in ones, in registration order; registering a name again replaces that rule.
+    A contributed verdict may set ``caused_by`` to the id of another verdict to be attached
+    under it as a symptom. A rule that raises loses its own verdicts only (the error is
+    recorded in ``ca.problems``)."""
+    def add(f):
+        _RULES[str(name)] = f
+        return f
+    return add(fn) if fn is not None else add
+
+
+def registered_rules() -> dict:
+    """{name: rule function} of the contributed rules, in the order they run."""
+    return dict(_RULES)
+
+
+def _finish(out: list[dict]) -> list[dict]:
+    """Unique ids; verdicts with ``caused_by`` naming another verdict moved under its
+    ``symptoms``; internal keys (leading ``_``) dropped; most severe first (stable)."""
+    seen: dict[str, int] = {}
+    for v in out:
+        base = v.get("id") or f"{v.get('category')}:{v.get('scope')}"
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        v["id"] = base if n == 0 else f"{base}#{n + 1}"
+        for k in VERDICT_KEYS:
+            v.setdefault(k, [] if k in ("groups", "symptoms") else None)
+    by_id = {v["id"]: v for v in out}
+    kept = []
+    for v in out:
+        cause = by_id.get(v.get("caused_by") or "")
+        if cause is not None and cause is not v and not cause.get("caused_by"):
+            cause["symptoms"].append({k: v[k] for k in ("id", "category", "scope", "ranks",
+                                                         "groups", "message", "evidence",
+                                                         "caused_by")})
+        else:
+            kept.append(v)
+    for v in kept:
+        for k in [k for k in v if k.startswith("_")]:
+            del v[k]
+    kept.sort(key=lambda v: _SEVERITY_ORDER.get(v["severity"], 3))
+    return [{k: v[k] for k in VERDICT_KEYS} | {k: v[k] for k in v if k not in VERDICT_KEYS}
+            for v in kept]
 
 
 def _ranks_text(ranks) -> str:
@@ -1069,13 +1151,14 @@ def _grouped(tables):
 def derive(ca, th: dict) -> list[dict]:
     """All verdicts for one :class:`~ascendprof.engine.pipeline.ClusterAnalysis`, most severe first.
 
-    Each verdict is ``{"category": "compute"|"schedule"|"communication"|"slow_rank"|
-    "slow_link"|"balanced"|…, "scope": "rank"|"group"|"link"|"stage"|"cluster", "ranks": [global
-    ranks the finding points at], "severity": "info"|"warning"|"critical", "evidence": {…numbers
-    with unit-bearing keys, per step means…}, "threshold": {name: value}, "message": str,
-    "next_step": str}``. ``th`` comes from :func:`thresholds`. Never raises for missing tables:
-    each analysis runs on what exists; a cluster with data and no finding gets one "balanced"
-    verdict.
+    Each verdict is a dict with the keys :data:`VERDICT_KEYS` (docs/verdicts.md, "The verdict
+    format"; built by :func:`make_verdict`): ``id``, ``category``, ``severity``
+    ("critical"|"warning"|"info"), ``scope``, ``ranks`` (global ranks the cause is on),
+    ``groups``, ``message``, ``evidence`` (numbers with unit-bearing keys, per step means),
+    ``symptoms`` (consequences attached to this cause), ``threshold``, ``next_step`` and
+    ``caused_by``. ``th`` comes from :func:`thresholds`. The built-in rules run first, then the
+    contributed ones (:func:`register_rule`). Never raises for missing tables: each analysis
+    runs on what exists; a cluster with data and no warning gets one "balanced" info verdict.
     """
     meta = ca.metadata or {}
     directory = group_directory(meta)
@@ -1093,17 +1176,24 @@ def derive(ca, th: dict) -> list[dict]:
         out += _comm_verdicts(m, stage_of, comp, totals, th)
     out += _slow_link_verdicts(link_table(ca.concat("comm_links"), directory), th)
     out += _iteration_verdicts(ca, th)
-    if not out and (not steps.empty or not comp.empty):
+    for name, rule in _RULES.items():
+        try:
+            out += list(rule(ca, th) or [])
+        except Exception as e:  # noqa: BLE001 - a contributed rule must not lose the others
+            ca.problems.warn("verdicts", f"verdict rule {name!r} failed: "
+                                         f"{type(e).__name__}: {e}")
+    if not [v for v in out if v.get("severity") in ("warning", "critical")] and (
+            not steps.empty or not comp.empty):
         out.append(_verdict(
             "balanced", "cluster", sorted(int(r) for r in steps["rank"].unique()), "info",
             {"n_ranks": int(steps["rank"].nunique()), "n_steps": int(steps["step"].nunique())},
             dict(th), "No compute, schedule or communication imbalance, slow rank or slow link "
             "passed the thresholds.", "Look at the top kernels and op statistics for "
             "single-rank optimisation."))
-    out.sort(key=lambda v: _SEVERITY_ORDER.get(v["severity"], 3))
-    return out
+    return _finish(out)
 
 
-__all__ = ["thresholds", "derive", "double_hash", "group_directory", "stages", "step_frame",
+__all__ = ["thresholds", "derive", "make_verdict", "register_rule", "registered_rules",
+           "VERDICT_KEYS", "double_hash", "group_directory", "stages", "step_frame",
            "rank_means", "link_table", "OpInstances", "OpTotals",
            "op_rows", "split_op_time", "OP_ROWS"] + list(_NAMES)
