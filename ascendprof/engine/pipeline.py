@@ -115,6 +115,9 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
                                                               data.tables.get(S.COMM_LINKS))
     res.table_rows = {k: v.num_rows for k, v in data.tables.items()}
     res.breakdown, res.breakdown_method = step_breakdown.recompute(data.tables, data.rank)
+    from ascendprof.analyze import extended
+
+    res.tables.update(extended.rank_partials(data.tables, data.rank, res.problems))
     if data.has(S.KERNELS):
         res.op_partial = op_stats.rank_partial(data.tables[S.KERNELS])
         res.kernel_partial = op_stats.kernel_partial(data.tables[S.KERNELS])
@@ -155,6 +158,8 @@ class ClusterAnalysis:
     op_statistics: object = None                # pandas DataFrame (op_statistics.csv)
     top_kernels: object = None                  # pandas DataFrame (top_kernels.csv)
     iteration_trace: object = None              # pandas DataFrame (iteration_trace.csv)
+    csv_files: dict = field(default_factory=dict)  # further CSVs: file name -> DataFrame
+    #                                             (analyze.extended: pipeline, memory, ...)
     verdicts: list = field(default_factory=list)
     thresholds: dict = field(default_factory=dict)
     #: between gather and conclude: all ranks' COMM_LINKS (None without links) and the group
@@ -216,7 +221,8 @@ def preload(sources) -> None:
     for kind in sorted({s.kind for s in sources}):
         import_module(reader_module(kind))
     for name in ("engine.cache", "analyze.cluster_communication", "analyze.op_stats",
-                 "analyze.step_breakdown", "analyze.verdicts", "report.output"):
+                 "analyze.step_breakdown", "analyze.verdicts", "analyze.extended",
+                 "report.output"):
         import_module(f"ascendprof.{name}")
 
 
@@ -282,6 +288,9 @@ def gather(root: str, sources: list[Source], results: list[RankResult],
 
         ca.iteration_trace = iteration_trace.per_rank(iterations)
     ca.links, ca.membership = (links if has_links else None), membership
+    from ascendprof.analyze import extended
+
+    ca.csv_files = extended.cluster_files(ca)
     return ca
 
 

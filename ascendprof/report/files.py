@@ -15,12 +15,13 @@ from pathlib import Path
 
 import orjson
 
+from ascendprof.analyze.extended import FILES as EXTENDED_FILES
 from ascendprof.report.output import write_csv, write_frame_csv, write_json, write_json_items
 
 OUTPUT_FILES = ("cluster_step_trace_time.csv", "cluster_communication.json",
                 "cluster_communication_matrix.json", "communication_group.json",
                 "op_statistics.csv", "top_kernels.csv", "step_trace_check.csv", "iteration_trace.csv",
-                "verdicts.json", "problems.csv", "summary.json")
+                "verdicts.json", "problems.csv", "summary.json") + EXTENDED_FILES
 
 PROBLEM_COLUMNS = ["Rank", "Severity", "Path", "Where", "Reason", "Affects"]
 
@@ -196,6 +197,8 @@ def write_outputs(ca, out: Path, summary: dict, early: EarlyWrite | None = None)
     frame("top_kernels.csv", ca.top_kernels)
     frame("step_trace_check.csv", ca.step_trace_check)
     frame("iteration_trace.csv", ca.iteration_trace)
+    for name, df in (getattr(ca, "csv_files", None) or {}).items():
+        frame(name, df)
     written.append(write_json(out / "verdicts.json", {
         "verdicts": ca.verdicts, "thresholds": ca.thresholds,
         "problems": [p.as_dict() for p in ca.problems]}))
