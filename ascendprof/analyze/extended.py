@@ -2,50 +2,85 @@
 them: :func:`rank_partials` in the worker (one rank's tables in, small tables out) and
 :func:`cluster_files` in the cluster step (all ranks' partials in, output frames out).
 
-Each analysis lives in its own module (:mod:`pipeline_stages`, ...); this module only routes
-their per-rank partials and names their output files, so the engine needs one call each way.
-A failing analysis loses its own outputs, never the run: the failure is recorded as a problem.
+Each analysis lives in its own module (:mod:`pipeline_stages`, :mod:`memory`, ...); this module
+only routes their per-rank partials and names their output files, so the engine needs one call
+each way. A failing analysis loses its own outputs, never the run: the failure is recorded as a
+problem.
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
 
-from ascendprof.analyze import pipeline_stages
-
-#: per-rank partial table names (RankResult.tables keys), each produced by one analysis
-PARTIALS = (pipeline_stages.P2P_OPS,)
+from ascendprof.analyze import memory, pipeline_stages
 
 #: output files, in the order they are written (report.files removes stale ones)
-FILES = ("pipeline.csv", "pipeline_stages.csv")
+FILES = ("pipeline.csv", "pipeline_stages.csv", "memory_summary.csv", "memory_top_ops.csv",
+         "memory_modules.csv")
 
 
-def rank_partials(tables: dict[str, pa.Table], rank: int, problems=None) -> dict[str, pa.Table]:
+def _p2p(tables, rank, meta):
+    t = pipeline_stages.rank_p2p_ops(tables, rank)
+    return {pipeline_stages.P2P_OPS: t} if t is not None else {}
+
+
+#: (analysis name, fn(tables, rank, meta) -> {partial name: table})
+_RANK_STEPS = (("pipeline", _p2p), ("memory", memory.rank_memory))
+
+
+def rank_partials(tables: dict[str, pa.Table], rank: int, problems=None,
+                  meta: dict | None = None) -> dict[str, pa.Table]:
     """{partial name: table} of one rank (absent when the rank has no such data)."""
     out: dict[str, pa.Table] = {}
-    for name, fn in ((pipeline_stages.P2P_OPS, pipeline_stages.rank_p2p_ops),):
+    for name, fn in _RANK_STEPS:
         try:
-            t = fn(tables, rank)
+            got = fn(tables, rank, meta or {})
         except Exception as e:  # noqa: BLE001 - one analysis' defect must not lose the rank
             if problems is not None:
-                problems.add("<analysis>", f"{name} failed ({type(e).__name__}: {e}); please "
-                                           f"report this", rank=rank, affects=(name,))
+                problems.add("<analysis>", f"{name} analysis failed ({type(e).__name__}: {e}); "
+                                           f"please report this", rank=rank, affects=(name,))
             continue
-        if t is not None and t.num_rows:
-            out[name] = t
+        out.update({k: v for k, v in got.items() if v is not None and v.num_rows})
     return out
+
+
+def _pipeline_files(ca, lines):
+    pipe, stages = pipeline_stages.build(ca.concat(pipeline_stages.P2P_OPS), lines,
+                                         ca.step_trace, ca.breakdown)
+    return {"pipeline.csv": pipe, "pipeline_stages.csv": stages}
+
+
+def _memory_files(ca, lines):
+    stage_of = {r: s for line in lines for s, r in enumerate(line)}
+    return memory.build(ca.concat(memory.MEMORY_PEAKS), ca.concat(memory.MEMORY_OPS),
+                        ca.concat(memory.MEMORY_MODULES), stage_of)
 
 
 def cluster_files(ca) -> dict[str, object]:
     """{output file name: pandas DataFrame} from a ClusterAnalysis after gather's own results
     (step trace, breakdown, communication groups). Files without rows are left out."""
     out: dict[str, object] = {}
-    try:
-        lines = pipeline_stages.pipelines(ca.metadata, ca.communication_group)
-        pipe, stages = pipeline_stages.build(ca.concat(pipeline_stages.P2P_OPS), lines,
-                                             ca.step_trace, ca.breakdown)
-        out["pipeline.csv"], out["pipeline_stages.csv"] = pipe, stages
-    except Exception as e:  # noqa: BLE001
-        ca.problems.add("<analysis>", f"pipeline stages failed ({type(e).__name__}: {e}); "
-                                      f"please report this", affects=("pipeline",))
+    lines = pipeline_stages.pipelines(ca.metadata, ca.communication_group)
+    for name, fn in (("pipeline", _pipeline_files), ("memory", _memory_files)):
+        try:
+            out.update(fn(ca, lines))
+        except Exception as e:  # noqa: BLE001
+            ca.problems.add("<analysis>", f"{name} analysis failed ({type(e).__name__}: {e}); "
+                                          f"please report this", affects=(name,))
     return {k: v for k, v in out.items() if v is not None and len(v)}
+
+
+# ---------------------------------------------------------------------------------------------
+# verdicts: contributed to analyze.verdicts (docs/verdicts.md "Contributing verdicts")
+
+def _register_rules() -> None:
+    from ascendprof.analyze import verdicts
+
+    def memory_rule(ca, th):
+        return memory.verdicts((getattr(ca, "csv_files", None) or {}).get("memory_summary.csv"),
+                               verdicts.make_verdict, th)
+
+    verdicts.register_rule("memory", memory_rule)
+
+
+_register_rules()

@@ -117,7 +117,7 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
     res.breakdown, res.breakdown_method = step_breakdown.recompute(data.tables, data.rank)
     from ascendprof.analyze import extended
 
-    res.tables.update(extended.rank_partials(data.tables, data.rank, res.problems))
+    res.tables.update(extended.rank_partials(data.tables, data.rank, res.problems, data.meta))
     if data.has(S.KERNELS):
         res.op_partial = op_stats.rank_partial(data.tables[S.KERNELS])
         res.kernel_partial = op_stats.kernel_partial(data.tables[S.KERNELS])

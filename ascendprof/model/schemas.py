@@ -53,6 +53,9 @@ MEMORY_RECORD = "memory_record"
 OPERATOR_MEMORY = "operator_memory"
 NPU_MODULE_MEM = "npu_module_mem"
 ITERATIONS = "iterations"
+STATIC_OP_MEM = "static_op_mem"
+DATASET_OPS = "dataset_ops"
+DATASET_QUEUE = "dataset_queue"
 
 #: Prefix of the extra PMU metric columns a kernels table may carry after its fixed columns
 #: (``pmu:aic_mac_ratio`` …, float64), named as in op_summary / kernel_details (spec §A.2, §C.1).
@@ -162,6 +165,35 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("rank", I32), ("device_id", I32), ("component", STR), ("ts_ns", I64),
         ("total_reserved_mb", F64), ("device", STR),
         doc="npu_module_mem.csv (§A.9). MB binary.",
+    ),
+    STATIC_OP_MEM: _s(
+        ("rank", I32), ("device_id", I32), ("name", STR), ("model_name", STR),
+        ("graph_id", STR), ("node_start", I64), ("node_end", I64), ("size_kb", F64),
+        doc="static_op_mem.csv (static graph op memory; columns Device_id, Op Name, Model Name, "
+            "Graph ID, Node Index Start, Node Index End, Size(KB)): an op's memory and its "
+            "lifetime in node indices. KB binary.",
+    ),
+    DATASET_OPS: _s(
+        ("rank", I32), ("op_id", I64), ("op_type", STR), ("num_workers", I64),
+        ("parent_id", I64), ("children", STR), ("queue_length", I64),
+        ("queue_avg_size", F64), ("queue_usage_pct", F64), ("queue_empty_pct", F64),
+        ("queue_samples", I64), ("avg_cpu_pct", F64), ("source", STR),
+        doc="One MindSpore dataset (minddata) pipeline operator: its output queue (capacity, "
+            "average size, usage = average size / capacity in %, % of samples empty), workers, "
+            "parent and children op ids (children comma-separated) and the mean CPU % of its "
+            "workers (user + sys). From minddata_pipeline_raw_{rank}.csv, "
+            "pipeline_profiling_{rank}.json, minddata_pipeline_summary_{rank}.json/.csv and "
+            "minddata_cpu_utilization_{rank}.json (seeds 000, 004).",
+    ),
+    DATASET_QUEUE: _s(
+        ("rank", I32), ("queue", STR), ("step", I64), ("size", I64), ("capacity", I64),
+        ("value_ms", F64), ("kind", STR), ("start_ns", I64), ("end_ns", I64),
+        doc="Per batch record of MindSpore data preparation: queue 'host' (device_queue_profiling"
+            "_{rank}.txt / dataset_iterator_profiling_{rank}.txt: the host-side connector feeding "
+            "the device, kind 'size' with size/capacity, or kind 'pipeline_time' / 'push_time' / "
+            "'batch_time' with value_ms) and queue 'device' (minddata_aicpu_{rank}.txt: the device "
+            "queue size when GetNext dequeued, start/end of the GetNext in the file's clock "
+            "(us, kept as ns)). step is the batch number the profiler wrote.",
     ),
     ITERATIONS: _s(
         ("rank", I32), ("step", I32), ("start_ns", I64), ("end_ns", I64),

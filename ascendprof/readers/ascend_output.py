@@ -43,6 +43,7 @@ API_STATISTIC = "api_statistic.csv"
 MEMORY_RECORD = "memory_record.csv"
 OPERATOR_MEMORY = "operator_memory.csv"
 NPU_MODULE_MEM = "npu_module_mem.csv"
+STATIC_OP_MEM = "static_op_mem.csv"
 TRACE_VIEW = "trace_view.json"
 COMMUNICATION = "communication.json"
 COMMUNICATION_MATRIX = "communication_matrix.json"
@@ -60,6 +61,7 @@ AFFECTS = {
     MEMORY_RECORD: ("memory",),
     OPERATOR_MEMORY: ("memory",),
     NPU_MODULE_MEM: ("memory",),
+    STATIC_OP_MEM: ("memory",),
     TRACE_VIEW: ("step_breakdown",),
     COMMUNICATION: ("communication",),
     COMMUNICATION_MATRIX: ("communication_matrix",),
@@ -374,6 +376,29 @@ def read_npu_module_mem(path: Path, rank: int) -> pa.Table:
     return _build(path, raw, rank, NPU_MODULE_MEM_COLUMNS, S.NPU_MODULE_MEM, extra)
 
 
+STATIC_OP_MEM_COLUMNS = {
+    "Device_id": ("device_id", INT), "Op Name": ("name", STR), "Model Name": ("model_name", STR),
+    "Graph ID": ("graph_id", STR), "Node Index Start": ("node_start", INT),
+    "Node Index End": ("node_end", INT), "Size(KB)": ("size_kb", FLOAT),
+}
+
+
+def read_static_op_mem(path: Path, rank: int) -> pa.Table:
+    """static_op_mem.csv (static graphs) -> :data:`~ascendprof.model.schemas.STATIC_OP_MEM`.
+
+    A ``Size(MB)`` column instead of ``Size(KB)`` is accepted (x 1024). Raises InputError."""
+    path = Path(path)
+    raw = read_csv(path, required=("Op Name",),
+                   types={**_read_types(STATIC_OP_MEM_COLUMNS), "Size(MB)": pa.float64()})
+    extra = {}
+    if "Size(KB)" not in raw.column_names:
+        if "Size(MB)" not in raw.column_names:
+            raise InputError(path, "missing column(s) Size(KB)")
+        mb = _convert(path, "Size(MB)", raw.column("Size(MB)"), FLOAT)
+        extra["size_kb"] = pc.multiply(mb, 1024.0)
+    return _build(path, raw, rank, STATIC_OP_MEM_COLUMNS, S.STATIC_OP_MEM, extra)
+
+
 #: file name -> (table name, parser) for the CSVs of ASCEND_PROFILER_OUTPUT.
 CSV_PARSERS = {
     KERNEL_DETAILS: (S.KERNELS, read_kernel_details),
@@ -383,6 +408,7 @@ CSV_PARSERS = {
     MEMORY_RECORD: (S.MEMORY_RECORD, read_memory_record),
     OPERATOR_MEMORY: (S.OPERATOR_MEMORY, read_operator_memory),
     NPU_MODULE_MEM: (S.NPU_MODULE_MEM, read_npu_module_mem),
+    STATIC_OP_MEM: (S.STATIC_OP_MEM, read_static_op_mem),
 }
 
 

@@ -280,6 +280,10 @@ def _fill_from_profiler_db(db: _Db, data: RankData) -> None:
         timeline_parts.append(comm)
     if need("OVERLAP_ANALYSIS"):
         timeline_parts.append(_overlap_track(db))
+    if db.has("PYTORCH_API"):
+        loader = _dataloader_track(db)
+        if loader.num_rows:
+            timeline_parts.append(loader)
     if steps is not None and steps.num_rows:
         timeline_parts.append(pa.table({
             "track": pa.array(["step"] * steps.num_rows, pa.string()),
@@ -303,6 +307,13 @@ def _fill_from_profiler_db(db: _Db, data: RankData) -> None:
         data.tables[S.MEMORY_RECORD] = _memory_record(db, data.rank)
     if db.has("OP_MEMORY"):
         data.tables[S.OPERATOR_MEMORY] = _operator_memory(db, data.rank)
+    if db.has("NPU_MEM"):
+        app = _npu_mem_app(db, data.rank)
+        if app is not None and app.num_rows:
+            have = data.tables.get(S.MEMORY_RECORD)
+            data.tables[S.MEMORY_RECORD] = app if have is None else pa.concat_tables([app, have])
+    if db.has("NPU_MODULE_MEM"):
+        data.tables[S.NPU_MODULE_MEM] = _npu_module_mem(db, data.rank, device_id)
 
 
 def _with_task_type(part: pa.Table) -> pa.Table:
@@ -526,6 +537,81 @@ def _operator_memory(db: _Db, rank: int) -> pa.Table:
         "release_total_allocated_mb": pc.divide(t["ra"], _MB),
         "release_total_reserved_mb": pc.divide(t["rr"], _MB),
         "device_type": _device_type(t["dev"])}))
+
+
+def _npu_mem_app(db: _Db, rank: int) -> pa.Table | None:
+    """NPU_MEM (§B.1) ``APP`` rows -> MEMORY_RECORD rows of component ``APP`` (Total Reserved =
+    ddr + hbm, bytes -> MB 2^20), as torch_npu writes them into memory_record.csv from CANN's
+    npu_mem (§A.8). ``type`` is a STRING_IDS id of ``APP`` / ``Device``; where STRING_IDS does
+    not resolve it (torch_npu's merged STRING_IDS reuse the ids), the type whose largest value is
+    the smaller is APP: the device total includes the application's memory. None without
+    two-type data to tell them apart."""
+    rows = db._run("SELECT type, ddr, hbm, timestampNs FROM NPU_MEM ORDER BY timestampNs")
+    if not rows:
+        return None
+    names = {}
+    if db.has("STRING_IDS"):
+        ids = sorted({r[0] for r in rows if isinstance(r[0], int)})
+        if ids:
+            q = ",".join("?" * len(ids))
+            names = dict(db._run(f"SELECT id, value FROM STRING_IDS WHERE id IN ({q})", ids))
+    app = [t for t, v in names.items() if str(v).strip().upper() == "APP"]
+    if app:
+        app_type = app[0]
+    else:
+        peak: dict = {}
+        for t, ddr, hbm, _ in rows:
+            peak[t] = max(peak.get(t, 0), (ddr or 0) + (hbm or 0))
+        if len(peak) != 2:
+            return None
+        app_type = min(peak, key=peak.get)
+    sel = [r for r in rows if r[0] == app_type]
+    n = len(sel)
+    return S.conform(S.MEMORY_RECORD, pa.table({
+        "rank": pa.array(np.full(n, rank, np.int32)),
+        "component": pa.array(["APP"] * n, pa.string()),
+        "ts_ns": pa.array([r[3] for r in sel], pa.int64()),
+        "total_reserved_mb": pa.array([((r[1] or 0) + (r[2] or 0)) / _MB for r in sel],
+                                      pa.float64())}))
+
+
+def _npu_module_mem(db: _Db, rank: int, device_id) -> pa.Table:
+    """NPU_MODULE_MEM (§B.1): moduleId -> ENUM_MODULE name, totalReserved bytes -> MB (2^20),
+    as npu_module_mem.csv (§A.9)."""
+    name = ("(SELECT name FROM ENUM_MODULE e WHERE e.id = m.moduleId)" if db.has("ENUM_MODULE")
+            else "CAST(m.moduleId AS TEXT)")
+    t = db.query(f"""SELECT {name}, m.timestampNs, m.totalReserved, m.deviceId
+                     FROM NPU_MODULE_MEM m ORDER BY m.timestampNs""",
+                 ["component", "ts_ns", "r", "dev"],
+                 {"component": pa.string(), "ts_ns": pa.int64(), "r": pa.float64(),
+                  "dev": pa.int64()})
+    return S.conform(S.NPU_MODULE_MEM, pa.table({
+        "rank": pa.array(np.full(t.num_rows, rank, np.int32)),
+        "device_id": t["dev"].cast(pa.int32()), "component": t["component"],
+        "ts_ns": t["ts_ns"], "total_reserved_mb": pc.divide(t["r"], _MB),
+        "device": _device_type(t["dev"])}))
+
+
+#: PYTORCH_API names of the data loader's iterator (torch's record_function around
+#: ``next(iter(DataLoader))``), the dataloader spans of the step (§B.2)
+_DATALOADER_LIKE = "enumerate(DataLoader)%"
+
+
+def _dataloader_track(db: _Db) -> pa.Table:
+    """TIMELINE rows (track ``dataloader``) for the data loader spans of PYTORCH_API."""
+    if not db.has("STRING_IDS"):
+        return pa.table({"track": pa.array([], pa.string())})
+    t = db.query(f"""SELECT s.value, CAST(p.startNs AS INTEGER), CAST(p.endNs AS INTEGER)
+                     FROM PYTORCH_API p JOIN STRING_IDS s ON s.id = p.name
+                     WHERE s.value LIKE '{_DATALOADER_LIKE}' ORDER BY 2""",
+                 ["name", "start_ns", "end_ns"],
+                 {"name": pa.string(), "start_ns": pa.int64(), "end_ns": pa.int64()})
+    n = t.num_rows
+    return pa.table({"track": pa.array(["dataloader"] * n, pa.string()),
+                     "process": pa.array(["Python"] * n, pa.string()),
+                     "thread": pa.array(["DataLoader"] * n, pa.string()),
+                     "name": t["name"], "start_ns": t["start_ns"],
+                     "dur_ns": pc.subtract(t["end_ns"], t["start_ns"])})
 
 
 # ----------------------------------------------------------------------------- analysis.db

@@ -1,0 +1,397 @@
+"""Device memory per rank: peaks and when they happen, the operators that hold most memory, memory
+per module, and ranks or stages far above their peers or near the device capacity.
+
+Seeds 000 (内存使用分析) and 003 (集群内存使用情况分析: peak memory over available memory per
+device). Inputs (spec §A.8, §A.9, §B.1, §B.2), all MB = 2^20 bytes:
+
+- MEMORY_RECORD (memory_record.csv, db MEMORY_RECORD + NPU_MEM): the allocator's running totals
+  per component — ``PTA`` (torch_npu caching allocator), ``GE`` (graph engine), ``PTA+GE``
+  (their sum, the framework's view of the device), ``APP`` (the whole process on the device,
+  sampled by CANN: reserved only), ``WORKSPACE``;
+- OPERATOR_MEMORY (operator_memory.csv, db OP_MEMORY): one row per block with its size,
+  allocation / release time and the totals right after the allocation;
+- NPU_MODULE_MEM (npu_module_mem.csv, db NPU_MODULE_MEM): reserved memory per CANN module;
+- STATIC_OP_MEM (static_op_mem.csv, static graphs): per op, size and lifetime in node indices;
+- the device capacity where the input records it (``meta["memory_capacity_mb"]``: MindSpore's
+  memory_usage_summary ``capacity``). torch_npu records no capacity; the peak over capacity is
+  then left empty and only the comparison with peers is judged.
+
+Per rank (:func:`rank_memory`, in the worker) the peaks, the operator table and the module table
+are reduced to small tables; :func:`build` makes memory_summary.csv, memory_top_ops.csv and
+memory_modules.csv; :func:`verdicts` judges them. Nothing here reads files.
+
+Peak and "when": the largest value of Total Allocated / Reserved / Active of a component, the
+first time it is reached, the step whose window holds that time (STEPS) and the operator whose
+allocation happened at that very time (OPERATOR_MEMORY Allocation Time equal to the record's
+timestamp; torch_npu writes both from the same allocator event), else the last allocation
+before it (marked ``(before)``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ascendprof.model import schemas as S
+
+MEMORY_PEAKS = "memory_peaks"
+MEMORY_OPS = "memory_ops"
+MEMORY_MODULES = "memory_modules"
+
+PEAKS_SCHEMA = pa.schema([
+    ("rank", pa.int32()), ("component", pa.string()), ("metric", pa.string()),
+    ("peak_mb", pa.float64()), ("ts_ns", pa.int64()), ("step", pa.int32()),
+    ("operator", pa.string()), ("capacity_mb", pa.float64())])
+OPS_SCHEMA = pa.schema([
+    ("rank", pa.int32()), ("name", pa.string()), ("source", pa.string()),
+    ("allocations", pa.int64()), ("total_mb", pa.float64()), ("largest_mb", pa.float64()),
+    ("size_time_mb_ms", pa.float64()), ("size_nodes_mb", pa.float64()),
+    ("mean_lifetime_ms", pa.float64()), ("unreleased_mb", pa.float64())])
+MODULES_SCHEMA = pa.schema([
+    ("rank", pa.int32()), ("module", pa.string()), ("peak_mb", pa.float64()),
+    ("ts_ns", pa.int64()), ("mean_mb", pa.float64())])
+
+#: Components in the order memory_summary.csv lists them; ``PTA+GE`` is the framework's total
+#: and the one compared between ranks (else the first present of the others).
+COMPONENTS = ("PTA+GE", "PTA", "GE", "WORKSPACE", "APP")
+METRICS = (("allocated", "total_allocated_mb"), ("reserved", "total_reserved_mb"),
+           ("active", "total_active_mb"))
+
+#: operators kept per rank in memory_top_ops.csv: the top N by total allocation and the top N
+#: by size x lifetime (the union)
+TOP_N = 20
+
+SUMMARY_COLUMNS = ["Rank", "Stage", "Component", "Peak Allocated(MB)", "Peak Allocated Time(us)",
+                   "Peak Allocated Step", "Peak Allocated Operator", "Peak Reserved(MB)",
+                   "Peak Reserved Time(us)", "Peak Active(MB)", "Peak Active Time(us)",
+                   "Capacity(MB)", "Peak Reserved/Capacity(%)"]
+TOP_OPS_COLUMNS = ["Rank", "Name", "Source", "Allocations", "Total Allocated(MB)", "Largest(MB)",
+                   "Size x Lifetime(MB*ms)", "Size x Lifetime(MB*nodes)", "Mean Lifetime(ms)",
+                   "Unreleased(MB)", "Rank By Size", "Rank By Size x Lifetime"]
+MODULE_COLUMNS = ["Rank", "Module", "Peak Reserved(MB)", "Peak Time(us)", "Mean Reserved(MB)"]
+
+# verdict thresholds (documented in docs/analyses.md)
+#: a rank's peak (reserved, or allocated without reserved) at or above this % of the capacity
+NEAR_CAPACITY_PCT = 90.0
+#: a rank whose peak allocated exceeds the median of the other ranks of its stage by this %
+PEER_EXCESS_PCT = 15.0
+#: ... and by at least this many MB (small models' differences are noise)
+PEER_EXCESS_MIN_MB = 512.0
+
+
+def _abs_us(ns) -> str | None:
+    if ns is None or pd.isna(ns):
+        return None
+    ns = int(ns)
+    return f"{ns // 1000}.{ns % 1000:03d}"
+
+
+def _rank_table(t, rank):
+    if t is None or t.num_rows == 0:
+        return None
+    if "rank" in t.column_names and t["rank"].null_count == 0:
+        mm = pc.min_max(t["rank"]).as_py()
+        if mm["min"] != rank or mm["max"] != rank:
+            t = t.filter(pc.equal(t["rank"], rank))
+    return t if t.num_rows else None
+
+
+# ---------------------------------------------------------------------------------------------
+# per rank
+
+
+def _step_at(ts: int, steps: pd.DataFrame | None):
+    if steps is None or ts is None:
+        return None
+    hit = steps[(steps["start_ns"] <= ts) & (steps["end_ns"] >= ts)]
+    return None if hit.empty else int(hit["step"].iloc[0])
+
+
+def _operator_at(ts: int, ops: pd.DataFrame | None) -> str | None:
+    if ops is None or ops.empty or ts is None:
+        return None
+    exact = ops[ops["alloc_ns"] == ts]
+    if not exact.empty:
+        return str(exact["name"].iloc[-1])
+    before = ops[ops["alloc_ns"] <= ts]
+    if before.empty:
+        return None
+    return f"{before['name'].iloc[-1]} (before)"
+
+
+def peaks(records: pa.Table, ops: pa.Table | None = None, steps: pa.Table | None = None,
+          capacity_mb: float | None = None) -> pa.Table:
+    """PEAKS_SCHEMA rows: per component and metric (allocated / reserved / active) of
+    MEMORY_RECORD ``records`` (one rank) the peak MB, the first ns it is reached, its step and
+    the operator allocating then (module doc). Metrics a component never records are left out."""
+    df = records.select(["rank", "component", "ts_ns", "total_allocated_mb",
+                         "total_reserved_mb", "total_active_mb"]).to_pandas()
+    df = df[df["ts_ns"].notna()].sort_values("ts_ns", kind="stable")
+    st = steps.select(["step", "start_ns", "end_ns"]).to_pandas() if steps is not None else None
+    od = (ops.select(["name", "alloc_ns"]).to_pandas().dropna(subset=["alloc_ns"])
+          .sort_values("alloc_ns", kind="stable") if ops is not None else None)
+    rows = []
+    for comp, g in df.groupby("component", sort=False):
+        for metric, col in METRICS:
+            v = g[col].dropna()
+            if v.empty:
+                continue
+            peak = float(v.max())
+            ts = int(g.loc[v[v == peak].index[0], "ts_ns"])
+            op = None if comp == "APP" else _operator_at(ts, od)
+            rows.append({"rank": int(g["rank"].iloc[0]), "component": str(comp), "metric": metric,
+                         "peak_mb": peak, "ts_ns": ts, "step": _step_at(ts, st), "operator": op,
+                         "capacity_mb": capacity_mb})
+    return pa.Table.from_pylist(rows, schema=PEAKS_SCHEMA)
+
+
+def top_operators(ops: pa.Table | None, static: pa.Table | None = None, end_ns: int | None = None,
+                  top: int = TOP_N) -> pa.Table:
+    """OPS_SCHEMA rows: OPERATOR_MEMORY aggregated per operator name — allocations, total and
+    largest block (MB), Σ size x lifetime (MB·ms; a block never released lives until ``end_ns``,
+    the end of the collection), mean lifetime, unreleased MB — keeping the ``top`` by total and the
+    ``top`` by size x lifetime; then STATIC_OP_MEM rows (static graphs: lifetime in nodes)."""
+    parts = []
+    if ops is not None and ops.num_rows:
+        d = ops.select(["rank", "name", "size_kb", "alloc_ns", "release_ns", "dur_ns"]).to_pandas()
+        d = d[d["size_kb"].fillna(0) > 0]
+        if not d.empty:
+            d["mb"] = d["size_kb"] / 1024.0
+            life = d["dur_ns"].astype("float64")
+            open_ = d["release_ns"].isna() & d["dur_ns"].isna()
+            end = end_ns if end_ns is not None else d[["alloc_ns", "release_ns"]].max().max()
+            life = life.where(~open_, end - d["alloc_ns"])
+            d["life_ms"] = life.clip(lower=0) / 1e6
+            d["mb_ms"] = d["mb"] * d["life_ms"]
+            d["unrel"] = d["mb"].where(open_, 0.0)
+            g = d.groupby("name", sort=False).agg(
+                rank=("rank", "first"), allocations=("mb", "size"), total_mb=("mb", "sum"),
+                largest_mb=("mb", "max"), size_time_mb_ms=("mb_ms", "sum"),
+                mean_lifetime_ms=("life_ms", "mean"), unreleased_mb=("unrel", "sum")).reset_index()
+            keep = set(g.nlargest(top, "total_mb")["name"]) | set(
+                g.nlargest(top, "size_time_mb_ms")["name"])
+            g = g[g["name"].isin(keep)].assign(source="operator_memory", size_nodes_mb=np.nan)
+            parts.append(g)
+    if static is not None and static.num_rows:
+        d = static.to_pandas()
+        d = d[d["size_kb"].fillna(0) > 0]
+        if not d.empty:
+            d["mb"] = d["size_kb"] / 1024.0
+            nodes = (d["node_end"] - d["node_start"] + 1).clip(lower=0)
+            d["mb_nodes"] = d["mb"] * nodes
+            g = d.groupby("name", sort=False).agg(
+                rank=("rank", "first"), allocations=("mb", "size"), total_mb=("mb", "sum"),
+                largest_mb=("mb", "max"), size_nodes_mb=("mb_nodes", "sum")).reset_index()
+            keep = set(g.nlargest(top, "total_mb")["name"]) | set(
+                g.nlargest(top, "size_nodes_mb")["name"])
+            g = g[g["name"].isin(keep)].assign(source="static_op_mem", size_time_mb_ms=np.nan,
+                                               mean_lifetime_ms=np.nan, unreleased_mb=np.nan)
+            parts.append(g)
+    if not parts:
+        return OPS_SCHEMA.empty_table()
+    df = pd.concat(parts, ignore_index=True)
+    return pa.Table.from_pandas(df[[f.name for f in OPS_SCHEMA]], schema=OPS_SCHEMA,
+                                preserve_index=False)
+
+
+def modules(mod: pa.Table) -> pa.Table:
+    """MODULES_SCHEMA rows: per NPU_MODULE_MEM component (CANN module) its peak reserved MB, the
+    first ns of the peak and the mean over its samples; modules that never reserve are left out."""
+    d = mod.select(["rank", "component", "ts_ns", "total_reserved_mb"]).to_pandas()
+    d = d.dropna(subset=["total_reserved_mb"]).sort_values("ts_ns", kind="stable")
+    rows = []
+    for comp, g in d.groupby("component", sort=False):
+        peak = float(g["total_reserved_mb"].max())
+        if peak <= 0:
+            continue
+        ts = g.loc[g["total_reserved_mb"] == peak, "ts_ns"].iloc[0]
+        rows.append({"rank": int(g["rank"].iloc[0]), "module": str(comp), "peak_mb": peak,
+                     "ts_ns": None if pd.isna(ts) else int(ts),
+                     "mean_mb": float(g["total_reserved_mb"].mean())})
+    return pa.Table.from_pylist(rows, schema=MODULES_SCHEMA)
+
+
+def rank_memory(tables: dict, rank: int, meta: dict | None = None) -> dict[str, pa.Table]:
+    """The rank's memory partials: {MEMORY_PEAKS, MEMORY_OPS, MEMORY_MODULES: table}, each only
+    when its input exists. ``meta`` may carry ``memory_capacity_mb``."""
+    out = {}
+    rec = _rank_table(tables.get(S.MEMORY_RECORD), rank)
+    ops = _rank_table(tables.get(S.OPERATOR_MEMORY), rank)
+    static = _rank_table(tables.get(getattr(S, "STATIC_OP_MEM", "static_op_mem")), rank)
+    cap = (meta or {}).get("memory_capacity_mb")
+    if rec is not None:
+        out[MEMORY_PEAKS] = peaks(rec, ops, _rank_table(tables.get(S.STEPS), rank),
+                                  float(cap) if cap else None)
+    end = None
+    if rec is not None:
+        end = pc.max(rec["ts_ns"]).as_py()
+    if ops is not None or static is not None:
+        t = top_operators(ops, static, end)
+        if t.num_rows:
+            out[MEMORY_OPS] = t
+    mod = _rank_table(tables.get(S.NPU_MODULE_MEM), rank)
+    if mod is not None:
+        t = modules(mod)
+        if t.num_rows:
+            out[MEMORY_MODULES] = t
+    return {k: v for k, v in out.items() if v.num_rows}
+
+
+# ---------------------------------------------------------------------------------------------
+# the cluster
+
+
+def main_component(components) -> str | None:
+    """The component compared between ranks: the first of :data:`COMPONENTS` present (APP last:
+    it is sampled, not exact)."""
+    have = set(components)
+    return next((c for c in COMPONENTS if c in have), None)
+
+
+def build(peaks_t: pa.Table | None, ops_t: pa.Table | None, modules_t: pa.Table | None,
+          stage_of: dict[int, int] | None = None) -> dict[str, pd.DataFrame]:
+    """{"memory_summary.csv", "memory_top_ops.csv", "memory_modules.csv": DataFrame} from all
+    ranks' partials (columns :data:`SUMMARY_COLUMNS`, :data:`TOP_OPS_COLUMNS`,
+    :data:`MODULE_COLUMNS`; MB = 2^20 bytes, absolute times in us). ``stage_of``: rank ->
+    pipeline stage. Frames without rows are left out."""
+    stage_of = stage_of or {}
+    out: dict[str, pd.DataFrame] = {}
+    if peaks_t is not None and peaks_t.num_rows:
+        p = peaks_t.to_pandas()
+        rows = []
+        order = {c: i for i, c in enumerate(COMPONENTS)}
+        for (rank, comp), g in sorted(p.groupby(["rank", "component"]),
+                                      key=lambda kv: (kv[0][0], order.get(kv[0][1], 99),
+                                                      kv[0][1])):
+            m = {r["metric"]: r for r in g.to_dict("records")}
+            a, r, act = m.get("allocated"), m.get("reserved"), m.get("active")
+            cap = next((x["capacity_mb"] for x in (a, r, act) if x and pd.notna(x["capacity_mb"])),
+                       None)
+            ref = r or a
+            rows.append([int(rank), stage_of.get(int(rank), ""), comp,
+                         a and a["peak_mb"], a and _abs_us(a["ts_ns"]),
+                         None if not a or pd.isna(a["step"]) else int(a["step"]),
+                         a and a["operator"], r and r["peak_mb"], r and _abs_us(r["ts_ns"]),
+                         act and act["peak_mb"], act and _abs_us(act["ts_ns"]), cap,
+                         round(ref["peak_mb"] / cap * 100, 2) if cap and ref else None])
+        df = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+        df["Peak Allocated Step"] = df["Peak Allocated Step"].astype("Int64")
+        out["memory_summary.csv"] = df
+    if ops_t is not None and ops_t.num_rows:
+        o = ops_t.to_pandas()
+        frames = []
+        for rank, g in o.groupby("rank", sort=True):
+            g = g.copy()
+            g["by_size"] = g["total_mb"].rank(ascending=False, method="first")
+            life = g["size_time_mb_ms"].fillna(g["size_nodes_mb"])
+            g["by_life"] = life.rank(ascending=False, method="first")
+            frames.append(g.sort_values(["total_mb"], ascending=False, kind="stable"))
+        o = pd.concat(frames)
+        out["memory_top_ops.csv"] = pd.DataFrame({
+            "Rank": o["rank"].astype(int), "Name": o["name"], "Source": o["source"],
+            "Allocations": o["allocations"].astype(int), "Total Allocated(MB)": o["total_mb"],
+            "Largest(MB)": o["largest_mb"], "Size x Lifetime(MB*ms)": o["size_time_mb_ms"],
+            "Size x Lifetime(MB*nodes)": o["size_nodes_mb"],
+            "Mean Lifetime(ms)": o["mean_lifetime_ms"], "Unreleased(MB)": o["unreleased_mb"],
+            "Rank By Size": o["by_size"].astype(int),
+            "Rank By Size x Lifetime": o["by_life"].astype("Int64")}).reset_index(drop=True)
+    if modules_t is not None and modules_t.num_rows:
+        m = modules_t.to_pandas().sort_values(["rank", "peak_mb"], ascending=[True, False],
+                                              kind="stable")
+        out["memory_modules.csv"] = pd.DataFrame({
+            "Rank": m["rank"].astype(int), "Module": m["module"], "Peak Reserved(MB)": m["peak_mb"],
+            "Peak Time(us)": [_abs_us(t) for t in m["ts_ns"]],
+            "Mean Reserved(MB)": m["mean_mb"].round(6)}).reset_index(drop=True)
+    return out
+
+
+def rank_peaks(summary: pd.DataFrame) -> pd.DataFrame:
+    """One row per rank: the rank's main component (:func:`main_component`) with its peak
+    allocated / reserved MB, stage and capacity (columns rank, stage, component, allocated_mb,
+    reserved_mb, capacity_mb)."""
+    rows = []
+    for rank, g in summary.groupby("Rank", sort=True):
+        comp = main_component(g["Component"])
+        r = g[g["Component"] == comp].iloc[0]
+        rows.append({"rank": int(rank), "stage": r["Stage"], "component": comp,
+                     "allocated_mb": r["Peak Allocated(MB)"], "reserved_mb": r["Peak Reserved(MB)"],
+                     "capacity_mb": r["Capacity(MB)"]})
+    return pd.DataFrame(rows)
+
+
+def verdicts(summary: pd.DataFrame | None, make, th: dict | None = None) -> list[dict]:
+    """Memory verdicts from memory_summary.csv's frame; ``make`` builds one verdict
+    (verdicts.make_verdict's signature). Silent when nothing is near capacity or far above its
+    peers.
+
+    - ``memory`` / rank, near capacity: peak reserved (else allocated) of the main component, or
+      the APP reserved peak when larger, >= :data:`NEAR_CAPACITY_PCT` % of the recorded
+      capacity (critical from 97 %);
+    - ``memory`` / rank, far above peers: peak allocated exceeds the median of the other ranks of
+      the same pipeline stage (all ranks without stages; at least 2 others with data... or 1)
+      by >= :data:`PEER_EXCESS_PCT` % and >= :data:`PEER_EXCESS_MIN_MB` MB.
+    """
+    th = th or {}
+    near = float(th.get("memory_near_capacity_pct", NEAR_CAPACITY_PCT))
+    excess_pct = float(th.get("memory_peer_excess_pct", PEER_EXCESS_PCT))
+    excess_mb = float(th.get("memory_peer_excess_min_mb", PEER_EXCESS_MIN_MB))
+    if summary is None or summary.empty:
+        return []
+    out = []
+    per = rank_peaks(summary)
+    app = summary[summary["Component"] == "APP"].set_index("Rank")["Peak Reserved(MB)"]
+    for r in per.itertuples(index=False):
+        cap = r.capacity_mb
+        if cap is None or pd.isna(cap) or cap <= 0:
+            continue
+        used = max(v for v in (r.reserved_mb, r.allocated_mb, app.get(r.rank))
+                   if v is not None and pd.notna(v))
+        pct = used / cap * 100
+        if pct >= near:
+            out.append(make(
+                "memory", "rank", [r.rank], "critical" if pct >= 97 else "warning",
+                f"Rank {r.rank} peaks at {used:.0f} MB of device memory, {pct:.1f}% of the "
+                f"{cap:.0f} MB capacity: little headroom before out-of-memory.",
+                "Look at memory_top_ops.csv for the operators holding most memory at the peak "
+                "(activation recomputation, smaller micro-batches, or offloading free it).",
+                id=f"memory:capacity:{r.rank}",
+                evidence={"peak_mb": round(used, 3), "capacity_mb": round(cap, 3),
+                          "peak_pct": round(pct, 2), "component": r.component},
+                threshold={"memory_near_capacity_pct": near}))
+    peers = per.dropna(subset=["allocated_mb"])
+    groups = peers.groupby(peers["stage"].astype(str)) if len(peers) else []
+    for stage, g in groups:
+        if len(g) < 2:
+            continue
+        for r in g.itertuples(index=False):
+            others = g[g["rank"] != r.rank]["allocated_mb"]
+            med = float(others.median())
+            if med <= 0:
+                continue
+            over = r.allocated_mb - med
+            if over >= excess_mb and over / med * 100 >= excess_pct:
+                where = f"pipeline stage {stage}" if stage != "" else "the job"
+                out.append(make(
+                    "memory", "rank", [r.rank],
+                    "critical" if over / med * 100 >= 2 * excess_pct else "warning",
+                    f"Rank {r.rank} allocates {r.allocated_mb:.0f} MB at its peak, {over:.0f} MB "
+                    f"({over / med * 100:.1f}%) more than the median {med:.0f} MB of the other "
+                    f"ranks of {where}, which do the same work.",
+                    f"Compare memory_top_ops.csv of rank {r.rank} with its peers: an uneven "
+                    f"data or layer split, or a leak (Unreleased(MB)).",
+                    id=f"memory:peers:{r.rank}",
+                    evidence={"peak_allocated_mb": round(float(r.allocated_mb), 3),
+                              "peer_median_mb": round(med, 3),
+                              "excess_pct": round(over / med * 100, 2),
+                              "peers": [int(x) for x in g["rank"] if x != r.rank],
+                              "component": r.component},
+                    threshold={"memory_peer_excess_pct": excess_pct,
+                               "memory_peer_excess_min_mb": excess_mb}))
+    return out
+
+
+__all__ = ["MEMORY_PEAKS", "MEMORY_OPS", "MEMORY_MODULES", "peaks", "top_operators", "modules",
+           "rank_memory", "build", "rank_peaks", "verdicts", "SUMMARY_COLUMNS", "TOP_OPS_COLUMNS",
+           "MODULE_COLUMNS"]
