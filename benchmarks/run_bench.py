@@ -263,6 +263,19 @@ def startup(data: Path) -> dict:
     return out
 
 
+def timeline_export(data: Path, work: Path) -> dict:
+    """`ascendprof timeline` of the largest cluster in both formats: wall time, peak RSS and
+    file size (MB)."""
+    out = {}
+    for fmt, name in (("chrome", "cluster_trace.json"), ("perfetto", "cluster_trace.pftrace")):
+        path = work / name
+        m = measure(ascendprof_cmd() + ["timeline", str(data), "-o", str(path), "--format", fmt,
+                                        "-q"], work / f"timeline-{fmt}.log")
+        m["size_mb"] = path.stat().st_size / 1e6 if path.exists() else None
+        out[fmt] = m
+    return out
+
+
 def machine() -> str:
     cpu = platform.processor() or "unknown CPU"
     try:
@@ -287,7 +300,7 @@ def _ratio(a, b):
     return f"{a / b:.2f}" if a and b else "–"
 
 
-def report(rows: list[dict], tp: dict, st: dict, ref: str | None) -> str:
+def report(rows: list[dict], tp: dict, st: dict, ref: str | None, tl: dict | None = None) -> str:
     from ascendprof import __version__
 
     ref_v = "not installed"
@@ -328,6 +341,11 @@ def report(rows: list[dict], tp: dict, st: dict, ref: str | None) -> str:
                 lines.append(f"- {name}: {v['mb']:.0f} MB in {v['s']:.1f} s = "
                              f"**{v['mb_s']:.0f} MB/s**, working memory {v['work_mb']:.0f} MB"
                              f"{kept} (peak RSS {v['peak_rss_mb']:.0f} MB)")
+    if tl:
+        lines += ["", "Merged cluster timeline of the largest cluster (`ascendprof timeline`): "
+                  + "; ".join(f"{fmt} {v['size_mb']:.0f} MB in {v['wall_s']:.1f} s, peak RSS "
+                              f"{v['rss_mb']:.0f} MB" for fmt, v in tl.items()
+                              if v.get("size_mb") is not None)]
     if st:
         lines += ["", f"Start-up (best of 5): `ascendprof --help` {st['--help']:.3f} s, "
                       f"`ascendprof scan` ({st['ranks']} ranks) {st['scan']:.3f} s"]
@@ -379,7 +397,8 @@ def main(argv=None) -> int:
                                 work, ref))
         print(json.dumps(rows[-1]), json.dumps(tp), file=sys.stderr)
     st = startup(work / f"cluster{max(sizes)}") if sizes else {}
-    text = report(rows, tp, st, ref)
+    tl = timeline_export(work / f"cluster{max(sizes)}", work) if sizes else {}
+    text = report(rows, tp, st, ref, tl)
     print(text)
     if not a.no_append:
         with open(RESULTS, "a", encoding="utf-8") as f:

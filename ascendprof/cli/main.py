@@ -171,7 +171,8 @@ main.add_command(click.Command("analyze", callback=analyse.callback, params=anal
 
 def _register_optional():
     """diff and gate live in their own modules; register them when present."""
-    for mod, name in (("ascendprof.cli.diff", "diff"), ("ascendprof.cli.gate", "gate")):
+    for mod, name in (("ascendprof.cli.diff", "diff"), ("ascendprof.cli.gate", "gate"),
+                      ("ascendprof.cli.timeline", "timeline")):
         try:
             m = __import__(mod, fromlist=["command"])
         except ImportError:
