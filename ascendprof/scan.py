@@ -53,7 +53,10 @@ _LEGACY_RE = re.compile(
     r"^(?P<kind>step_trace_raw|hccl_raw|output_timeline_data|aicore_intermediate|aicpu_intermediate|"
     r"ascend_timeline_display|timeline_display|ascend_cluster_analyse_[a-z-]+_\d+_\d+|"
     r"output_op_compute_time(?:_detail)?|op_intermediate_detail|min_cycle_counter|framework_raw|"
-    r"output_format_data_hwts|profiler_info|flops|flops_summary)"
+    r"output_format_data_hwts|profiler_info|flops|flops_summary|"
+    r"minddata_pipeline_raw|minddata_pipeline_summary|pipeline_profiling|minddata_aicpu|"
+    r"minddata_cpu_utilization|device_queue_profiling|dataset_iterator_profiling|"
+    r"memory_usage_summary)"
     r"_(?P<rank>\d+)(?:_[a-z_]+)?\.(?:csv|txt|json)$")
 #: legacy files that alone make a rank worth reading (the others only describe it)
 _LEGACY_PRIMARY = ("step_trace_raw", "hccl_raw", "output_timeline_data", "aicore_intermediate",

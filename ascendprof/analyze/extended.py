@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ascendprof.analyze import memory, pipeline_stages
+from ascendprof.analyze import data_prep, memory, pipeline_stages
 
 #: output files, in the order they are written (report.files removes stale ones)
 FILES = ("pipeline.csv", "pipeline_stages.csv", "memory_summary.csv", "memory_top_ops.csv",
-         "memory_modules.csv")
+         "memory_modules.csv", "data_preparation.csv", "dataset_pipeline.csv")
 
 
 def _p2p(tables, rank, meta):
@@ -25,7 +25,8 @@ def _p2p(tables, rank, meta):
 
 
 #: (analysis name, fn(tables, rank, meta) -> {partial name: table})
-_RANK_STEPS = (("pipeline", _p2p), ("memory", memory.rank_memory))
+_RANK_STEPS = (("pipeline", _p2p), ("memory", memory.rank_memory),
+               ("data_preparation", data_prep.rank_data_prep))
 
 
 def rank_partials(tables: dict[str, pa.Table], rank: int, problems=None,
@@ -56,12 +57,17 @@ def _memory_files(ca, lines):
                         ca.concat(memory.MEMORY_MODULES), stage_of)
 
 
+def _data_prep_files(ca, lines):
+    return data_prep.build(ca.concat(data_prep.DATA_PREP), ca.concat(data_prep.DATASET_OPS_FLAGGED))
+
+
 def cluster_files(ca) -> dict[str, object]:
     """{output file name: pandas DataFrame} from a ClusterAnalysis after gather's own results
     (step trace, breakdown, communication groups). Files without rows are left out."""
     out: dict[str, object] = {}
     lines = pipeline_stages.pipelines(ca.metadata, ca.communication_group)
-    for name, fn in (("pipeline", _pipeline_files), ("memory", _memory_files)):
+    for name, fn in (("pipeline", _pipeline_files), ("memory", _memory_files),
+                     ("data_preparation", _data_prep_files)):
         try:
             out.update(fn(ca, lines))
         except Exception as e:  # noqa: BLE001
@@ -80,7 +86,12 @@ def _register_rules() -> None:
         return memory.verdicts((getattr(ca, "csv_files", None) or {}).get("memory_summary.csv"),
                                verdicts.make_verdict, th)
 
+    def data_rule(ca, th):
+        return data_prep.verdicts((getattr(ca, "csv_files", None) or {}).get(
+            "data_preparation.csv"), verdicts.make_verdict, th)
+
     verdicts.register_rule("memory", memory_rule)
+    verdicts.register_rule("data", data_rule)
 
 
 _register_rules()

@@ -603,6 +603,12 @@ def read_output_dir(source) -> "RankData":  # noqa: F821 (import below avoids a 
             for name, t in (got or {}).items():
                 data.tables[name] = t
 
+    if any(n.startswith(("minddata_", "pipeline_profiling_", "device_queue_profiling_",
+                         "dataset_iterator_profiling_")) for n in present):
+        from ascendprof.readers import minddata  # MindSpore data preparation files
+
+        data.tables.update(minddata.read_all({n: out / n for n in present}, rank, data.problems))
+
     kernels = data.tables.get(S.KERNELS)
     if kernels is not None:
         if not data.has(S.STEPS):

@@ -26,6 +26,9 @@ MindInsight readers of the same files):
 - ``ascend_timeline_display_{rank}.json`` / ``timeline_display_{rank}.json`` -> TIMELINE
   (track ``hardware``).
 - ``profiler_info_{rank}.json`` -> ``meta["profiler_info"]``.
+- the data preparation (minddata) files -> DATASET_OPS / DATASET_QUEUE
+  (:mod:`ascendprof.readers.minddata`); ``memory_usage_summary_{rank}.json`` ->
+  ``meta["memory_capacity_mb"]``.
 
 Timestamps here are on the device clock (no wall-clock anchor survives in these files), so they
 are comparable within one job but not to other jobs.
@@ -112,6 +115,14 @@ def read(source) -> RankData:
     path = pick(rf"^(ascend_)?timeline_display_{r}\.json$")
     if path:
         put(S.TIMELINE, attempt("timeline", read_timeline_display, path, rank))
+    from ascendprof.readers import minddata
+
+    data.tables.update(minddata.read_all(names, rank, data.problems))
+    path = pick(rf"^memory_usage_summary_{r}\.json$")
+    if path:
+        cap = attempt("memory", minddata.memory_capacity_mb, path)
+        if cap:
+            data.meta["memory_capacity_mb"] = cap
     path = pick(rf"^profiler_info_{r}\.json$")
     if path:
         info = attempt("metadata", read_json, path)

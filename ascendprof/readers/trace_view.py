@@ -37,6 +37,9 @@ TRACK_OF_PROCESS = {
 }
 OVERLAP_THREADS = ("Computing", "Communication", "Communication(Not Overlapped)", "Free")
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+#: framework events of the data loader's iterator (torch's record_function around next(iter)),
+#: kept as TIMELINE track "dataloader" for the data preparation analysis
+_LOADER_PREFIX = "enumerate(DataLoader)"
 _NPU_LABEL = re.compile(r"^NPU(?:\s+(\d+))?$")
 _CHUNK = 1 << 16
 _BLOCK = 1 << 20  # bytes per orjson block: bounds memory to a few blocks of parsed events
@@ -351,6 +354,7 @@ def _read_events(path: Path, rank: int) -> dict[str, pa.Table]:
     pending: dict[int, list] = defaultdict(list)
     kept: dict[int, list] = {}  # pid -> [_Chunk], in order of the pid's first event
     steps: list[tuple[int, int, int, str, str]] = []  # (N, start, dur, process pid, tid)
+    loaders: list[tuple[str, int, int, str, str]] = []  # (name, start, dur, pid, tid)
     flow_start: dict = {}  # async_npu id -> host ts
     flow_end: dict = {}  # async_npu id -> (pid, tid, ts)
     same: dict = {}  # one str object per distinct kernel name / task type (memory)
@@ -365,6 +369,9 @@ def _read_events(path: Path, rank: int) -> dict[str, pa.Table]:
                     if m:
                         steps.append((int(m.group(1)), _ns(path, ev, "ts"), _dur_ns(ev.get("dur")),
                                       ev.get("pid"), ev.get("tid")))
+                    elif type(name) is str and name.startswith(_LOADER_PREFIX):
+                        loaders.append((name, _ns(path, ev, "ts"), _dur_ns(ev.get("dur")),
+                                        ev.get("pid"), ev.get("tid")))
                     continue
                 pid = ev.get("pid")
                 known = proc_name.get(pid)
@@ -399,7 +406,7 @@ def _read_events(path: Path, rank: int) -> dict[str, pa.Table]:
     rows = _resolve(path, kept, proc_name, thread_name)
     kept.clear()  # the rows hold what is kept
     steps_table, windows = _step_windows(rank, steps, rows, flow_start, flow_end)
-    timeline = _timeline_table(rank, rows, steps, proc_name, thread_name, windows)
+    timeline = _timeline_table(rank, rows, steps, proc_name, thread_name, windows, loaders)
     devices = sorted({_device(lbl) for pid, lbl in proc_label.items()
                       if proc_name.get(pid) in TRACK_OF_PROCESS and _NPU_LABEL.match(lbl.strip())})
     timeline = timeline.replace_schema_metadata(
@@ -518,9 +525,10 @@ def _step_windows(rank, steps, rows, flow_start, flow_end):
     return S.conform(S.STEPS, pa.table(out)), windows
 
 
-def _timeline_table(rank, rows, steps, proc_name, thread_name, windows) -> pa.Table:
+def _timeline_table(rank, rows, steps, proc_name, thread_name, windows, loaders=()) -> pa.Table:
     """TIMELINE: the device rows (``rows``, start/dur as int64 arrays), then one 'step' row per
-    ProfilerStep#N."""
+    ProfilerStep#N, then one 'dataloader' row per data loader span (its step: the ProfilerStep#N
+    event that holds its start)."""
     step_ids, has_step = _assign_steps(rows["start_ns"], windows)
     cols = {k: rows[k] + [] for k in ("track", "process", "thread", "name", "task_type")}
     for n, s0, dur, pid, tid in steps:
@@ -529,10 +537,22 @@ def _timeline_table(rank, rows, steps, proc_name, thread_name, windows) -> pa.Ta
         cols["thread"].append(thread_name.get((pid, tid), f"Thread {tid}"))
         cols["name"].append(f"ProfilerStep#{n}")
         cols["task_type"].append(None)
-    starts = np.concatenate([rows["start_ns"], np.array([x[1] for x in steps], np.int64)])
-    durs = np.concatenate([rows["dur_ns"], np.array([x[2] for x in steps], np.int64)])
-    step = np.concatenate([step_ids, np.array([x[0] for x in steps], np.int64)])
-    valid = np.concatenate([has_step, np.ones(len(steps), bool)])
+    loader_step = []
+    for name, s0, dur, pid, tid in loaders:
+        cols["track"].append("dataloader")
+        cols["process"].append(proc_name.get(pid, f"Process {pid}"))
+        cols["thread"].append(thread_name.get((pid, tid), f"Thread {tid}"))
+        cols["name"].append(name)
+        cols["task_type"].append(None)
+        loader_step.append(next((n for n, a, d, *_ in steps if a <= s0 < a + d), None))
+    starts = np.concatenate([rows["start_ns"], np.array([x[1] for x in steps], np.int64),
+                             np.array([x[1] for x in loaders], np.int64)])
+    durs = np.concatenate([rows["dur_ns"], np.array([x[2] for x in steps], np.int64),
+                           np.array([x[2] for x in loaders], np.int64)])
+    step = np.concatenate([step_ids, np.array([x[0] for x in steps], np.int64),
+                           np.array([-1 if n is None else n for n in loader_step], np.int64)])
+    valid = np.concatenate([has_step, np.ones(len(steps), bool),
+                            np.array([n is not None for n in loader_step], bool)])
     t = pa.table({
         "rank": pa.array(np.full(starts.size, rank, np.int32)),
         "step": pa.array(step, pa.int64(), mask=~valid).cast(pa.int32()),
