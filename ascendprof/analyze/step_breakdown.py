@@ -70,15 +70,20 @@ def _mask(arr) -> np.ndarray:
     return np.asarray(pc.fill_null(arr, False).to_numpy(zero_copy_only=False), bool)
 
 
-def compute_mask(task_types, names) -> np.ndarray:
-    """Which device tasks count as compute for §7.1.b, one bool per row.
+def compute_mask(task_types, names, unknown: str = "name") -> np.ndarray:
+    """Which device tasks count as compute for §7.1.b by their labels alone, one bool per row.
 
     ``task_types``: trace 'Task Type' or kernel_details 'Accelerator Core' per task; ``names``:
     the task names (Arrow string columns or lists; null allowed). Rule, per row: a name ending in
     AicpuKernel / AivKernel or starting with hcom_ (any case) is not compute; else a non-empty
     task type (trimmed, upper-cased) in :data:`COMPUTE_TYPES` is compute and one starting with a
-    runtime / communication prefix is not; else the name decides: compute unless it looks like a
-    runtime task (all capitals, or with whitespace) or starts with such a prefix.
+    runtime / communication prefix is not; a task without a type is judged by its name: compute
+    unless it looks like a runtime task (all capitals, or with whitespace) or starts with such a
+    prefix. A task whose type is none of these (``Other`` in older releases, which types HCCL
+    tasks, copies and helper tasks alike so) is judged by its name when ``unknown`` is
+    ``"name"`` (kernel_details rows: compute ops by construction), and is not compute when it is
+    ``"exclude"`` (device timeline tasks: a label that says nothing is no evidence of compute).
+    Prefer the links of :func:`classify_hardware` where the input has them.
     """
     n = _text(names)
     raw_t = _text(task_types)
@@ -89,10 +94,58 @@ def compute_mask(task_types, names) -> np.ndarray:
                       pc.starts_with(pc.utf8_lower(n), "hcom_"))
     compute_type = pc.and_(has_t, pc.is_in(t, value_set=pa.array(sorted(COMPUTE_TYPES))))
     other_type = pc.and_(has_t, pc.match_substring_regex(t, _NON_COMPUTE, ignore_case=True))
+    if unknown == "exclude":
+        other_type = pc.or_(other_type, pc.and_(has_t, pc.invert(compute_type)))
     name_ok = pc.invert(pc.or_(pc.match_substring_regex(n, _RUNTIME_NAME),
                                pc.match_substring_regex(n, _NON_COMPUTE, ignore_case=True)))
     keep = pc.or_(compute_type, pc.and_(pc.invert(other_type), name_ok))
     return _mask(pc.and_(pc.invert(excluded), keep))
+
+
+def classify_hardware(hw: pa.Table, kernels: pa.Table | None) -> tuple[np.ndarray, str]:
+    """Which TIMELINE 'hardware' tasks are compute for §7.1.b, by what they are linked to.
+
+    ``hw``: TIMELINE rows of track 'hardware' (``category``, ``task_type``, ``name``,
+    ``start_ns``); ``kernels``: the rank's KERNELS table or None. In order of preference:
+
+    1. the input links tasks to compute-op info (``category`` 'compute': db TASK ⋈
+       COMPUTE_TASK_INFO): exactly those, as CANN's overlap analysis takes them;
+    2. kernel_details / op_summary rows (KERNELS, communication big ops left out): the tasks
+       that start at the same ns as one of them (both come from the same device record);
+    3. neither: tasks typed as compute (:func:`compute_mask` with ``unknown="exclude"``).
+
+    A task linked to an HCCL op (``category`` 'communication') is never compute, and the MC2
+    helper kernels (names ending in AicpuKernel / AivKernel) are left out as in §7.1.b.
+    Returns (bool per row, how the tasks were classified, with counts).
+    """
+    cat = np.array(_text(hw.column("category")).to_pylist(), dtype=object)
+    names = hw.column("name")
+    n = _text(names)
+    helper = _mask(pc.or_(pc.ends_with(n, _EXCLUDED_SUFFIX[0]),
+                          pc.ends_with(n, _EXCLUDED_SUFFIX[1])))
+    is_comm = cat == "communication"
+    linked = f"{int(is_comm.sum())} linked to HCCL ops"
+    if (cat == "compute").any():
+        comp = (cat == "compute") & ~helper
+        return comp, (f"tasks classified by their links: {int(comp.sum())} with compute-op "
+                      f"info, {linked}, {int((cat == 'other').sum())} other")
+    if kernels is not None and kernels.num_rows:
+        is_k_comm = _comm_mask(kernels.column("accelerator_core"), kernels.column("name"))
+        starts = kernels.column("start_ns").filter(pa.array(~is_k_comm)).drop_null()
+        if len(starts):
+            match = _mask(pc.is_in(hw.column("start_ns"), value_set=starts.unique()))
+            comp = match & ~is_comm & ~helper
+            found = len(pc.unique(hw.column("start_ns").filter(pa.array(comp))))
+            return comp, (f"tasks classified by their links: {int(comp.sum())} matching a "
+                          f"kernel_details compute row ({found} of {len(starts.unique())} "
+                          f"rows found), {linked}")
+    comp = compute_mask(hw.column("task_type"), names, unknown="exclude") & ~is_comm
+    unknown = _mask(pc.and_(pc.greater(pc.binary_length(_text(hw.column("task_type"))), 0),
+                            pc.invert(pc.is_in(pc.utf8_upper(_text(hw.column("task_type"))),
+                                               value_set=pa.array(sorted(COMPUTE_TYPES))))))
+    return comp, (f"tasks classified by task type (no compute-op info in the input): "
+                  f"{int(comp.sum())} compute, {linked}, {int((unknown & ~is_comm).sum())} "
+                  f"of other or unknown types left out")
 
 
 def is_compute(task_type, name) -> bool:
@@ -254,16 +307,16 @@ def _from_timeline(tables, rank):
     hw = tl.filter(pa.array(track == "hardware"))
     if hw.num_rows == 0:
         return None, "timeline has no Ascend Hardware tasks"
-    comp_mask = compute_mask(hw.column("task_type"), hw.column("name"))
+    comp_mask, how = classify_hardware(hw, _rank_rows(tables.get(S.KERNELS), rank))
     if not comp_mask.any():
-        return None, "timeline has no compute kernels among the Ascend Hardware tasks"
+        return None, f"timeline has no compute kernels among the Ascend Hardware tasks ({how})"
     cm = tl.filter(pa.array(track == "communication"))
     big = _big_op_mask(cm.column("thread"))
     compute = _ivals(hw, comp_mask)
     comm = _ivals(cm, big)
     receive = _ivals(cm, big & _receive_mask(cm.column("name")))
     note = "" if big.any() else "; no HCCL big ops in the timeline (communication = 0)"
-    return (compute, comm, receive), METHOD_TIMELINE + note
+    return (compute, comm, receive), f"{METHOD_TIMELINE} ({how}){note}"
 
 
 def _from_overlap(tables, rank):
@@ -459,3 +512,99 @@ def check_table(per_rank: dict[int, tuple]):
     for c in ("Reported(us)", "Recomputed(us)", "Deviation(%)"):
         df[c] = df[c].astype("float64")
     return df
+
+
+# --------------------------------------------------------------------------------------------
+# per-rank verdict on the cross-check
+
+#: The metrics whose recomputation must agree with the profiler's (issue #16): the two that
+#: say whether a rank computes or waits.
+CHECKED_METRICS = ("Computing", "Communication(Not Overlapped)")
+#: Deviation (percent) above which a rank's recomputed breakdown is reported as a problem.
+DEVIATION_LIMIT_PCT = 1.0
+#: Below this many us a difference is noise whatever the ratio (a reported 0 against a few ns).
+_NOISE_US = 1.0
+
+
+def rank_checks(check) -> list[dict]:
+    """One verdict per rank on the step_trace_check table (:func:`check_table`).
+
+    Returns, per rank in order, ``{"rank", "status", "used", "metrics", "reason"}``:
+
+    - ``status``: ``"agrees"`` (every step's Computing and Communication(Not Overlapped)
+      recomputed within :data:`DEVIATION_LIMIT_PCT` of the profiler's), ``"deviates"`` (some
+      step beyond it), ``"not_checked"`` (the profiler reports values, nothing lower-level to
+      recompute them from), ``"recomputed_only"`` (no values from the profiler: the recomputed
+      ones stand alone), ``"none"``;
+    - ``used``: which values the step breakdown of this rank (cluster_step_trace_time.csv, the
+      summary, the verdicts) is built on: ``"reported"``, ``"recomputed"`` or None;
+    - ``metrics``: for each of :data:`CHECKED_METRICS` the step with the largest deviation:
+      ``{"step", "reported_us", "recomputed_us", "deviation_pct"}`` (deviation null when the
+      reported value is 0; us floats);
+    - ``reason``: one sentence for problems.csv and the summary ('' when ``agrees``).
+    """
+    import math
+
+    import pandas as pd
+
+    out = []
+    if check is None or not len(check):
+        return out
+    for rank, g in check.groupby("Rank", sort=True):
+        g = g[g["Metric"].isin(CHECKED_METRICS)]
+        method = next((m for m in g["Method"] if isinstance(m, str) and m), "")
+        rep = g["Reported(us)"].notna()
+        rec = g["Recomputed(us)"].notna()
+        metrics, bad = {}, []
+        for metric in CHECKED_METRICS:
+            m = g[(g["Metric"] == metric) & rep & rec]
+            if not len(m):
+                continue
+            diff = (m["Recomputed(us)"] - m["Reported(us)"]).abs()
+            dev = m["Deviation(%)"].abs()
+            score = dev.where(dev.notna(), diff.where(diff > _NOISE_US, 0.0) * math.inf)
+            worst = m.loc[score.fillna(0.0).idxmax()]
+            d = None if pd.isna(worst["Deviation(%)"]) else float(worst["Deviation(%)"])
+            metrics[metric] = {"step": None if pd.isna(worst["Step"]) else int(worst["Step"]),
+                               "reported_us": float(worst["Reported(us)"]),
+                               "recomputed_us": float(worst["Recomputed(us)"]),
+                               "deviation_pct": d}
+            beyond = (d is not None and abs(d) > DEVIATION_LIMIT_PCT) or (
+                d is None and abs(worst["Recomputed(us)"] - worst["Reported(us)"]) > _NOISE_US)
+            if beyond:
+                bad.append(metric)
+        unpaired = g[rep & ~rec] if rec.any() else g.iloc[0:0]
+        if bad:
+            status, used = "deviates", "reported"
+            parts = []
+            for metric in bad:
+                v = metrics[metric]
+                pct = ("" if v["deviation_pct"] is None else f" ({v['deviation_pct']:+.1f} %)")
+                step = "" if v["step"] is None else f" in step {v['step']}"
+                parts.append(f"recomputed {metric} {v['recomputed_us']:.1f} us against the "
+                             f"profiler's {v['reported_us']:.1f} us{pct}{step}")
+            reason = ("; ".join(parts) + f" (limit {DEVIATION_LIMIT_PCT:g} %). Recomputed by "
+                      f"{method}. The lower-level input may be incomplete (a cut-down "
+                      f"kernel_details.csv or trace) or labelled otherwise than the files the "
+                      f"profiler used; the profiler's values are used")
+        elif rep.any() and not rec.any():
+            status, used = "not_checked", "reported"
+            reason = (f"the profiler's step breakdown could not be cross-checked ({method}); "
+                      f"its values are used unchecked")
+        elif rec.any() and not rep.any():
+            status, used = "recomputed_only", "recomputed"
+            reason = (f"no step breakdown from the profiler (step_trace_time.csv / "
+                      f"StepTraceTime): the recomputed one is used, not checked against it "
+                      f"({method})")
+        elif not rec.any():
+            status, used, reason = "none", None, ""
+        else:
+            status, used, reason = "agrees", "reported", ""
+            if len(unpaired):
+                steps = sorted({int(s) for s in unpaired["Step"].dropna()})
+                status = "not_checked"
+                reason = (f"step(s) {', '.join(map(str, steps))} of the profiler's breakdown "
+                          f"not found in the recomputed data ({method}); used unchecked")
+        out.append({"rank": int(rank), "status": status, "used": used, "metrics": metrics,
+                    "reason": reason})
+    return out

@@ -149,6 +149,9 @@ class ClusterAnalysis:
     step_trace: pa.Table | None = None          # reported, all ranks (STEP_TRACE schema)
     breakdown: pa.Table | None = None           # recomputed, all ranks (STEP_TRACE schema)
     step_trace_check: object = None             # pandas DataFrame (step_trace_check.csv)
+    #: per rank: does the recomputed breakdown agree with the profiler's, which values are used
+    #: (step_breakdown.rank_checks: rank, status, used, metrics with deviation_pct, reason)
+    breakdown_check: list = field(default_factory=list)
     cluster_step_trace: object = None           # pandas DataFrame (cluster_step_trace_time.csv)
     communication: object = None                # cluster_communication.json: a Mapping
     #                                             (cluster_communication.CommunicationFile)
@@ -260,6 +263,13 @@ def gather(root: str, sources: list[Source], results: list[RankResult],
     ca.step_trace_check = step_breakdown.check_table(
         {r.rank: (unpark(r.tables.get(S.STEP_TRACE)), unpark(r.breakdown), r.breakdown_method)
          for r in usable})
+    ca.breakdown_check = step_breakdown.rank_checks(ca.step_trace_check)
+    where = {r.rank: r.source.path for r in usable}
+    for c in ca.breakdown_check:
+        if c["reason"]:  # a deviation, or values nothing could check: say so, with the reason
+            problems.add(where.get(c["rank"], root), c["reason"], rank=c["rank"],
+                         where=f"rank {c['rank']} step breakdown", severity="warning",
+                         affects=("step_breakdown", "verdicts"))
     links = ca.concat(S.COMM_LINKS)
     has_comm = any(r.tables[verdicts.OP_ROWS].num_rows for r in usable  # parked ones too
                    if verdicts.OP_ROWS in r.tables)

@@ -128,13 +128,19 @@ SCHEMAS: dict[str, pa.Schema] = {
     TIMELINE: _s(
         ("rank", I32), ("step", I32), ("track", STR), ("process", STR), ("thread", STR),
         ("name", STR), ("start_ns", I64), ("dur_ns", I64), ("task_type", STR),
+        ("category", STR),
         doc="Complete ('X') events of the tracks the analyses use (trace_view.json §A.7, "
             "msprof_*.json §C.8, OVERLAP_ANALYSIS §B.1). track is 'overlap' (thread Computing / "
             "Communication / Communication(Not Overlapped) / Free), 'communication' (HCCL big ops "
             "and planes), 'hardware' (Ascend Hardware tasks) or 'step' (ProfilerStep#N). "
             "task_type: args 'Task Type' of hardware tasks / 'task type' of HCCL small tasks "
-            "(AI_CORE, MIX_AIV, SDMA, Notify Wait, ...), null when the input has none; the step "
-            "breakdown uses it to tell compute kernels from other device tasks.",
+            "(AI_CORE, MIX_AIV, SDMA, Notify Wait, ...), null when the input has none. "
+            "category: what a hardware task is linked to, when the input says so: 'compute' "
+            "(it has compute-op info: db COMPUTE_TASK_INFO), 'communication' (it belongs to an "
+            "HCCL op: same connection id as a big op, in COMMUNICATION_TASK_INFO, or on a stream "
+            "of HCCL tasks), 'other' (db: neither); null when the input has no such link. The "
+            "step breakdown classifies tasks by these links before it looks at task_type (a "
+            "label that changed between releases).",
     ),
     OP_STATISTIC: _s(
         ("rank", I32), ("device_id", I32), ("op_type", STR), ("core_type", STR),

@@ -187,7 +187,8 @@ KERNEL_ALIASES = {
     "Task Start Time(us)": "Start Time(us)", "Task Duration(us)": "Duration(us)",
     "Task Wait Time(us)": "Wait Time(us)",
 }
-KERNEL_REQUIRED = ("Name", "Type", "Accelerator Core", "Start Time(us)", "Duration(us)")
+#: Older torch_npu releases (2024) write no Type column: op_type is then null, as Level0's N/A.
+KERNEL_REQUIRED = ("Name", "Accelerator Core", "Start Time(us)", "Duration(us)")
 KERNEL_COLUMNS = {
     "Step Id": ("step", INT), "Device_id": ("device_id", INT), "Model ID": ("model_id", INT),
     "Task ID": ("task_id", INT), "Stream ID": ("stream_id", INT),
@@ -210,7 +211,7 @@ _KERNEL_TYPES = _read_types(KERNEL_COLUMNS)
 def read_kernel_details(path: Path, rank: int) -> pa.Table:
     """kernel_details.csv (spec §A.2) -> :data:`~ascendprof.model.schemas.KERNELS`.
 
-    Accepts the Level0 set (``[Step Id,] [Device_id,] Name, Type, Accelerator Core,
+    Accepts the Level0 set (``[Step Id,] [Device_id,] Name, [Type,] Accelerator Core,
     Start Time(us), Duration(us), Wait Time(us), Block Num`` [+ shapes]) and the Level1/2 set (all
     op_summary columns), with ``Block Dim``/``Mix Block Dim`` and MindSpore's ``Step ID`` as aliases.
     ``Step Id`` -> ``step``; times (us, absolute start with trailing TAB) -> exact int ns; shapes

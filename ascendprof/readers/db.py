@@ -19,10 +19,11 @@ Tables produced (all follow :mod:`ascendprof.model.schemas`):
   ``Group <groupName> Communication``), 'hardware' (every TASK row, thread ``Stream <id>``,
   name = the compute op name or else the TASK taskType, as trace_view's Ascend Hardware
   process names them, §A.7; ``task_type`` = COMPUTE_TASK_INFO.taskType for compute tasks
-  (AI_CORE, AI_VECTOR_CORE, MIX_AIV …, so a compute kernel is exactly a row whose task is in
-  COMPUTE_TASK_INFO, as §7.1.b counts it), ``HCCL`` for the task that carries a whole HCCL op,
-  else the TASK taskType (EVENT_RECORD, MEMCPY_ASYNC, Notify Wait, SDMA …)) and 'step' (``ProfilerStep#<id>`` from STEP_TIME). HCCL small tasks
-  ("Plane <k>" threads of trace_view) are not emitted.
+  (AI_CORE, AI_VECTOR_CORE, MIX_AIV …), else the TASK taskType (EVENT_RECORD, MEMCPY_ASYNC,
+  Notify Wait, SDMA, or ``Other`` in older releases); ``category`` = compute / communication /
+  other by the task's links (:func:`_hardware_track`), so a compute kernel is exactly a task in
+  COMPUTE_TASK_INFO, as §7.1.b counts it) and 'step' (``ProfilerStep#<id>`` from STEP_TIME).
+  HCCL small tasks ("Plane <k>" threads of trace_view) are not emitted.
 - ``step_trace``: analysis.db StepTraceTime (us -> ns).
 - ``comm_ops`` / ``comm_bandwidth`` / ``comm_size_dist`` / ``comm_links``: analysis.db
   CommAnalyzerTime / CommAnalyzerBandwidth / CommAnalyzerMatrix (ms -> ns, MB kept).
@@ -295,7 +296,8 @@ def _fill_from_profiler_db(db: _Db, data: RankData) -> None:
             "dur_ns": pc.subtract(steps["end_ns"], steps["start_ns"]),
         }))
     if timeline_parts:
-        cols = ["track", "process", "thread", "name", "start_ns", "dur_ns", "task_type"]
+        cols = ["track", "process", "thread", "name", "start_ns", "dur_ns", "task_type",
+                "category"]
         tl = pa.concat_tables([_with_task_type(p).select(cols) for p in timeline_parts])
         tl = tl.append_column("step", _step_of(tl["start_ns"], windows))
         tl = tl.append_column("rank", pa.array(np.full(tl.num_rows, data.rank, np.int32)))
@@ -317,9 +319,10 @@ def _fill_from_profiler_db(db: _Db, data: RankData) -> None:
 
 
 def _with_task_type(part: pa.Table) -> pa.Table:
-    if "task_type" in part.column_names:
-        return part
-    return part.append_column("task_type", pa.nulls(part.num_rows, pa.string()))
+    for col in ("task_type", "category"):
+        if col not in part.column_names:
+            part = part.append_column(col, pa.nulls(part.num_rows, pa.string()))
+    return part
 
 
 def _steps(db: _Db) -> pa.Table:
@@ -418,31 +421,40 @@ def _append_comm_kernels(kernels: pa.Table, comm: pa.Table, windows: pa.Table, r
 
 
 def _hardware_track(db: _Db) -> pa.Table:
+    """Every TASK row as a 'hardware' timeline row, classified by what it is linked to (§7.1.b,
+    §B.1), never by its taskType label alone (older releases type HCCL tasks, copies and
+    helper tasks alike as ``Other``):
+
+    - ``compute``: the task has a COMPUTE_TASK_INFO row (joined on globalTaskId) -- exactly the
+      tasks CANN's overlap analysis counts as compute; name and task_type come from there;
+    - ``communication``: else, the task is in COMMUNICATION_TASK_INFO or shares its connectionId
+      with a COMMUNICATION_OP big op (e.g. the task that carries a whole HCCL op, typed AI_CORE);
+    - ``other``: neither (event records, memory copies, untyped helper tasks ...).
+    """
     s = db.string
-    # The device task that carries a whole HCCL op (same connectionId as the COMMUNICATION_OP,
-    # in neither info table) has a compute-looking TASK type (AI_CORE) but spans the op; it
-    # is labelled HCCL so it is never taken for a compute kernel (§7.1.b counts only
-    # COMPUTE_TASK_INFO tasks).
-    hccl = "NULL"
+    comm_links = []
+    if db.has("COMMUNICATION_TASK_INFO"):
+        comm_links.append("t.globalTaskId IN (SELECT globalTaskId FROM COMMUNICATION_TASK_INFO)")
     if db.has("COMMUNICATION_OP") and "connectionId" in db.columns("COMMUNICATION_OP"):
-        small = ("t.globalTaskId NOT IN (SELECT globalTaskId FROM COMMUNICATION_TASK_INFO) AND "
-                 if db.has("COMMUNICATION_TASK_INFO") else "")
-        hccl = (f"CASE WHEN {small}t.connectionId IN (SELECT connectionId FROM COMMUNICATION_OP)"
-                f" THEN 'HCCL' END")
+        comm_links.append("t.connectionId IN (SELECT connectionId FROM COMMUNICATION_OP)")
+    comm = " OR ".join(comm_links) or "0"
     if db.has("COMPUTE_TASK_INFO"):
         name = f"COALESCE({s('c', 'name')}, {s('t', 'taskType')})"
-        task_type = f"COALESCE({s('c', 'taskType')}, {hccl}, {s('t', 'taskType')})"
+        task_type = f"COALESCE({s('c', 'taskType')}, {s('t', 'taskType')})"
+        category = (f"CASE WHEN c.globalTaskId IS NOT NULL THEN 'compute' "
+                    f"WHEN {comm} THEN 'communication' ELSE 'other' END")
         join = "LEFT JOIN COMPUTE_TASK_INFO c ON t.globalTaskId = c.globalTaskId"
-    else:
+    else:  # no compute-op info at all: only the communication link is known
         name = s("t", "taskType")
-        task_type = f"COALESCE({hccl}, {s('t', 'taskType')})"
+        task_type = s("t", "taskType")
+        category = f"CASE WHEN {comm} THEN 'communication' END"
         join = ""
     t = db.query(
-        f"SELECT 'Stream ' || t.streamId, {name}, {task_type}, t.startNs, t.endNs - t.startNs "
-        f"FROM TASK t {join} ORDER BY t.startNs",
-        ["thread", "name", "task_type", "start_ns", "dur_ns"],
+        f"SELECT 'Stream ' || t.streamId, {name}, {task_type}, {category}, t.startNs, "
+        f"t.endNs - t.startNs FROM TASK t {join} ORDER BY t.startNs",
+        ["thread", "name", "task_type", "category", "start_ns", "dur_ns"],
         {"thread": pa.string(), "name": pa.string(), "task_type": pa.string(),
-         "start_ns": pa.int64(), "dur_ns": pa.int64()})
+         "category": pa.string(), "start_ns": pa.int64(), "dur_ns": pa.int64()})
     n = t.num_rows
     return (t.append_column("track", pa.array(["hardware"] * n, pa.string()))
             .append_column("process", pa.array(["Ascend Hardware"] * n, pa.string())))

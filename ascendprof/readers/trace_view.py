@@ -312,7 +312,8 @@ def read_trace_view(path: Path, rank: int) -> dict[str, pa.Table]:
     TIMELINE rows: the X events of process "Overlap Analysis" (track ``overlap``, threads
     Computing / Communication / Communication(Not Overlapped) / Free), "HCCL" or "Communication"
     (track ``communication``: big ops on threads "Group <g> Communication", small tasks on
-    "Plane <k>"), "Ascend Hardware" (track ``hardware``, ``task_type`` = args "Task Type") and the
+    "Plane <k>"), "Ascend Hardware" (track ``hardware``, ``task_type`` = args "Task Type",
+    ``category`` = 'communication' for a task linked to an HCCL op, see :func:`_categories`) and the
     framework ``ProfilerStep#N`` events (track ``step``, step = N). ``start_ns`` is the exact
     conversion of the ``ts`` text (us, 3 decimals); ``dur_ns`` = round(dur * 1000). ``step`` of a
     device row = the step window containing its start (``start <= ts < end``, spec §7.1.c).
@@ -349,7 +350,8 @@ def _read_events(path: Path, rank: int) -> dict[str, pa.Table]:
     proc_name: dict[int, str] = {}
     proc_label: dict[int, str] = {}
     thread_name: dict[tuple[int, int], str] = {}
-    # pid -> this block's [(tid, name, ts, dur, task_type)], ts / dur as in the file; at the end
+    # pid -> this block's [(tid, name, ts, dur, task_type, link)], ts / dur as in the file (link:
+    # args connection_id, else the HCCL small task's stream id); at the end
     # of each block moved to ``kept`` as columns, so memory holds ~40 bytes per kept event
     pending: dict[int, list] = defaultdict(list)
     kept: dict[int, list] = {}  # pid -> [_Chunk], in order of the pid's first event
@@ -379,11 +381,14 @@ def _read_events(path: Path, rank: int) -> dict[str, pa.Table]:
                     continue
                 args = ev.get("args") or {}
                 tt = args.get("Task Type") or args.get("task type")
+                link = args.get("connection_id")
+                if link is None:
+                    link = args.get("stream id")
                 if type(name) is str:
                     name = same.setdefault(name, name)
                 if type(tt) is str:
                     tt = same.setdefault(tt, tt)
-                pending[pid].append((ev.get("tid"), name, ev.get("ts"), ev.get("dur"), tt))
+                pending[pid].append((ev.get("tid"), name, ev.get("ts"), ev.get("dur"), tt, link))
             elif ph == "M":
                 pid, args = ev.get("pid"), ev.get("args") or {}
                 what = ev.get("name")
@@ -425,10 +430,11 @@ class _Chunk:
     vectorised conversion did not take them (converted, or refused, once the event is known to
     be kept: :func:`_resolve`)."""
 
-    __slots__ = ("tids", "names", "tts", "starts", "durs")
+    __slots__ = ("tids", "names", "tts", "starts", "durs", "links")
 
-    def __init__(self, tids, names, tts, starts, durs):
+    def __init__(self, tids, names, tts, starts, durs, links):
         self.tids, self.names, self.tts, self.starts, self.durs = tids, names, tts, starts, durs
+        self.links = links
 
     def select(self, keep: list[bool]) -> _Chunk:
         """The rows where ``keep`` is true."""
@@ -438,18 +444,18 @@ class _Chunk:
             return tuple(v for v, k in zip(col, keep) if k)
 
         return _Chunk(*(pick(c) for c in (self.tids, self.names, self.tts, self.starts,
-                                          self.durs)))
+                                          self.durs, self.links)))
 
 
 def _compact(pending: dict[int, list], kept: dict[int, list]) -> None:
     """Move the block's raw event tuples of ``pending`` into ``kept`` as :class:`_Chunk` columns
     (ts / dur converted to int64 ns where that is exact in one pass); empties ``pending``."""
     for pid, evs in pending.items():
-        tids, names, ts, durs, tts = zip(*evs)
+        tids, names, ts, durs, tts, links = zip(*evs)
         starts, dns = _starts_fast(ts), _durs_fast(durs)
         kept.setdefault(pid, []).append(_Chunk(tids, names, tts,
                                                ts if starts is None else starts,
-                                               durs if dns is None else dns))
+                                               durs if dns is None else dns, links))
     pending.clear()
 
 
@@ -459,7 +465,8 @@ def _resolve(path: Path, kept: dict[int, list], proc_name, thread_name) -> dict:
     tracks, and Overlap Analysis rows of other threads, are dropped. Raises InputError for the
     first kept event (process by process) whose ts is not a number, before any dur error."""
     cols: dict[str, list] = {k: [] for k in
-                             ("track", "process", "thread", "name", "task_type", "pid", "tid")}
+                             ("track", "process", "thread", "name", "task_type", "pid", "tid",
+                              "link")}
     chosen: list[tuple[int, _Chunk]] = []
     for pid, chunks in kept.items():
         pname = proc_name.get(pid)
@@ -481,6 +488,7 @@ def _resolve(path: Path, kept: dict[int, list], proc_name, thread_name) -> dict:
             cols["task_type"] += [None if tt is None else str(tt) for tt in c.tts]
             cols["pid"] += [pid] * n
             cols["tid"] += c.tids
+            cols["link"] += c.links
             chosen.append((pid, c))
     # all start times first: a bad ts is reported before a bad dur, wherever they stand
     starts = [c.starts if isinstance(c.starts, np.ndarray) else _starts_ns(path, c.starts,
@@ -490,7 +498,45 @@ def _resolve(path: Path, kept: dict[int, list], proc_name, thread_name) -> dict:
     rows: dict = dict(cols)
     rows["start_ns"] = np.concatenate(starts) if starts else np.zeros(0, np.int64)
     rows["dur_ns"] = np.concatenate(durs) if durs else np.zeros(0, np.int64)
+    rows["category"] = _categories(rows)
     return rows
+
+
+_BIG_OP_THREAD = re.compile(r"^Group .* Communication$")
+
+
+def _categories(rows: dict) -> list:
+    """TIMELINE ``category`` of each kept row: 'communication' for an Ascend Hardware task that
+    belongs to an HCCL op -- its connection_id is that of a big op ("Group <g> Communication"
+    thread), or it runs on a stream that carries HCCL small tasks ("stream id" of the "Plane"
+    threads) -- else null. Older releases type these tasks "Other" rather than with an HCCL
+    task type, so the link, not the label, says what they are (§A.7)."""
+    big_links, hccl_streams = set(), set()
+    for track, thread, link in zip(rows["track"], rows["thread"], rows["link"]):
+        if track != "communication" or link is None:
+            continue
+        if _BIG_OP_THREAD.match(thread):
+            big_links.add(_key(link))
+        else:
+            hccl_streams.add(_key(link))
+    out = [None] * len(rows["track"])
+    if not big_links and not hccl_streams:
+        return out
+    for i, (track, link, tid) in enumerate(zip(rows["track"], rows["link"], rows["tid"])):
+        if track == "hardware" and (_key(link) in big_links or _key(tid) in hccl_streams):
+            out[i] = "communication"
+    return out
+
+
+def _key(v):
+    """A link value comparable across events: ints and integral texts alike."""
+    if type(v) is int:
+        return v
+    text = str(v).strip()  # any JSON value, hashable as text
+    try:
+        return int(text)
+    except ValueError:
+        return text
 
 
 def _step_windows(rank, steps, rows, flow_start, flow_end):
@@ -530,13 +576,15 @@ def _timeline_table(rank, rows, steps, proc_name, thread_name, windows, loaders=
     ProfilerStep#N, then one 'dataloader' row per data loader span (its step: the ProfilerStep#N
     event that holds its start)."""
     step_ids, has_step = _assign_steps(rows["start_ns"], windows)
-    cols = {k: rows[k] + [] for k in ("track", "process", "thread", "name", "task_type")}
+    cols = {k: rows[k] + [] for k in ("track", "process", "thread", "name", "task_type",
+                                       "category")}
     for n, s0, dur, pid, tid in steps:
         cols["track"].append("step")
         cols["process"].append(proc_name.get(pid, f"Process {pid}"))
         cols["thread"].append(thread_name.get((pid, tid), f"Thread {tid}"))
         cols["name"].append(f"ProfilerStep#{n}")
         cols["task_type"].append(None)
+        cols["category"].append(None)
     loader_step = []
     for name, s0, dur, pid, tid in loaders:
         cols["track"].append("dataloader")
@@ -544,6 +592,7 @@ def _timeline_table(rank, rows, steps, proc_name, thread_name, windows, loaders=
         cols["thread"].append(thread_name.get((pid, tid), f"Thread {tid}"))
         cols["name"].append(name)
         cols["task_type"].append(None)
+        cols["category"].append(None)
         loader_step.append(next((n for n, a, d, *_ in steps if a <= s0 < a + d), None))
     starts = np.concatenate([rows["start_ns"], np.array([x[1] for x in steps], np.int64),
                              np.array([x[1] for x in loaders], np.int64)])

@@ -4,6 +4,8 @@ Shape::
 
     {"root", "version", "sources": [{rank, kind, path, device_id, steps, analyses}],
      "ranks": [{rank, step, <nine metrics>_us..., method}],   # per-rank step breakdown
+     "breakdown_check": [{rank, status, used, metrics: {Computing: {step, reported_us,
+                          recomputed_us, deviation_pct}, ...}, reason}],  # recomputed vs reported
      "top_op_types": [{op_type, accelerator_core, total_us, ratio_pct, count}],
      "verdicts": [...], "problems": [...], "missing": {rank: [files]},
      "not_read": {rank: {file: why it was not needed}}, "outputs": [...]}
@@ -61,6 +63,7 @@ def build_summary(ca, outputs: list[str] | None = None, top: int = 10) -> dict:
                     for s in ca.sources],
         "ranks": ranks,
         "breakdown_methods": {r.rank: r.breakdown_method for r in ca.ranks},
+        "breakdown_check": list(getattr(ca, "breakdown_check", None) or []),
         "top_op_types": tops,
         "verdicts": ca.verdicts,
         "problems": [p.as_dict() for p in ca.problems],
