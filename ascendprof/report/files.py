@@ -27,26 +27,37 @@ PROBLEM_COLUMNS = ["Rank", "Severity", "Path", "Where", "Reason", "Affects"]
 
 
 def not_written(ca) -> dict[str, str]:
-    """The standard outputs this analysis cannot produce, each with the reason (for the summary)."""
+    """The standard outputs this analysis cannot produce, each with the reason (for the summary).
+
+    Profiler levels are named only for sources that have one (torch_npu / MindSpore
+    ``profiler_level``); legacy MindSpore and raw CANN collections have no such level."""
     why = {}
     levels = sorted({s.profiler_level for s in ca.sources if s.profiler_level})
     lvl = f" (profiler level {', '.join(levels)})" if levels else ""
+    level0 = any(str(v).strip().lower() == "level0" for v in levels)
     if ca.cluster_step_trace is None or not len(ca.cluster_step_trace):
-        why["cluster_step_trace_time.csv"] = ("no rank has a step breakdown (step_trace_time.csv, "
-                                              "analysis.db StepTraceTime or an iteration trace)")
+        it = getattr(ca, "iteration_trace", None)
+        why["cluster_step_trace_time.csv"] = (
+            "no rank has the profiler's step breakdown (step_trace_time.csv, analysis.db "
+            "StepTraceTime or MindSpore's ascend_cluster_analyse)"
+            + ("; the graph-mode iteration trace is in iteration_trace.csv"
+               if it is not None and len(it) else ""))
     if not ca.communication:
         why["cluster_communication.json"] = ("no rank has communication data (communication.json "
-                                             f"or analysis.db){lvl}; Level0 does not collect it")
+                                             f"or analysis.db){lvl}"
+                                             + ("; Level0 does not collect it" if level0 else ""))
         if not ca.communication_group:
             why["communication_group.json"] = why["cluster_communication.json"]
     if not ca.communication_matrix:
         why["cluster_communication_matrix.json"] = ("no rank has communication_matrix.json or "
                                                     f"CommAnalyzerMatrix{lvl}")
     if ca.op_statistics is None or not len(ca.op_statistics):
-        why["op_statistics.csv"] = ("no kernel carries an op type (Level0 collections write "
-                                    "'N/A'); top_kernels.csv groups kernels by name instead"
-                                    if ca.top_kernels is not None and len(ca.top_kernels)
-                                    else "no rank has kernels")
+        has_kernels = ca.top_kernels is not None and len(ca.top_kernels)
+        why["op_statistics.csv"] = (
+            ("no kernel carries an op type" + (" (Level0 collections write 'N/A')" if level0
+                                               else "")
+             + "; top_kernels.csv groups kernels by name instead") if has_kernels
+            else "no rank has kernels")
     if ca.top_kernels is None or not len(ca.top_kernels):
         why["top_kernels.csv"] = "no rank has kernels (kernel_details.csv, db TASK, op_summary)"
     return why

@@ -7,6 +7,7 @@ Shape::
      "breakdown_check": [{rank, status, used, metrics: {Computing: {step, reported_us,
                           recomputed_us, deviation_pct}, ...}, reason}],  # recomputed vs reported
      "top_op_types": [{op_type, accelerator_core, total_us, ratio_pct, count}],
+     "iterations": [{rank, steps, iteration_interval_ms, fp_bp_ms, tail_ms, total_ms}],
      "verdicts": [...], "problems": [...], "missing": {rank: [files]},
      "not_read": {rank: {file: why it was not needed}}, "outputs": [...]}
 
@@ -39,6 +40,16 @@ def _text(v) -> str:
     return "-" if v is None or (isinstance(v, float) and v != v) else str(v)
 
 
+def _iterations(ca) -> list[dict]:
+    """The graph-mode iteration trace per rank (iteration_trace.csv rows: rank, steps and the
+    mean interval / fp+bp / tail / total in ms), [] when no rank has one."""
+    it = getattr(ca, "iteration_trace", None)
+    if it is None or not len(it):
+        return []
+    return [{k: (int(v) if k in ("rank", "steps") else float(v)) for k, v in r.items()}
+            for r in it.to_dict(orient="records")]
+
+
 def build_summary(ca, outputs: list[str] | None = None, top: int = 10) -> dict:
     """Summarise ``ca`` (pipeline.ClusterAnalysis). Per-rank rows prefer the profiler's reported
     breakdown and fall back to ascendprof's recomputation (``origin`` says which)."""
@@ -65,6 +76,7 @@ def build_summary(ca, outputs: list[str] | None = None, top: int = 10) -> dict:
         "breakdown_methods": {r.rank: r.breakdown_method for r in ca.ranks},
         "breakdown_check": list(getattr(ca, "breakdown_check", None) or []),
         "top_op_types": tops,
+        "iterations": _iterations(ca),
         "verdicts": ca.verdicts,
         "problems": [p.as_dict() for p in ca.problems],
         "missing": {r.rank: r.missing for r in ca.ranks if r.missing},

@@ -130,6 +130,14 @@ def print_summary(summary: dict, out_dir) -> None:
             t.add_row(str(r["rank"]), "-" if r["step"] is None else str(r["step"]), *vals,
                       "rep" if r["origin"] == "reported" else "re")
         con.print(t)
+    if summary.get("iterations"):  # graph mode: the profiler's own per-step trace
+        t = Table(title="Iteration trace per rank (ms, mean over the steps)")
+        for c in ("Rank", "Steps", "Interval", "FP+BP", "Tail", "Total"):
+            t.add_column(c, justify="right")
+        for r in summary["iterations"]:
+            t.add_row(str(r["rank"]), str(r["steps"]), f"{r['iteration_interval_ms']:.3f}",
+                      f"{r['fp_bp_ms']:.3f}", f"{r['tail_ms']:.3f}", f"{r['total_ms']:.3f}")
+        con.print(t)
     if summary["top_op_types"]:
         t = Table(title="Top op types (cluster)")
         for c in ("OP Type", "Accelerator Core", "Count", "Total (ms)", "Ratio (%)"):
