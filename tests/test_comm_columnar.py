@@ -72,11 +72,22 @@ def test_rows_follow_their_op(tmp_path):
         == [("hcom_allReduce__1", "0.5", 2, 125_000)]
 
 
-def test_text_where_a_number_belongs_is_missing(tmp_path):
-    path = _write(tmp_path, {"step1": {"p2p": {"hcom_send__3@g": {"Communication Time Info": {
-        "Elapse Time(ms)": "3", "Wait Time(ms)": True, "Idle Time(ms)": 0.001}}}}})
-    op = read_communication(path, 0)[S.COMM_OPS].to_pylist()[0]
-    assert (op["elapse_ns"], op["wait_ns"], op["idle_ns"]) == (None, None, 1_000)
+def test_text_where_a_number_belongs_leaves_the_op_out(tmp_path):
+    """A time that is not a number (text, a bool) cannot be analysed: the op is left out and
+    reported (issue #16); an absent field is null; Idle (derived) is not required."""
+    from ascendprof.model.problems import Problems
+
+    path = _write(tmp_path, {"step1": {"p2p": {
+        "hcom_send__3@g": {"Communication Time Info": {
+            "Elapse Time(ms)": "3", "Wait Time(ms)": True, "Idle Time(ms)": 0.001}},
+        "hcom_send__4@g": {"Communication Time Info": {
+            "Elapse Time(ms)": 2, "Idle Time(ms)": 0.001}}}}})
+    probs = Problems()
+    ops = read_communication(path, 0, probs)[S.COMM_OPS].to_pylist()
+    assert [(op["op_name"], op["elapse_ns"], op["wait_ns"], op["idle_ns"]) for op in ops] == [
+        ("hcom_send__4", 2_000_000, None, 1_000)]
+    (p,) = list(probs)
+    assert "1 op(s) left out" in p.reason and 'Elapse Time(ms) = "3"' in p.reason
 
 
 def test_time_beyond_int64_names_file_and_value(tmp_path):

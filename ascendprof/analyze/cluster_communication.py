@@ -862,6 +862,49 @@ def _merge_step(step_ops: dict[str, dict[int, dict[str, dict]]]) -> dict:
     return merged
 
 
+def unmapped_links(comm_links: pa.Table | None) -> list[dict]:
+    """The links cluster_communication_matrix.json leaves out because a local rank of theirs
+    cannot be mapped to a global rank (no rank of the collection reports its self-link
+    ``"i-i"`` in that group and step -- typically the peer on another node whose data is not
+    here), as msprof-analyze leaves them out (it warns once per link and op).
+
+    In: all ranks' COMM_LINKS. Out: one dict per (group, step key) with dropped links:
+    ``{"group", "step_key", "links": n, "ops": n distinct link keys, "local_ranks": [the
+    unmapped local ranks], "example": "<link key> <src>-<dst>"}``, in first-seen order;
+    [] when every link maps (or raw flat-CANN records, condensed elsewhere)."""
+    if comm_links is None or comm_links.num_rows == 0 or _has_raw_records(comm_links):
+        return []
+    t = comm_links.select(["kind", "group", "step_key", "link_key", "src_rank", "dst_rank"])
+    t = t.filter(pc.and_(pc.is_valid(t["src_rank"]), pc.is_valid(t["dst_rank"])))
+    if t.num_rows == 0:
+        return []
+    df = t.to_pandas()
+    key = ["kind", "group", "step_key"]
+    for c in key:
+        df[c] = df[c].fillna("")
+    self_links = df[df["src_rank"] == df["dst_rank"]][key + ["src_rank"]].drop_duplicates()
+    mapped = set(map(tuple, self_links.to_numpy().tolist()))
+    keys = list(zip(df["kind"], df["group"], df["step_key"]))
+    src_ok = [(*k, s) in mapped for k, s in zip(keys, df["src_rank"].tolist())]
+    dst_ok = [(*k, d) in mapped for k, d in zip(keys, df["dst_rank"].tolist())]
+    src_ok = np.array(src_ok)
+    miss = ~(src_ok & np.array(dst_ok))
+    bad = df[miss].copy()
+    if not len(bad):
+        return []
+    bad["local"] = np.where(src_ok[miss], bad["dst_rank"], bad["src_rank"])
+    # the ranks' records of one link are merged before mapping: one dropped link each
+    bad = bad.drop_duplicates(key + ["link_key", "src_rank", "dst_rank"])
+    out = []
+    for (_, group, step_key), g in bad.groupby(key, sort=False):
+        r = g.iloc[0]
+        out.append({"group": group, "step_key": step_key, "links": int(len(g)),
+                    "ops": int(g["link_key"].nunique()),
+                    "local_ranks": sorted({int(x) for x in g["local"]}),
+                    "example": f"{r['link_key']} {int(r['src_rank'])}-{int(r['dst_rank'])}"})
+    return out
+
+
 def build_matrix(comm_links: pa.Table, metadata: dict[int, dict],
                  comm_ops: pa.Table | None = None, membership=None) -> dict:
     """cluster_communication_matrix.json as msprof-analyze writes it (see the module docstring).

@@ -271,6 +271,13 @@ def gather(root: str, sources: list[Source], results: list[RankResult],
                          where=f"rank {c['rank']} step breakdown", severity="warning",
                          affects=("step_breakdown", "verdicts"))
     links = ca.concat(S.COMM_LINKS)
+    for d in cluster_communication.unmapped_links(links):
+        problems.add(root, f"cluster_communication_matrix.json: {d['links']} link(s) of "
+                           f"{d['ops']} op(s) in group {d['group']} left out: local rank(s) "
+                           f"{', '.join(map(str, d['local_ranks']))} cannot be mapped to a global "
+                           f"rank (no rank of this collection reports them: their ranks, e.g. on "
+                           f"another node, were not collected or copied), e.g. {d['example']}",
+                     where=d["step_key"], severity="warning", affects=("communication_matrix",))
     has_comm = any(r.tables[verdicts.OP_ROWS].num_rows for r in usable  # parked ones too
                    if verdicts.OP_ROWS in r.tables)
     has_links = links is not None and links.num_rows > 0

@@ -27,5 +27,10 @@ def reader_module(kind: str) -> str:
 
 
 def read_source(source):
-    """Dispatch ``source`` to the reader of its kind; returns a RankData."""
-    return import_module(reader_module(source.kind)).read(source)
+    """Dispatch ``source`` to the reader of its kind; returns a RankData whose odd values
+    (negative durations and times) are left out and reported (:mod:`ascendprof.readers.values`)."""
+    from ascendprof.readers import values
+
+    data = import_module(reader_module(source.kind)).read(source)
+    values.check(data)
+    return data

@@ -11,7 +11,9 @@ everything else float64 or text.
 
 Every parser raises :class:`~ascendprof.model.errors.InputError` naming the file when it cannot be
 read, lacks a required column, or a numeric column holds a non-numeric cell (then the column and
-the 1-based data row are named too). :func:`read_output_dir` reads a whole source and turns such
+the 1-based data row are named too). Given a ``bad_rows`` list, a parser leaves out rows of the
+wrong width (a row cut off) and lists them there instead of failing the file
+(:func:`~ascendprof.readers.textio.read_csv`). :func:`read_output_dir` reads a whole source and turns such
 errors into recorded problems instead.
 
 The communication (§A.5-6) and trace_view (§A.7) parsers live in their own modules and are only
@@ -208,7 +210,7 @@ KERNEL_IGNORED = ("Model Name",)
 _KERNEL_TYPES = _read_types(KERNEL_COLUMNS)
 
 
-def read_kernel_details(path: Path, rank: int) -> pa.Table:
+def read_kernel_details(path: Path, rank: int, bad_rows: list | None = None) -> pa.Table:
     """kernel_details.csv (spec §A.2) -> :data:`~ascendprof.model.schemas.KERNELS`.
 
     Accepts the Level0 set (``[Step Id,] [Device_id,] Name, [Type,] Accelerator Core,
@@ -222,7 +224,7 @@ def read_kernel_details(path: Path, rank: int) -> pa.Table:
     Raises InputError (missing required column, non-numeric cell in a numeric column).
     """
     path = Path(path)
-    raw = read_csv(path, required=KERNEL_REQUIRED, aliases=KERNEL_ALIASES,
+    raw = read_csv(path, bad_rows=bad_rows, required=KERNEL_REQUIRED, aliases=KERNEL_ALIASES,
                    types={**_KERNEL_TYPES, **{n: pa.string() for n in KERNEL_IGNORED}},
                    other=pa.float64())  # the PMU metrics
     pmu = {}
@@ -256,7 +258,7 @@ STEP_TRACE_COLUMNS = {
 }
 
 
-def read_step_trace_time(path: Path, rank: int) -> pa.Table:
+def read_step_trace_time(path: Path, rank: int, bad_rows: list | None = None) -> pa.Table:
     """step_trace_time.csv (spec §A.1) -> :data:`~ascendprof.model.schemas.STEP_TRACE`.
 
     torch_npu writes ``Device_id`` first, MindSpore does not (device_id then null). Values in us
@@ -265,7 +267,8 @@ def read_step_trace_time(path: Path, rank: int) -> pa.Table:
     Preparing) may be absent and are then null. Raises InputError.
     """
     path = Path(path)
-    raw = read_csv(path, required=STEP_TRACE_REQUIRED, types=_read_types(STEP_TRACE_COLUMNS))
+    raw = read_csv(path, bad_rows=bad_rows, required=STEP_TRACE_REQUIRED,
+                   types=_read_types(STEP_TRACE_COLUMNS))
     return _build(path, raw, rank, STEP_TRACE_COLUMNS, S.STEP_TRACE)
 
 
@@ -278,14 +281,15 @@ OP_STATISTIC_COLUMNS = {
 }
 
 
-def read_op_statistic(path: Path, rank: int) -> pa.Table:
+def read_op_statistic(path: Path, rank: int, bad_rows: list | None = None) -> pa.Table:
     """op_statistic.csv (spec §A.3) -> :data:`~ascendprof.model.schemas.OP_STATISTIC`, as reported.
 
     ``Device_id`` is optional (older torch_npu omits it). Raises InputError.
     """
     path = Path(path)
     req = tuple(c for c in OP_STATISTIC_COLUMNS if c != "Device_id")
-    raw = read_csv(path, required=req, types=_read_types(OP_STATISTIC_COLUMNS))
+    raw = read_csv(path, bad_rows=bad_rows, required=req,
+                   types=_read_types(OP_STATISTIC_COLUMNS))
     return _build(path, raw, rank, OP_STATISTIC_COLUMNS, S.OP_STATISTIC)
 
 
@@ -296,14 +300,14 @@ API_STATISTIC_COLUMNS = {
 }
 
 
-def read_api_statistic(path: Path, rank: int) -> pa.Table:
+def read_api_statistic(path: Path, rank: int, bad_rows: list | None = None) -> pa.Table:
     """api_statistic.csv (spec §A.4) -> :data:`~ascendprof.model.schemas.API_STATISTIC`.
 
     The ``Device_id`` column (literally ``host``) is dropped; Variance stays in us². Raises
     InputError.
     """
     path = Path(path)
-    raw = read_csv(path, required=("Level", "API Name", "Time(us)", "Count"),
+    raw = read_csv(path, bad_rows=bad_rows, required=("Level", "API Name", "Time(us)", "Count"),
                    types=_read_types(API_STATISTIC_COLUMNS))
     return _build(path, raw, rank, API_STATISTIC_COLUMNS, S.API_STATISTIC)
 
@@ -319,12 +323,12 @@ MEMORY_RECORD_COLUMNS = {
 }
 
 
-def read_memory_record(path: Path, rank: int) -> pa.Table:
+def read_memory_record(path: Path, rank: int, bad_rows: list | None = None) -> pa.Table:
     """memory_record.csv (spec §A.8) -> :data:`~ascendprof.model.schemas.MEMORY_RECORD` (MB = 2^20 B).
 
     Raises InputError."""
     path = Path(path)
-    raw = read_csv(path, required=("Component", "Timestamp(us)"),
+    raw = read_csv(path, bad_rows=bad_rows, required=("Component", "Timestamp(us)"),
                    types=_read_types(MEMORY_RECORD_COLUMNS))
     return _build(path, raw, rank, MEMORY_RECORD_COLUMNS, S.MEMORY_RECORD)
 
@@ -341,13 +345,13 @@ OPERATOR_MEMORY_COLUMNS = {
 }
 
 
-def read_operator_memory(path: Path, rank: int) -> pa.Table:
+def read_operator_memory(path: Path, rank: int, bad_rows: list | None = None) -> pa.Table:
     """operator_memory.csv (spec §A.8) -> :data:`~ascendprof.model.schemas.OPERATOR_MEMORY`.
 
     Release time / duration are null for blocks not released inside the collection. Raises
     InputError."""
     path = Path(path)
-    raw = read_csv(path, required=("Name", "Size(KB)", "Allocation Time(us)"),
+    raw = read_csv(path, bad_rows=bad_rows, required=("Name", "Size(KB)", "Allocation Time(us)"),
                    types=_read_types(OPERATOR_MEMORY_COLUMNS))
     return _build(path, raw, rank, OPERATOR_MEMORY_COLUMNS, S.OPERATOR_MEMORY)
 
@@ -359,13 +363,13 @@ NPU_MODULE_MEM_COLUMNS = {
 }
 
 
-def read_npu_module_mem(path: Path, rank: int) -> pa.Table:
+def read_npu_module_mem(path: Path, rank: int, bad_rows: list | None = None) -> pa.Table:
     """npu_module_mem.csv (spec §A.9) -> :data:`~ascendprof.model.schemas.NPU_MODULE_MEM`.
 
     torch_npu writes ``Total Reserved(MB)``; the CANN original ``Total Reserved(KB)`` is accepted
     and divided by 1024. ``Device_id`` is optional. Raises InputError."""
     path = Path(path)
-    raw = read_csv(path, required=("Component", "Timestamp(us)"),
+    raw = read_csv(path, bad_rows=bad_rows, required=("Component", "Timestamp(us)"),
                    types={**_read_types(NPU_MODULE_MEM_COLUMNS),
                           "Total Reserved(KB)": pa.float64()})
     extra = {}
@@ -513,6 +517,19 @@ def _call_external(problems: Problems, rank: int, path: Path, module: str, func:
         return None
 
 
+def report_bad_rows(problems: Problems, path: Path, bad: list, rank, affects=()) -> None:
+    """One problem for the rows :func:`ascendprof.readers.textio.read_csv` left out of ``path``
+    (``bad``: (line, fields, expected) each): how many, the first lines and their widths."""
+    lines = [b for b in bad if b[0] is not None]
+    first = lines[0] if lines else bad[0]
+    shown = ", ".join(str(b[0]) for b in lines[:5]) + (" ..." if len(lines) > 5 else "")
+    problems.add(path, f"{len(bad)} row(s) left out: {first[1]} field(s) where the header has "
+                       f"{first[2]} (a row cut off, e.g. by an interrupted copy, or a stray "
+                       f"separator){'; lines ' + shown if shown else ''}",
+                 rank=rank, where=f"line {first[0]}" if first[0] is not None else "",
+                 severity="skipped", affects=affects)
+
+
 def _timeline_not_needed(data) -> str | None:
     """Why trace_view.json need not be read for ``data`` (the CSV / JSON tables read so far), or
     None when it must be: the step breakdown is recomputed from kernel_details compute rows and
@@ -574,23 +591,27 @@ def read_output_dir(source) -> "RankData":  # noqa: F821 (import below avoids a 
     for fname, (table, parse) in CSV_PARSERS.items():
         if fname not in present:
             continue
+        bad: list = []
         try:
-            data.tables[table] = parse(out / fname, rank)
+            data.tables[table] = parse(out / fname, rank, bad_rows=bad)
         except InputError as e:
             data.problems.add_error(e, rank=rank, affects=AFFECTS[fname])
             continue
+        finally:
+            if bad:
+                report_bad_rows(data.problems, out / fname, bad, rank, AFFECTS[fname])
         if data.tables[table].num_rows == 0:  # kept (the file exists), but say it is empty
             data.problems.warn(out / fname, "header only, no data rows", rank=rank)
 
     comm_mod = "ascendprof.readers.communication"
     if COMMUNICATION in present:
         got = _call_external(data.problems, rank, out / COMMUNICATION, comm_mod,
-                             "read_communication", out / COMMUNICATION, rank)
+                             "read_communication", out / COMMUNICATION, rank, data.problems)
         for name, t in (got or {}).items():
             data.tables[name] = t
     if COMMUNICATION_MATRIX in present:
         got = _call_external(data.problems, rank, out / COMMUNICATION_MATRIX, comm_mod,
-                             "read_matrix", out / COMMUNICATION_MATRIX, rank)
+                             "read_matrix", out / COMMUNICATION_MATRIX, rank, data.problems)
         if got is not None:
             data.tables[S.COMM_LINKS] = got
     if TRACE_VIEW in present:

@@ -239,6 +239,20 @@ def _communication_tables(data, path: Path, rank: int, problems, typed: bool = F
         o_info.append(t)
         o_raw.append(info)
         o_bw.append(info.get(BANDWIDTH_INFO))
+    bad = _bad_times(o_info)
+    if bad:  # left out: an op whose time is not a number cannot be analysed
+        if problems is not None:
+            i, key, v = bad[0]
+            problems.add(path, f"{len(bad)} op(s) left out: a {TIME_INFO} time that is not a "
+                               f"non-negative number (e.g. {key} = {_show(v)} in "
+                               f"{e_name[i]}@{e_group[i]})",
+                         rank=rank, where=e_step_key[i], severity="skipped",
+                         affects=("communication", "communication_matrix", "verdicts"))
+        drop = {i for i, _, _ in bad}
+        keep = [i for i in range(len(o_info)) if i not in drop]
+        e_step_key, e_kind, e_name, e_group, o_info, o_raw, o_bw = (
+            [col[i] for i in keep]
+            for col in (e_step_key, e_kind, e_name, e_group, o_info, o_raw, o_bw))
     common = _entry_columns(rank, e_step_key, e_kind, e_name, e_group, path)
     cols = _typed_columns(o_info, o_bw) if typed else None
     ops, bws, b_ent, sds, d_ent = cols or _per_value_columns(o_info, o_bw, path)
@@ -248,6 +262,34 @@ def _communication_tables(data, path: Path, rank: int, problems, typed: bool = F
     return {S.COMM_OPS: _assemble(S.COMM_OPS, common, None, ops),
             S.COMM_BANDWIDTH: _assemble(S.COMM_BANDWIDTH, common, b_ent, bws),
             S.COMM_SIZE_DIST: _assemble(S.COMM_SIZE_DIST, common, d_ent, sds)}
+
+
+#: Communication Time Info fields an op cannot be analysed without (spec §A.5, §7.2).
+REQUIRED_TIMES = ("Elapse Time(ms)", "Transit Time(ms)", "Wait Time(ms)",
+                  "Synchronization Time(ms)")
+
+
+def _bad_times(o_info: list[dict]) -> list[tuple[int, str, object]]:
+    """(entry index, field, value) of every op whose :data:`REQUIRED_TIMES` field is present
+    but not a non-negative finite number (text, null, a list, a bool, NaN, negative), first
+    field per op; an absent field is not flagged (older files lack some)."""
+    import math
+
+    bad: dict[int, tuple[int, str, object]] = {}
+    for key in REQUIRED_TIMES:
+        values = list(map(methodcaller("get", key, 0), o_info))
+        if _NUMBER.issuperset(map(type, values)) and (not values or min(values) >= 0) \
+                and all(map(math.isfinite, values)):
+            continue  # the usual case: all numbers, checked in C
+        for i, v in enumerate(values):
+            if i not in bad and not (type(v) in _NUMBER and math.isfinite(v) and v >= 0):
+                bad[i] = (i, key, v)
+    return sorted(bad.values())
+
+
+def _show(v) -> str:
+    text = orjson.dumps(v).decode() if not isinstance(v, float) else repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _per_value_columns(o_info: list[dict], o_bw: list, path: Path):

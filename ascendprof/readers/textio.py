@@ -38,7 +38,7 @@ _COLUMN_RE = re.compile(r"In CSV column #(\d+)")
 
 
 def read_csv(path: Path, *, required: tuple[str, ...] = (), aliases: dict[str, str] | None = None,
-             types: dict | None = None, other=None):
+             types: dict | None = None, other=None, bad_rows: list | None = None):
     """Read a profiler CSV into an Arrow table (header row first, UTF-8).
 
     Handles a UTF-8 BOM, CRLF line ends, and the trailing TAB of absolute timestamps. ``aliases``
@@ -53,8 +53,14 @@ def read_csv(path: Path, *, required: tuple[str, ...] = (), aliases: dict[str, s
     instead (so the caller's text conversion can name the bad cell); a file with duplicated
     headers is read all text. Absolute times in us parse exactly as ``decimal128(p, 3)``.
 
+    ``bad_rows``: when a list is given, a data row with another number of fields than the
+    header (a file cut off mid-row, a stray comma) is left out and ``(line, fields, expected)``
+    appended to it (line 1-based, the header being line 1; None when unknown) -- the caller
+    reports them; without it such a row raises.
+
     Raises :class:`InputError` when the file cannot be read, is empty, is not UTF-8, lacks a
-    header row, has rows of the wrong width, or lacks a ``required`` column (after aliases).
+    header row, has rows of the wrong width (unless ``bad_rows``), or lacks a ``required``
+    column (after aliases).
     """
     path = Path(path)
     data = read_payload(path)
@@ -71,10 +77,15 @@ def read_csv(path: Path, *, required: tuple[str, ...] = (), aliases: dict[str, s
         raise InputError(path, f"malformed CSV: {e}") from None
     finals = [(aliases or {}).get(n.strip(), n.strip()) for n in header]
     table = None
+    skipped: list = []
+    collect = skipped if bad_rows is not None else None
     if types is not None and len(set(finals)) == len(finals) and len(set(header)) == len(header):
-        table = _read_typed(data, header, finals, types, other)
+        table = _read_typed(data, header, finals, types, other, collect)
     if table is None:
-        table = _read_text(path, data, header)
+        skipped.clear()
+        table = _read_text(path, data, header, collect)
+    if bad_rows is not None:
+        bad_rows.extend(skipped)
     names = [n.strip() for n in table.column_names]
     if aliases:
         names = [aliases.get(n, n) for n in names]
@@ -98,19 +109,25 @@ def read_csv(path: Path, *, required: tuple[str, ...] = (), aliases: dict[str, s
 THREADED_CSV_BYTES = 4 << 20
 
 
-def _csv_options(column_types: dict, null_values, size: int):
+def _csv_options(column_types: dict, null_values, size: int, bad_rows: list | None = None):
     import pyarrow.csv as pacsv
 
+    handler = None
+    if bad_rows is not None:
+        def handler(row):  # noqa: E306 - Arrow calls it for a row of the wrong width
+            bad_rows.append((row.number, row.actual_columns, row.expected_columns))
+            return "skip"
     return dict(
         read_options=pacsv.ReadOptions(block_size=1 << 20,  # 1 MB: more parallel, cache-sized
                                        use_threads=size >= THREADED_CSV_BYTES),
-        parse_options=pacsv.ParseOptions(newlines_in_values=False),
+        parse_options=pacsv.ParseOptions(newlines_in_values=False,
+                                         invalid_row_handler=handler),
         convert_options=pacsv.ConvertOptions(column_types=column_types, strings_can_be_null=True,
                                              null_values=list(null_values)),
     )
 
 
-def _read_text(path: Path, data: bytes, header: list[str]):
+def _read_text(path: Path, data: bytes, header: list[str], bad_rows: list | None = None):
     """The exact, all-text read (also the fallback of the typed one). Raises InputError."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
@@ -118,13 +135,14 @@ def _read_text(path: Path, data: bytes, header: list[str]):
     try:
         return pacsv.read_csv(pa.py_buffer(data),
                               **_csv_options({n: pa.string() for n in header}, ["", "N/A"],
-                                             len(data)))
+                                             len(data), bad_rows))
     except (pa.ArrowInvalid, pa.ArrowKeyError, ValueError) as e:
         msg = str(e).splitlines()[0]
         raise InputError(path, f"malformed CSV: {msg}") from None
 
 
-def _read_typed(data: bytes, header: list[str], finals: list[str], types: dict, other):
+def _read_typed(data: bytes, header: list[str], finals: list[str], types: dict, other,
+                bad_rows: list | None = None):
     """The typed read of :func:`read_csv`; None when it cannot be done (the caller then reads all
     text, which also produces the precise error for a malformed file)."""
     import pyarrow as pa
@@ -133,9 +151,11 @@ def _read_typed(data: bytes, header: list[str], finals: list[str], types: dict, 
     col_types = {raw: types.get(fin, other if other is not None else pa.string())
                  for raw, fin in zip(header, finals)}
     for _ in range(_MAX_DEMOTIONS + 1):
+        if bad_rows is not None:
+            bad_rows.clear()  # the rows of this attempt only
         try:
             table = pacsv.read_csv(pa.py_buffer(data),
-                                   **_csv_options(col_types, MISSING_CELLS, len(data)))
+                                   **_csv_options(col_types, MISSING_CELLS, len(data), bad_rows))
             # Arrow's header parse must agree with ours, or some column was type-inferred
             return table if table.column_names == header else None
         except (pa.ArrowInvalid, pa.ArrowKeyError, ValueError) as e:

@@ -1,0 +1,138 @@
+"""Partial files and odd values (issue #16): every damage below is made on a copy of the real
+Qwen3 fixture; each is left out and reported, never passed on into outputs and verdicts.
+
+Expected values come from the copied files read with the csv / json modules, and for the links
+msprof-analyze cannot map from its own warnings (tests/reference/unmapped/README.md).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ascendprof.cli.main import main
+
+OUT = "ASCEND_PROFILER_OUTPUT"
+REF = Path(__file__).resolve().parent / "reference" / "unmapped"
+
+
+@pytest.fixture
+def copy(qwen3, tmp_path) -> Path:
+    dst = tmp_path / "in"
+    shutil.copytree(qwen3, dst, ignore=shutil.ignore_patterns("*memory*", "*mem.csv"))
+    return dst
+
+
+def analyse(src, out):
+    r = CliRunner().invoke(main, ["analyse", str(src), "-o", str(out), "-q"])
+    assert r.exit_code == 0, r.output
+    with open(out / "problems.csv", newline="") as f:
+        problems = list(csv.DictReader(f))
+    return problems, json.loads((out / "summary.json").read_text())
+
+
+def rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_truncated_kernel_details_row_drops_the_row_only(copy, tmp_path):
+    kd = copy / "rank_0_ascend_pt" / OUT / "kernel_details.csv"
+    lines = kd.read_text().splitlines(keepends=True)
+    cut = 100  # data row 100: its last field lost, as a copy cut short leaves it
+    lines[cut] = lines[cut].rstrip("\r\n").rsplit(",", 1)[0] + "\n"
+    kd.write_text("".join(lines))
+    n_fields = len(lines[0].split(","))
+    want = Counter(r["Type"] for i, r in enumerate(rows(kd)) if None not in r.values()
+                   and i != cut - 1)
+    problems, _ = analyse(copy, tmp_path / "out")
+    (p,) = [p for p in problems if p["Path"].endswith("kernel_details.csv")]
+    assert p["Severity"] == "skipped" and p["Where"] == f"line {cut + 1}"
+    assert p["Reason"].startswith(f"1 row(s) left out: {n_fields - 1} field(s) where the header "
+                                  f"has {n_fields}")
+    import pyarrow.parquet as pq
+
+    k = pq.read_table(tmp_path / "out" / "tables" / "rank0" / "kernels.parquet")
+    assert k.num_rows == len(lines) - 2  # every other row of rank 0 is kept
+    assert Counter(k.column("op_type").to_pylist()) == want
+
+
+def test_negative_durations_and_step_values_are_left_out(copy, tmp_path):
+    kd = copy / "rank_0_ascend_pt" / OUT / "kernel_details.csv"
+    head = kd.read_text().splitlines()[0].split(",")
+    data = rows(kd)
+    data[5]["Duration(us)"] = "-" + data[5]["Duration(us)"]
+    with open(kd, "w", newline="") as f:
+        w = csv.DictWriter(f, head, lineterminator="\n")
+        w.writeheader()
+        w.writerows(data)
+    st = copy / "rank_2_ascend_pt" / OUT / "step_trace_time.csv"
+    srows = rows(st)
+    srows[0]["Computing"] = "-289400.0"
+    srows[0]["Stage"] = "-1.5"
+    with open(st, "w", newline="") as f:
+        w = csv.DictWriter(f, list(srows[0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows(srows)
+    problems, summary = analyse(copy, tmp_path / "out")
+    text = json.dumps(problems)
+    assert "1 row(s) with a negative duration left out" in text
+    assert "negative Computing value(s) left out (e.g. -289400.000 us)" in text
+    assert "negative Stage value(s) left out" in text
+    (r2,) = [r for r in summary["ranks"] if r["rank"] == 2]
+    assert r2["computing_us"] is None and r2["stage_us"] is None
+    assert r2["free_us"] == pytest.approx(float(srows[0]["Free"]))  # the rest of the row stays
+    verdicts = json.loads((tmp_path / "out" / "verdicts.json").read_text())["verdicts"]
+    assert "-289" not in json.dumps(verdicts)
+    cst = rows(tmp_path / "out" / "cluster_step_trace_time.csv")
+    (c2,) = [r for r in cst if r["Type"] == "rank" and r["Index"] == "2"]
+    assert c2["Computing"] in ("", "nan", "NaN", "None") and not c2["Computing"].startswith("-")
+
+
+@pytest.mark.parametrize("bad", ["abc", None, []], ids=["text", "null", "list"])
+def test_non_numeric_elapse_is_rejected_and_reported(copy, tmp_path, bad):
+    cj = copy / "rank_0_ascend_pt" / OUT / "communication.json"
+    doc = json.loads(cj.read_text())
+    step = next(iter(doc))
+    ops = doc[step]["collective"]
+    op = next(k for k in ops if not k.startswith("Total"))
+    ops[op]["Communication Time Info"]["Elapse Time(ms)"] = bad
+    cj.write_text(json.dumps(doc))
+    problems, _ = analyse(copy, tmp_path / "out")
+    (p,) = [p for p in problems if p["Path"].endswith("communication.json")]
+    assert p["Severity"] == "skipped" and p["Rank"] == "0"
+    assert f"Elapse Time(ms) = {json.dumps(bad)}" in p["Reason"] and op in p["Reason"]
+    cc = json.loads((tmp_path / "out" / "cluster_communication.json").read_text())
+    found = [ranks for g in cc.values() for s in g.values() for k, ranks in s.items() if k == op]
+    assert found and all("0" not in ranks for ranks in found)  # the op of rank 0 is left out
+    assert json.dumps(bad) not in json.dumps(found)
+
+
+def test_links_msprof_analyze_cannot_map_are_reported(qwen3, tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    for r in (0, 1, 2):  # rank 3 missing: its peers' links to it cannot be mapped
+        shutil.copytree(qwen3 / f"rank_{r}_ascend_pt", src / f"rank_{r}_ascend_pt",
+                        ignore=shutil.ignore_patterns("*memory*", "*mem.csv"))
+    warned = (REF / "qwen3-without-rank3_warnings.txt").read_text().splitlines()
+    want = Counter(re.search(r"@(\d+) ", w).group(1) for w in warned)
+    problems, _ = analyse(src, tmp_path / "out")
+    got = {}
+    for p in problems:
+        m = re.match(r"cluster_communication_matrix\.json: (\d+) link\(s\) .* in group (\d+) "
+                     r"left out", p["Reason"])
+        if m:
+            got[m.group(2)] = int(m.group(1))
+    assert got == dict(want)
+
+
+def test_complete_cluster_has_no_unmapped_links(qwen3, tmp_path):
+    problems, _ = analyse(qwen3, tmp_path / "out")
+    assert not [p for p in problems if "cannot be mapped" in p["Reason"]]
