@@ -1,8 +1,19 @@
 """ascendprof: offline analysis of Ascend NPU profiling data.
 
-Pipeline, one direction: scan (find sources) -> readers (one per producer, emit the Arrow
+Layers, one direction: cli -> api (:func:`ascendprof.open`, the façade) -> engine (run,
+pipeline, executors, cache) -> scan (find sources) -> readers (one per producer, emit the Arrow
 tables of :mod:`ascendprof.model.schemas`) -> analyze (tables in, tables out) -> report (files,
-terminal). The CLI in :mod:`ascendprof.cli.main` is a thin layer over that.
+terminal, traces). ``import ascendprof`` stays light: the API loads on first use.
 """
 
 __version__ = "0.1.0"
+
+__all__ = ["open", "diff", "Collection", "__version__"]
+
+
+def __getattr__(name):
+    if name in ("open", "diff", "Collection"):
+        from ascendprof import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'ascendprof' has no attribute {name!r}")

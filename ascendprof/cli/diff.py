@@ -64,37 +64,14 @@ def command(a, b, ranks_text, fmt, table, top, out, workers):
     communication per group (elapse, transit, wait, synchronization, bandwidth per transport)
     and a plain-English summary of where the difference lies.
     """
-    from ascendprof.compare import diff as D
-    from ascendprof.model.errors import UsageError
-    from ascendprof.compare.gate import load_run
+    from ascendprof import api
 
     ranks = _parse_ranks(ranks_text)
-    for p in (a, b):
-        if p is not None and not p.exists():
-            raise UsageError(f"{p}: no such file or directory")
-        if p is not None and not p.is_dir():
-            raise UsageError(f"{p}: not a directory (diff compares directories)")
-    if b is None and ranks is None:
-        raise UsageError("diff needs two directories A B, or one directory and --ranks RA,RB")
     if out is not None:
         from ascendprof.report.output import check_output_dir
 
-        out = check_output_dir(out, [p for p in (a, b) if p is not None])
-
-    run_a = load_run(a, workers=workers)
-    run_b = load_run(b, workers=workers) if b is not None else run_a
-    try:
-        if ranks is not None:
-            same = b is None or a.resolve() == b.resolve()
-            la = f"rank {ranks[0]}" if same else f"{a} rank {ranks[0]}"
-            lb = f"rank {ranks[1]}" if same else f"{b} rank {ranks[1]}"
-            side_a = D.select_ranks(run_a, [ranks[0]], la)
-            side_b = D.select_ranks(run_b, [ranks[1]], lb)
-        else:
-            side_a, side_b = run_a, run_b
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    result = D.compare(side_a, side_b, D.rank_pairs(side_a, side_b))
+        out = check_output_dir(out, [p for p in (a, b) if p is not None and p.exists()])
+    result = api.diff(a, b, ranks=tuple(ranks) if ranks else None, workers=workers)
 
     if out is not None:
         _write_all(out, result)

@@ -74,12 +74,11 @@ def command(directory, out, fmt, ranks_text, steps_text, window, align_clocks, m
     remains between ranks is measured on the collectives and printed (--align-clocks removes
     it). Prints the estimated size first and refuses traces above --max-size.
     """
+    from ascendprof import api
     from ascendprof.engine import timeline as E
     from ascendprof.model.errors import EXIT_OK, UsageError
-    from ascendprof.model.problems import Problems
     from ascendprof.report import trace
     from ascendprof.report.output import check_output_dir
-    from ascendprof.scan import load_sources
 
     if not directory.exists():
         raise UsageError(f"{directory}: no such file or directory")
@@ -91,24 +90,22 @@ def command(directory, out, fmt, ranks_text, steps_text, window, align_clocks, m
     if out.exists() and out.is_dir():
         raise UsageError(f"{out}: is a directory; give a file name with -o")
     check_output_dir(out.resolve().parent, [directory])
-    problems = Problems()
-    sources = load_sources(directory, problems)
-    if ranks is not None:
-        sources = [s for s in sources if s.rank in ranks]
-        if not sources:
-            raise UsageError(f"--ranks {ranks_text}: none of these ranks is under {directory}")
+    c = api.open(directory, workers=workers)
+    if ranks is not None and not set(ranks) & set(c.ranks):
+        raise UsageError(f"--ranks {ranks_text}: none of these ranks is under {directory}")
+    n_read = len(c.ranks) if ranks is None else len(set(ranks) & set(c.ranks))
     progress, bar = None, None
-    if not quiet and len(sources) > 1:
+    if not quiet and n_read > 1:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
         bar = Progress(TextColumn("Reading ranks"), BarColumn(), MofNCompleteColumn(),
                        transient=True, console=_console())
-        task = bar.add_task("ranks", total=len(sources))
+        task = bar.add_task("ranks", total=n_read)
         progress = lambda: bar.advance(task)  # noqa: E731
         bar.start()
     try:
-        tl = E.build(sources, steps=steps, window=win, align=align_clocks, workers=workers,
-                     progress=progress, problems=problems)
+        tl = c.timeline(ranks=ranks, steps=steps, window=win, align=align_clocks,
+                        progress=progress)
     finally:
         if bar is not None:
             bar.stop()
