@@ -5,8 +5,9 @@
                                             [--comm-ops-per-rank C] [--tp T --pp P] [--seed S]
 
 Every generated rank ``OUT/rank_<r>_ascend_pt`` is cloned from a real rank in the shared data
-(``qwen3-4rank-pp2dp2`` by default, or the ``torch_npu-2rank-levels`` text level 1/2 ranks, which
-also have trace_view.json). What changes, and how:
+(``qwen3-4rank-pp2dp2`` by default, also shipped in fixtures/ and read from there when the shared
+data is absent; or the ``torch_npu-2rank-levels`` text level 1/2 ranks, which also have
+trace_view.json). What changes, and how:
 
 * Layout: ranks are laid out TP x PP x DP in Megatron order (rank = stage*TP*DP + dp*TP + tp).
   Each rank's profiler_metadata.json gets ``distributed_args`` and a ``parallel_group_info`` with
@@ -70,13 +71,18 @@ _OP_RE = re.compile(r"^(?P<head>.+?)__(?P<suffix>\d+)_(?P<idx>\d+)_(?P<tail>\d+)
 _TS_RE = re.compile(r"^\s*(-?\d+)(?:\.(\d*))?(\s*)$")
 
 
-def shared_data_dir() -> Path:
+def shared_data_dir(template: str = "qwen3") -> Path:
+    """The directory holding ``template``'s real ranks: the shared data (ASCENDPROF_SHARED_DATA
+    when set, else ../shared/data), else the repository's fixtures/, which ship the Qwen3 ranks
+    unchanged. Exits with a message when neither has them."""
     env = os.environ.get("ASCENDPROF_SHARED_DATA")
-    for cand in ([Path(env)] if env else []) + [HERE.parent.parent / "shared" / "data",
-                                                 Path("/work/shared/data")]:
-        if cand.is_dir():
+    cands = [Path(env)] if env else [HERE.parent.parent / "shared" / "data",
+                                     Path("/work/shared/data")]
+    for cand in cands + [HERE.parent / "fixtures"]:
+        if (cand / TEMPLATES[template][0]).is_dir():
             return cand
-    raise SystemExit("make_cluster: shared data not found (set ASCENDPROF_SHARED_DATA)")
+    raise SystemExit(f"make_cluster: the {template} ranks are in neither the shared data nor "
+                     f"fixtures/ (set ASCENDPROF_SHARED_DATA)")
 
 
 # ---------------------------------------------------------------- time arithmetic (int ns)
@@ -578,7 +584,7 @@ def build(n: int, out: Path, *, template: str = "qwen3", kernels_per_rank: int |
           comm_ops_per_rank: int | None = None, tp: int | None = None, pp: int | None = None,
           seed: int = 0, data: Path | None = None, progress=None) -> dict:
     """Generate the cluster; returns the manifest written to OUT/make_cluster.json."""
-    data = Path(data) if data else shared_data_dir()
+    data = Path(data) if data else shared_data_dir(template)
     tmpl = load_template(data, template)
     dtp, dpp = default_parallel(n, template)
     lay = make_layout(n, tp or dtp, pp or dpp)

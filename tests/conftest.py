@@ -1,5 +1,7 @@
 """Shared test locations. Real data comes from fixtures/ (shipped) or ../shared/data (beside the
-checkout in development and CI); tests that need the latter skip with a reason when it is absent."""
+checkout in development and CI); tests that need the latter skip with a reason naming the shared
+data when it is absent. Under CI (``CI=true``) a missing shared data directory, or any such skip,
+is a failure; elsewhere the run ends with one line counting those skips."""
 
 from __future__ import annotations
 
@@ -15,20 +17,59 @@ QWEN3 = FIXTURES / "qwen3-4rank-pp2dp2"
 
 def _shared() -> Path | None:
     env = os.environ.get("ASCENDPROF_SHARED_DATA")
-    for cand in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "data",
-                                                 ROOT.parent.parent / "shared" / "data"]:
+    if env:  # an explicit location is the only one tried (set it to a missing path to test without)
+        return Path(env) if Path(env).is_dir() else None
+    for cand in (ROOT.parent / "shared" / "data", ROOT.parent.parent / "shared" / "data"):
         if cand.is_dir():
             return cand
     return None
 
 
 SHARED = _shared()
+#: Text every skip for want of the shared data carries (counted by the summary line below).
+SHARED_MISSING = "../shared/data not present (set ASCENDPROF_SHARED_DATA)"
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _for_want_of_shared_data(report) -> bool:
+    if not report.skipped or not isinstance(report.longrepr, tuple):
+        return False
+    return "shared" in str(report.longrepr[2]).lower()
+
+
+def pytest_sessionstart(session):
+    if _in_ci() and SHARED is None:
+        pytest.exit("CI=true but the shared data is missing: expected ../shared/data beside the "
+                    "checkout or ASCENDPROF_SHARED_DATA; the tests on real data would be skipped",
+                    returncode=1)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if _in_ci() and _for_want_of_shared_data(report):  # under CI a skip for want of data fails
+        report.outcome = "failed"
+        report.longrepr = f"CI=true and this test was skipped: {report.longrepr[2]}"
+
+
+def pytest_terminal_summary(terminalreporter):
+    skipped = terminalreporter.stats.get("skipped", [])
+    shared = sum(_for_want_of_shared_data(r) for r in skipped)
+    if shared:
+        terminalreporter.write_line(
+            f"{shared} of {len(skipped)} skipped test(s) need the real profiling data in "
+            f"../shared/data, which is not beside this checkout (or set ASCENDPROF_SHARED_DATA)",
+            yellow=True)
 
 
 @pytest.fixture
 def shared_data() -> Path:
     if SHARED is None:
-        pytest.skip("../shared/data not present (set ASCENDPROF_SHARED_DATA)")
+        pytest.skip(SHARED_MISSING)
     return SHARED
 
 
@@ -55,20 +96,40 @@ def load_make_cluster():
 @pytest.fixture(scope="session")
 def generated_cluster(tmp_path_factory):
     """``make(n, *args)`` -> an n-rank cluster cloned from the real ranks by make_cluster.py
-    (built once per argument set); skips when ../shared/data is absent."""
+    (built once per argument set; the Qwen3 template comes from fixtures/ when ../shared/data is
+    absent); skips when the template's ranks are in neither."""
     built = {}
 
     def make(n: int, *args: str) -> Path:
         key = (n, *args)
         if key not in built:
             mc = load_make_cluster()
+            template = args[args.index("--template") + 1] if "--template" in args else "qwen3"
             try:
-                mc.shared_data_dir()
+                mc.shared_data_dir(template)
             except SystemExit:
-                pytest.skip("shared data not present")
+                pytest.skip(SHARED_MISSING)
             out = tmp_path_factory.mktemp("generated") / f"c{n}"
             mc.main([str(n), str(out), *args])
             built[key] = out
         return built[key]
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def _no_thread_left_behind():
+    """A test must not leave threads running: later tests (EarlyWrite forks only in a
+    single-threaded process) would then behave by the order the tests ran in."""
+    import threading
+    import time
+
+    before = set(threading.enumerate())
+    yield
+    deadline = time.monotonic() + 5  # threads told to stop get a moment to do so
+    while True:
+        left = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    assert not left, f"test left threads running: {[t.name for t in left]}"

@@ -21,7 +21,7 @@ def _make(tmp: Path, n: int = 8) -> Path:
     try:
         mc.shared_data_dir()
     except SystemExit:
-        pytest.skip("shared data not present")
+        pytest.skip("the Qwen3 ranks are in neither ../shared/data nor fixtures/")
     out = tmp / f"cluster{n}"
     mc.main([str(n), str(out), "--comm-ops-per-rank", "40"])
     return out
