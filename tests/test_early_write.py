@@ -28,16 +28,6 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="the child process is used on Linux only")
 
 
-@pytest.fixture(autouse=True)
-def _alone(request, monkeypatch):
-    """EarlyWrite forks only in a single-threaded process; earlier tests (Dask) may leave
-    threads behind in this one, so the tests of the child see no others."""
-    if "threads" not in request.node.name:
-        import threading
-
-        monkeypatch.setattr(threading, "active_count", lambda: 1)
-
-
 def _gathered(root):
     problems = Problems()
     sources = pipeline.load(root, problems)

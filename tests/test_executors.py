@@ -80,8 +80,13 @@ def test_one_and_several_workers_give_identical_outputs(cluster, tmp_path):
     assert_same_outputs(analysis_outputs(tmp_path / "w1"), analysis_outputs(tmp_path / "w2"))
 
 
-def test_dask_executor_matches_local(cluster, tmp_path):
-    distributed = pytest.importorskip("distributed")
+def _dask_case(cluster: str, out: str) -> None:
+    """The Dask comparison itself; run in a child interpreter by the test below, because a
+    process that used Dask keeps its threads (the offload executor) for the rest of its life."""
+    import distributed
+    from pathlib import Path
+
+    cluster, out = Path(cluster), Path(out)
     sources = load_sources(cluster)
     local = local_map(process_rank, sources, workers=1)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
@@ -89,12 +94,25 @@ def test_dask_executor_matches_local(cluster, tmp_path):
                                   dashboard_address=None) as lc:
         on_dask = executors.dask_map(process_rank, sources, scheduler=lc.scheduler_address)
         _assert_same_results(local, on_dask)
-        run_analyse(cluster, tmp_path / "dask", executor="dask", scheduler=lc.scheduler_address,
+        run_analyse(cluster, out / "dask", executor="dask", scheduler=lc.scheduler_address,
                     cache=False, progress=False, fmt="json")
-    run_analyse(cluster, tmp_path / "local", workers=1, cache=False, progress=False, fmt="json")
-    assert_same_outputs(analysis_outputs(tmp_path / "local"), analysis_outputs(tmp_path / "dask"))
+    run_analyse(cluster, out / "local", workers=1, cache=False, progress=False, fmt="json")
+    assert_same_outputs(analysis_outputs(out / "local"), analysis_outputs(out / "dask"))
     # no scheduler: an in-process cluster of its own
     _assert_same_results(local, executors.dask_map(process_rank, sources[:2]) + local[2:])
+
+
+def test_dask_executor_matches_local(cluster, tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("distributed")
+    code = ("import sys; sys.path[:0] = [sys.argv[1]]; import test_executors as t; "
+            "t._dask_case(sys.argv[2], sys.argv[3])")
+    r = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), str(cluster),
+                        str(tmp_path)], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
 
 
 def test_on_result_sees_every_result_as_it_arrives():
