@@ -415,3 +415,50 @@ def test_step_breakdown_recompute_runs_on_db_timeline(shared_data, level):
     for col in ("computing_ns", "comm_not_overlapped_ns", "communication_ns", "stage_ns",
                 "preparing_ns", "bubble_ns"):
         assert g[col] == r[col], col
+
+
+# ----------------------------------------------------------------------------- the HCCL carrier
+# fixtures/torch_npu-db-level1-rank0 is the level1 rank 0 db export of the shared data, shipped
+# so that these oracles (the profiler's own tables, read here with sqlite3) run on any clone.
+
+DB_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "torch_npu-db-level1-rank0" / \
+    "rank0_ascend_pt"
+
+
+def test_hccl_carrier_tasks_are_not_compute():
+    """Each COMMUNICATION_OP has one TASK row that carries the whole op: same connectionId, in
+    neither COMPUTE_TASK_INFO nor COMMUNICATION_TASK_INFO, with the TASK type AI_CORE. §7.1.b
+    counts only COMPUTE_TASK_INFO tasks as compute, so those rows are linked to communication in
+    the hardware track, and the recomputed Computing is the profiler's own: the sum of the
+    OVERLAP_ANALYSIS type 0 (Computing) pieces, and analysis.db's StepTraceTime."""
+    from ascendprof.analyze import step_breakdown
+
+    dbfile = DB_FIXTURE / OUT / "ascend_pytorch_profiler_0.db"
+    with _ro(dbfile) as c:
+        carriers = c.execute(
+            """SELECT t.startNs, t.endNs - t.startNs, s.value FROM TASK t
+               JOIN STRING_IDS s ON s.id = t.taskType
+               WHERE t.connectionId IN (SELECT connectionId FROM COMMUNICATION_OP)
+                 AND t.globalTaskId NOT IN (SELECT globalTaskId FROM COMMUNICATION_TASK_INFO)
+                 AND t.globalTaskId NOT IN (SELECT globalTaskId FROM COMPUTE_TASK_INFO)""").fetchall()
+        n_ops = c.execute("SELECT COUNT(*) FROM COMMUNICATION_OP").fetchone()[0]
+        computing = c.execute("SELECT SUM(endNs - startNs) FROM OVERLAP_ANALYSIS WHERE type = 0"
+                              ).fetchone()[0]
+        (comm_elapse,) = c.execute("SELECT SUM(endNs - startNs) FROM COMMUNICATION_OP").fetchone()
+    assert len(carriers) == n_ops == 4 and {t for _, _, t in carriers} == {"AI_CORE"}
+    # the carriers span about as much as the ops (~100 ms), ten times the step's Computing
+    assert sum(d for _, d, _ in carriers) > comm_elapse / 2 > 5 * computing
+
+    data = dbreader.read(_source(DB_FIXTURE))
+    hw = [r for r in data.tables[S.TIMELINE].to_pylist() if r["track"] == "hardware"]
+    category = {(r["start_ns"], r["dur_ns"]): r["category"] for r in hw}
+    assert [category[(s, d)] for s, d, _ in carriers] == ["communication"] * 4
+
+    got, method = step_breakdown.recompute(data.tables, data.rank)
+    assert method.startswith("timeline"), method
+    (row,) = got.to_pylist()
+    assert row["step"] == 50 and row["computing_ns"] == computing
+    # and the profiler's StepTraceTime in analysis.db says the same Computing (us, 3 decimals)
+    with _ro(DB_FIXTURE / OUT / "analysis.db") as c:
+        (reported_us,) = c.execute("SELECT computing FROM StepTraceTime").fetchone()
+    assert round(reported_us * 1000) == computing
