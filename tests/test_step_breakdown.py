@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from ascendprof.model import schemas as S
 from ascendprof.analyze import intervals as I
-from ascendprof.analyze.step_breakdown import (COMPUTE_TYPES, METRICS, breakdown, check_table, compute_mask,
+from ascendprof.analyze.step_breakdown import (METRICS, breakdown, check_table, compute_mask,
                                                is_compute, recompute)
 from ascendprof.readers.trace_view import read_trace_view
 from ascendprof.model.units import ms_to_ns, us_text_to_ns
@@ -103,6 +103,42 @@ def test_breakdown_hand_worked():
     assert b["free_ns"] == 10 and a["free_ns"] == 0
 
 
+#: Task types that are compute kernels, written out from the spec (not imported from the module):
+#: GeTaskType of node_basic_info (§D.2: AI_CORE, AI_CPU, AI_VECTOR_CORE, WRITE_BACK, MIX_AIC,
+#: MIX_AIV, FFTS_PLUS, DSA_SQE), kernel_details 'Accelerator Core' (§A.2: ... AI_CPU, DSA),
+#: host task_track types of kernels (§D.2, §7.1.b step 6: KERNEL_AICORE, KERNEL_AIVEC,
+#: KERNEL_MIX_AIC, KERNEL_MIX_AIV, and KERNEL_AICPU), FFTS+ sub-task types (§D.3: AIC, AIV,
+#: MIX_AIC, MIX_AIV, AI_CPU, DSA) and the AICPU spelling of the trace's Task Type.
+SPEC_COMPUTE_TYPES = {
+    "AI_CORE", "AI_CPU", "AI_VECTOR_CORE", "WRITE_BACK", "MIX_AIC", "MIX_AIV", "FFTS_PLUS",
+    "DSA_SQE", "DSA", "KERNEL_AICORE", "KERNEL_AIVEC", "KERNEL_MIX_AIC", "KERNEL_MIX_AIV",
+    "KERNEL_AICPU", "AIC", "AIV", "AICPU"}
+#: Runtime / communication task types (§D.3 SQE and FFTS+ names, §D.2 task_track, the TASK
+#: taskType values of the torch_npu db in ../shared/data, §A.2 HCCL / COMMUNICATION rows).
+SPEC_OTHER_TYPES = [
+    "EVENT_RECORD", "EVENT_WAIT", "EVENT_RECORD_SQE", "EVENT_WAIT_SQE", "NOTIFY_RECORD_SQE",
+    "NOTIFY_WAIT_SQE", "Notify Wait", "Notify Record", "Write Value", "WRITE_VALUE_SQE", "SDMA",
+    "SDMA_SQE", "PCIE_DMA_SQE", "PLACE_HOLDER_SQE", "MEMCPY_ASYNC", "STARS_COMMON",
+    "PROFILING_ENABLE", "PROFILING_DISABLE", "HCCL", "COMMUNICATION", "RDMA_SEND"]
+
+
+@pytest.mark.parametrize("task_type", sorted(SPEC_COMPUTE_TYPES))
+def test_compute_task_types_decide_over_the_name(task_type):
+    # the type decides even when the name looks like a runtime task; the spacing and case of
+    # the type do not matter
+    assert is_compute(task_type, "EVENT_RECORD")
+    assert is_compute(f" {task_type.lower()} ", "MEMCPY_ASYNC")
+    # ... except the MC2 helper kernels CANN leaves out of the compute sections (§7.1.b.2)
+    assert not is_compute(task_type, "MatmulAllReduceAicpuKernel")
+    assert not is_compute(task_type, "AllGatherMatmulAivKernel")
+
+
+@pytest.mark.parametrize("task_type", SPEC_OTHER_TYPES)
+def test_runtime_and_communication_types_are_not_compute(task_type):
+    assert not is_compute(task_type, "MatMulV3")
+    assert not is_compute(task_type.lower(), "aclnnAdd_AddAiCore_Add")
+
+
 def test_is_compute():
     assert is_compute("AI_CORE", "aclnnMuls_MulAiCore_Mul")
     assert is_compute("DSA_SQE", "x")
@@ -129,14 +165,15 @@ def _oracle_is_compute(task_type, name) -> bool:
         return False
     if task_type:
         t = str(task_type).strip().upper()
-        if t in COMPUTE_TYPES:
+        if t in SPEC_COMPUTE_TYPES:
             return True
         if _ORACLE_NON_COMPUTE.match(t):
             return False
     return not (_ORACLE_RUNTIME.search(name) or _ORACLE_NON_COMPUTE.match(name))
 
 
-_WORDS = ["AI_CORE", "ai_core", " AIV ", "MIX_AIC", "SDMA", "Notify Wait", "EVENT_RECORD",
+_WORDS = ["AI_CORE", "ai_core", " AIV ", "MIX_AIC", "SDMA", "AI_CPU", "KERNEL_AIVEC", "DSA_SQE",
+          "WRITE_BACK", "FFTS_PLUS", "AIC", "Notify Wait", "EVENT_RECORD",
           "hcom_allReduce_", "HCOM_SEND", "MatMulV3", "AicpuKernel", "AivKernel", "MEMCPY_ASYNC",
           "x", "Add", "_", "0", " ", "\t", "\u3000", "\xa0", "write value", "COMMUNICATION", ""]
 
@@ -263,3 +300,93 @@ def test_check_table_real_rank_not_recomputed(qwen3):
     assert all(reason in n for n in df.Note)
     assert df.set_index("Metric").loc["Computing", "Reported(us)"] == pytest.approx(
         rep["Computing"], abs=1e-3)
+
+
+# ------------------------------------------------------------------ step windows (spec §7.1.c)
+# "step = first step with start <= ts < end (ts only; an event is credited entirely to the step
+# of its start; no clipping)". Two windows: step 1 = [100, 200), step 2 = [200, 300).
+
+_WINDOWS = [(1, 100, 200), (2, 200, 300)]
+_EDGES = [  # one compute piece [start, end) -> Computing of step 1, step 2 (ns)
+    ((100, 110), (10, 0)),   # starts at the first window's start: step 1
+    ((199, 205), (6, 0)),    # starts inside step 1, ends in step 2: wholly step 1, not clipped
+    ((200, 210), (0, 10)),   # starts at step 1's end = step 2's start: step 2 only
+    ((299, 300), (0, 1)),    # the last nanosecond of step 2
+    ((300, 310), (0, 0)),    # starts at the last window's end: no step
+    ((90, 150), (0, 0)),     # starts before the first window: no step, although it overlaps it
+]
+
+
+@pytest.mark.parametrize("piece, want", _EDGES)
+@pytest.mark.parametrize("order", [1, -1])  # windows given in either order
+def test_breakdown_credits_a_piece_to_the_window_of_its_start(piece, want, order):
+    rows = breakdown(I.make([piece[0]], [piece[1]]), I.empty(), I.empty(), _WINDOWS[::order])
+    assert [r["step"] for r in rows] == [1, 2]  # rows in time order
+    assert (rows[0]["computing_ns"], rows[1]["computing_ns"]) == want
+    # a communication piece follows the same rule (Communication and, here, all of it not
+    # overlapped)
+    rows = breakdown(I.empty(), I.make([piece[0]], [piece[1]]), I.empty(), _WINDOWS)
+    assert (rows[0]["communication_ns"], rows[1]["communication_ns"]) == want
+    assert (rows[0]["comm_not_overlapped_ns"], rows[1]["comm_not_overlapped_ns"]) == want
+
+
+def test_breakdown_free_gap_and_bubble_at_a_window_edge():
+    # compute [150,180) and [240,260); receive (an hcom_receive big op) [200,220).
+    # Free = hull [150,260) minus (C ∪ M) = [180,200) + [220,240): the first piece starts in
+    # step 1, the second in step 2. The receive starts at step 2's start: Bubble of step 2.
+    rows = breakdown(I.make([150, 240], [180, 260]), I.make([200], [220]), I.make([200], [220]),
+                     _WINDOWS)
+    assert [r["free_ns"] for r in rows] == [20, 20]
+    assert [r["bubble_ns"] for r in rows] == [0, 20]
+    assert [r["communication_ns"] for r in rows] == [0, 20]
+    # Stage = (last end - first start) of the pieces in the step - Bubble:
+    # step 1: [150,180) and free [180,200) -> 50; step 2: [200,260) -> 60 - 20
+    assert [r["stage_ns"] for r in rows] == [50, 40]
+    # Communication(Not Overlapped and Exclude Receive) = max(CNO - Bubble, 0)
+    assert [r["comm_not_overlapped_excl_receive_ns"] for r in rows] == [0, 0]
+
+
+def _overlap_tables(pieces: list[tuple[str, int, int]], windows) -> dict:
+    """A rank whose timeline has only the profiler's Overlap Analysis events (so the breakdown
+    sums them, spec §7.1.c), with step windows from STEPS."""
+    tl = S.from_lists(S.TIMELINE, {
+        "rank": [0] * len(pieces), "track": ["overlap"] * len(pieces),
+        "process": ["Overlap Analysis"] * len(pieces), "thread": [p[0] for p in pieces],
+        "name": [p[0] for p in pieces], "start_ns": [p[1] for p in pieces],
+        "dur_ns": [p[2] - p[1] for p in pieces]})
+    steps = S.from_lists(S.STEPS, {"rank": [0] * len(windows), "step": [w[0] for w in windows],
+                                   "start_ns": [w[1] for w in windows],
+                                   "end_ns": [w[2] for w in windows],
+                                   "origin": ["test"] * len(windows)})
+    return {S.TIMELINE: tl, S.STEPS: steps}
+
+
+@pytest.mark.parametrize("piece, want", _EDGES)
+def test_overlap_events_are_summed_into_the_window_of_their_start(piece, want):
+    tables = _overlap_tables([("Computing", *piece), ("Free", piece[0], piece[0] + 1)], _WINDOWS)
+    bd, method = recompute(tables, 0)
+    assert method.startswith("overlap"), method
+    rows = bd.to_pylist()
+    assert [r["step"] for r in rows] == [1, 2]
+    assert (rows[0]["computing_ns"], rows[1]["computing_ns"]) == want
+    assert (rows[0]["free_ns"], rows[1]["free_ns"]) == tuple(int(v > 0) for v in want)
+
+
+def test_kernel_step_ids_give_windows_that_hold_their_last_kernel():
+    """Without STEPS, the window of a Step Id spans its kernels, first start to last end, and a
+    piece starting exactly at the last kernel's end (a zero-gap Free, a late communication op)
+    is still that step's. Kernels of step 5: [100,150), [160,200); step 6: [300,400)."""
+    k = S.from_lists(S.KERNELS, {
+        "rank": [0] * 3, "step": [5, 5, 6], "name": ["MatMul", "Add", "Mul"],
+        "accelerator_core": ["AI_CORE"] * 3, "start_ns": [100, 160, 300],
+        "dur_ns": [50, 40, 100]})
+    ops = S.from_lists(S.COMM_OPS, {"rank": [0, 0], "step": [5, 6], "op_name": ["hcom_a", "hcom_b"],
+                                    "start_ns": [200, 400], "elapse_ns": [30, 5]})
+    bd, method = recompute({S.KERNELS: k, S.COMM_OPS: ops}, 0)
+    assert method.startswith("kernels"), method
+    rows = {r["step"]: r for r in bd.to_pylist()}
+    # step 5: compute 50 + 40, Free [150,160) = 10, comm [200,230) starts at the last end
+    assert (rows[5]["computing_ns"], rows[5]["free_ns"], rows[5]["communication_ns"]) == (90, 10, 30)
+    # step 6: compute 100; the op at 400 = its last kernel's end is step 6's; [230,300) is Free
+    # that starts at 230, inside no window (step 5 ends at 200 + 1, step 6 starts at 300)
+    assert (rows[6]["computing_ns"], rows[6]["communication_ns"], rows[6]["free_ns"]) == (100, 5, 0)
