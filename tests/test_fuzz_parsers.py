@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import pyarrow as pa
@@ -36,7 +35,16 @@ FUZZ = settings(max_examples=int(os.environ.get("ASCENDPROF_FUZZ_EXAMPLES", "40"
                                        HealthCheck.function_scoped_fixture])
 QWEN = FG.ROOT / "fixtures" / "qwen3-4rank-pp2dp2" / "rank_0_ascend_pt"
 SHARED = FG.SHARED
-_WORK = Path(tempfile.mkdtemp(prefix="ascendprof-fuzz-"))
+#: Scratch directory of this module's cases (set per session from pytest's tmp_path_factory,
+#: which cleans up after itself; hypothesis' @given cannot take function-scoped tmp_path).
+_WORK: Path = Path("unset")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _work_dir(tmp_path_factory):
+    global _WORK
+    _WORK = tmp_path_factory.mktemp("fuzz")
+    yield
 
 
 def _head(path: Path | None, lines: int | None = None, size: int | None = None) -> bytes | None:

@@ -289,9 +289,14 @@ def test_torch_text_read_qwen3_rank0(qwen3):
     assert data.tables[S.STEPS].to_pylist() == [
         {"rank": 0, "step": 13, "start_ns": int(start * 1000), "end_ns": int(end * 1000),
          "origin": "kernel Step Id span"}]
-    # communication*.json go to another module; either it produced tables or its absence is recorded
-    comm_problem = [p for p in data.problems if p.path.endswith("communication.json")]
-    assert S.COMM_OPS in data.tables or (comm_problem and "reader not available" in comm_problem[0].reason)
+    # communication.json: one COMM_OPS row per op of the file (json module), 'Total Op Info'
+    # entries left out, and no problem recorded for it
+    doc = json.loads((_out(qwen3, "rank_0_ascend_pt") / "communication.json").read_text())
+    ops = [(int(step[4:]), key.split("@")[0]) for step, kinds in doc.items()
+           for kind in kinds.values() for key in kind if not key.startswith("Total Op Info")]
+    got = data.tables[S.COMM_OPS]
+    assert list(zip(got["step"].to_pylist(), got["op_name"].to_pylist())) == ops and len(ops) > 10
+    assert not [p for p in data.problems if "communication" in p.path]
 
 
 def test_ranks_without_kernel_details(qwen3):
