@@ -1,0 +1,94 @@
+"""Apply each known one-line bug (issue #23) alone to a scratch copy of the checkout and run the
+test suite on it, with and without ../shared/data. Every bug must make the suite fail.
+
+    .venv/bin/python mutation/known_bugs.py [--all] [--only NAME] [--shared DIR]
+
+``--all`` runs every test (lists every test that fails) instead of stopping at the first failure.
+Exit status 1 when a bug survives in a mode where it must be killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: name -> (file, text, replacement, must be killed without the shared data too)
+BUGS = {
+    "step window end inclusive": (
+        "ascendprof/analyze/step_breakdown.py", "(starts < hi[j])", "(starts <= hi[j])", True),
+    "gate bandwidth drop inverted": (
+        "ascendprof/compare/gate.py", "change < 0 and (pct is None or pct < rule.limit_pct)",
+        "change < 0 and (pct is None or pct > rule.limit_pct)", True),
+    "gate noise floor ignored": (
+        "ascendprof/compare/gate.py", "if beyond and abs(change) > rule.floor else",
+        "if beyond else", True),
+    "slow-link ratio 0.6 -> 0.8": (
+        "ascendprof/analyze/verdicts.py", "SLOW_LINK_BW_RATIO = 0.6", "SLOW_LINK_BW_RATIO = 0.8",
+        True),
+    "db reader counts the HCCL carrier task as compute": (
+        "ascendprof/readers/db.py", " THEN 'HCCL' END", " THEN NULL END", True),
+}
+
+
+def _copy_tree(dst: Path) -> None:
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout.splitlines()
+    for rel in files:
+        src = ROOT / rel
+        if src.is_file():
+            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst / rel)
+
+
+def _run(tree: Path, shared: str, stop_first: bool) -> tuple[int, list[str]]:
+    env = dict(os.environ, ASCENDPROF_SHARED_DATA=shared, CI="")
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rf"]
+    if stop_first:
+        cmd.append("-x")
+    r = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
+    failed = re.findall(r"^FAILED (\S+)", r.stdout, re.M)
+    return r.returncode, failed
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--all", action="store_true", help="run every test, list all that fail")
+    ap.add_argument("--only", help="run only the bug whose name contains this text")
+    ap.add_argument("--shared", default=str(ROOT.parent / "shared" / "data"),
+                    help="the shared data directory (default ../shared/data)")
+    a = ap.parse_args(argv)
+    bad = 0
+    for name, (rel, old, new, without) in BUGS.items():
+        if a.only and a.only not in name:
+            continue
+        with tempfile.TemporaryDirectory(prefix="ascendprof-bug-") as tmp:
+            tree = Path(tmp)
+            _copy_tree(tree)
+            text = (tree / rel).read_text(encoding="utf-8")
+            if text.count(old) != 1:
+                print(f"{name}: {old!r} found {text.count(old)} times in {rel}; update BUGS")
+                bad = 1
+                continue
+            (tree / rel).write_text(text.replace(old, new), encoding="utf-8")
+            for mode, shared in (("with shared data", a.shared),
+                                 ("without shared data", str(tree / "no-shared-data"))):
+                rc, failed = _run(tree, shared, not a.all)
+                killed = rc != 0
+                if not killed and (mode.startswith("with ") or without):
+                    bad = 1
+                print(f"{name} [{mode}]: {'KILLED' if killed else 'SURVIVED'}"
+                      + (f" by {len(failed)} test(s): " + ", ".join(failed) if failed else ""),
+                      flush=True)
+    return bad
+
+
+if __name__ == "__main__":
+    sys.exit(main())
