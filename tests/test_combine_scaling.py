@@ -3,8 +3,9 @@
 cluster_communication.json is written one group key at a time from compressed per-rank
 fragments (cluster_communication.rank_fragments / CommunicationFile). Expected values: the
 in-memory build over all ranks' concatenated tables (a different path: one call over every row,
-no per-rank partials, no streaming), msprof-analyze 26.2.0's reference file, each rank's own
-communication.json as the profiler wrote it, and sums written out here.
+no per-rank partials, no streaming, a second path), msprof-analyze 26.2.0's reference files
+for the Qwen3 sample and an 8-rank cluster cloned from it, each rank's own communication.json
+as the profiler wrote it, and sums written out here.
 """
 
 from __future__ import annotations
@@ -105,13 +106,49 @@ def test_streamed_file_equals_in_memory_build(analysed):
                                                            comm_ops=t[S.COMM_OPS])))
 
 
-def test_streamed_file_matches_msprof_analyze(qwen3, tmp_path):
-    """The file the pipeline streams equals msprof-analyze 26.2.0's (tests/reference)."""
-    _analyse(qwen3, tmp_path)
-    ours = json.loads((tmp_path / "cluster_communication.json").read_text())
-    ref = json.loads((REFERENCE / "qwen3-4rank-pp2dp2" / "cluster_communication.json")
-                     .read_text())
-    assert _close(ours, ref, rel=1e-3) == []
+@pytest.fixture(scope="module")
+def generated8(generated_cluster):
+    """benchmarks/make_cluster.py 8 OUT with its defaults: the input of
+    tests/reference/generated-8rank (TP2 x PP2 x DP2 cloned from the Qwen3 fixture)."""
+    return generated_cluster(8)
+
+
+def _csv_rows(path: Path) -> dict:
+    import csv
+
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        rows = list(csv.DictReader(f))
+    def num(v):
+        try:
+            return float(v)
+        except ValueError:
+            return v  # 'NA', ''
+
+    return {(r["Step"], r["Type"], r["Index"]): {k: num(v) for k, v in r.items()
+                                                 if k not in ("Step", "Type", "Index")}
+            for r in rows}
+
+
+@pytest.mark.parametrize("name, ref", [("qwen3", "qwen3-4rank-pp2dp2"),
+                                       ("generated8", "generated-8rank")])
+def test_streamed_files_match_msprof_analyze(request, tmp_path, name, ref):
+    """The files the pipeline streams equal msprof-analyze 26.2.0's (tests/reference/<ref>):
+    cluster_communication.json, the matrix and cluster_step_trace_time.csv, on the shipped
+    sample and on an 8-rank TP/PP/DP cluster cloned from it."""
+    _analyse(request.getfixturevalue(name), tmp_path)
+    for f in ("cluster_communication.json", "cluster_communication_matrix.json"):
+        ours = json.loads((tmp_path / f).read_text())
+        want = json.loads((REFERENCE / ref / f).read_text())
+        assert _close(ours, want, rel=1e-3) == [], f
+    ours, want = (_csv_rows(d / "cluster_step_trace_time.csv") for d in (tmp_path, REFERENCE / ref))
+    assert set(ours) == set(want)
+    for key, row in want.items():
+        assert set(ours[key]) == set(row), key
+        for col, v in row.items():
+            if isinstance(v, str):
+                assert ours[key][col] == v, (key, col)
+            else:
+                assert ours[key][col] == pytest.approx(v, rel=1e-6, abs=1e-3), (key, col)
 
 
 def test_cluster_files_are_compact_json(qwen3, tmp_path):
