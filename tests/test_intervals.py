@@ -89,3 +89,87 @@ def test_windows_and_clip_agree(a, wins):
     for k in range(len(wins)):
         assert got[k] == I.total(I.clip(a, lo[k], hi[k])) == len(
             _points(a) & set(range(lo[k], hi[k])))
+
+
+# ------------------------------------------------------------------ edges, written out by hand
+# Half-open [start, end): touching pieces merge, a shared end point is not an overlap, zero-length
+# pieces vanish (§7.1.b: emit events of zero length are skipped).
+
+def _l(x: I.Intervals) -> list[list[int]]:
+    return [x[0].tolist(), x[1].tolist()]
+
+
+def test_make_and_from_durations_edges():
+    import pytest
+
+    with pytest.raises(ValueError, match=r"starts \(2\) and ends \(1\) differ in length"):
+        I.make([0, 1], [2])
+    with pytest.raises(ValueError, match="an interval ends before it starts"):
+        I.make([5], [4])
+    assert _l(I.make([5], [5])) == [[5], [5]]  # zero length is valid input
+    # a negative duration counts as zero, a zero duration stays zero
+    assert _l(I.from_durations([5, 7, 9], [-3, 0, 2])) == [[5, 7, 9], [5, 7, 11]]
+    assert I.total(I.from_durations([5, 7], [-3, 0])) == 0
+
+
+def test_union_edges():
+    assert _l(I.union(I.make([0, 10], [10, 20]))) == [[0], [20]]            # touching: merged
+    assert _l(I.union(I.make([0, 11], [10, 20]))) == [[0, 11], [10, 20]]    # gap of 1: kept apart
+    assert _l(I.union(I.make([3, 0], [3, 0]))) == [[], []]                  # zero length: gone
+    assert _l(I.union(I.make([20, 0, 5], [30, 10, 25]))) == [[0], [30]]     # unsorted, chained
+    assert _l(I.union(I.make([0, 0], [10, 4]))) == [[0], [10]]              # same start
+    assert _l(I.union_of()) == [[], []]
+    assert _l(I.union_of(I.make([0], [5]), I.make([5], [9]))) == [[0], [9]]
+
+
+def test_intersection_and_difference_edges():
+    a, b = I.make([0], [10]), I.make([10], [20])
+    assert _l(I.intersection(a, b)) == [[], []]          # a shared end point is no overlap
+    assert _l(I.difference(a, b)) == [[0], [10]]
+    assert _l(I.difference(b, a)) == [[10], [20]]
+    assert _l(I.intersection(I.empty(), I.empty())) == [[], []]
+    assert _l(I.difference(I.empty(), a)) == [[], []]
+    assert _l(I.difference(a, I.empty())) == [[0], [10]]
+    # a hole exactly at the ends: [0,10) \ ([0,2) ∪ [8,10)) = [2,8)
+    assert _l(I.difference(a, I.make([0, 8], [2, 10]))) == [[2], [8]]
+    # b covering a exactly leaves nothing; two pieces of b touching inside a merge first
+    assert _l(I.difference(a, I.make([0], [10]))) == [[], []]
+    assert _l(I.intersection(a, I.make([2, 5], [5, 7]))) == [[2], [7]]
+
+
+def test_clip_hull_total_edges():
+    a = I.make([0, 20], [10, 30])
+    assert _l(I.clip(a, 10, 20)) == [[], []]           # exactly the gap: nothing, no empty piece
+    assert _l(I.clip(a, 10, 21)) == [[20], [21]]
+    assert _l(I.clip(a, -5, 0)) == [[], []]            # ends where a starts
+    assert _l(I.clip(a, 30, 40)) == [[], []]           # starts where a ends
+    assert _l(I.clip(a, 5, 25)) == [[5, 20], [10, 25]]
+    assert _l(I.hull(a)) == [[0], [30]] and _l(I.hull(I.empty())) == [[], []]
+    assert I.total(I.empty()) == 0 and I.total(I.make([0, 5], [10, 15])) == 15
+
+
+def test_length_in_windows_edges():
+    a = I.make([10, 30], [20, 40])
+    lo = [0, 10, 20, 15, 30, 40, 25]
+    hi = [10, 20, 30, 35, 40, 50, 25]
+    # before, exactly the first piece, exactly the gap, straddling, exactly the second, after,
+    # an empty window
+    assert I.length_in_windows(a, lo, hi).tolist() == [0, 10, 0, 5 + 5, 10, 0, 0]
+    assert I.length_in_windows(I.empty(), [0, 5], [10, 6]).tolist() == [0, 0]
+
+
+def test_results_are_int64_whatever_the_input():
+    """Times are int64 ns everywhere (README): results keep that dtype for empty input, Python
+    ints, floats (truncated like int()) and int32 arrays."""
+    f = I.make([0.0, 20.9], [10.5, 30.0])
+    assert f[0].tolist() == [0, 20] and f[1].tolist() == [10, 30]
+    cases = [I.empty(), I.make([], []), f, I.from_durations([0.0, 5.5], [2.5, 1.0]),
+             I.from_durations(np.array([1, 2], np.int32), np.array([1, 1], np.int32)),
+             I.union(f), I.union_of(f, I.empty()), I.union_of(), I.intersection(f, f),
+             I.difference(f, I.empty()), I.intersection(I.empty(), I.empty()), I.clip(f, 5, 25),
+             I.hull(f), I.hull(I.empty())]
+    for x in cases:
+        assert x[0].dtype == np.int64 and x[1].dtype == np.int64, x
+    w = I.length_in_windows(f, np.array([0.0]), np.array([100.0]))
+    assert w.dtype == np.int64 and w.tolist() == [20]
+    assert I.length_in_windows(I.empty(), [0], [9]).dtype == np.int64

@@ -29,9 +29,12 @@ def _profiler_op_statistic(out: Path) -> dict:
     return {(r["OP Type"], r["Core Type"]): r for r in _rows(out / "op_statistic.csv")}
 
 
-def _assert_reproduces(out: Path, rank: int):
+def _assert_reproduces(out: Path, rank: int, got=None):
+    """``rank``'s rows of ``got`` (default: the op statistics of that rank alone) equal its
+    op_statistic.csv: every column, Ratio(%) included (the rank's own total as 100 %)."""
     kernels = read_kernel_details(out / "kernel_details.csv", rank)
-    got = op_stats.combine([op_stats.rank_partial(kernels)])
+    if got is None:
+        got = op_stats.combine([op_stats.rank_partial(kernels)])
     mine = got[got["Rank"].astype(str) == str(rank)]
     expected = _profiler_op_statistic(out)
     assert set(zip(mine["OP Type"], mine["Accelerator Core"])) == set(expected)
@@ -74,6 +77,30 @@ def test_level0_has_no_op_types(shared_data):
     assert list(op_stats.combine([op_stats.rank_partial(k)]).columns) == op_stats.OP_STATISTICS_COLUMNS
     kp = op_stats.kernel_partial(k)
     assert sum(kp["count"].to_pylist()) == 187
+
+
+def test_each_ranks_rows_of_a_cluster_match_its_own_op_statistic(qwen3):
+    """With several ranks combined, each rank's rows still reproduce that rank's op_statistic.csv
+    (Ratio(%) relative to the rank's own total, not the cluster's)."""
+    outs = {r: qwen3 / f"rank_{r}_ascend_pt" / OUT for r in (0, 2)}
+    got = op_stats.combine([op_stats.rank_partial(read_kernel_details(o / "kernel_details.csv", r))
+                            for r, o in outs.items()])
+    for r, o in outs.items():
+        _assert_reproduces(o, r, got)
+    # the two ranks' totals differ (stage 1 computes more), so a cluster-wide denominator
+    # would show here: MatMulV3 on AI_CORE, from the two files
+    ratio = {r: float(_profiler_op_statistic(o)[("MatMulV3", "AI_CORE")]["Ratio(%)"])
+             for r, o in outs.items()}
+    assert abs(ratio[0] - ratio[2]) > 1
+
+
+def test_each_torch_npu_rank_of_a_cluster_matches_its_op_statistic(shared_data):
+    base = shared_data / "torch_npu-2rank-levels/text/level1"
+    outs = {r: base / f"rank{r}_ascend_pt" / OUT for r in (0, 1)}
+    got = op_stats.combine([op_stats.rank_partial(read_kernel_details(o / "kernel_details.csv", r))
+                            for r, o in outs.items()])
+    for r, o in outs.items():
+        _assert_reproduces(o, r, got)
 
 
 def test_cluster_rows_sum_the_ranks(qwen3):
