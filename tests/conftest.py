@@ -9,6 +9,12 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# No hypothesis test here is about speed (those are benchmarks): no per-example deadline, which
+# a loaded machine (2 cores shared by several jobs) would turn into false failures.
+settings.register_profile("ascendprof", deadline=None)
+settings.load_profile("ascendprof")
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"

@@ -4,7 +4,7 @@ from decimal import Decimal
 
 import pyarrow as pa
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ascendprof.model.units import us_column_to_ns, us_text_to_ns
@@ -33,6 +33,7 @@ def test_rejects_text():
         us_text_to_ns("abc")
 
 
+@settings(deadline=None)  # timing is irrelevant here
 @given(st.integers(min_value=0, max_value=9 * 10**15), st.integers(min_value=0, max_value=999))
 def test_column_matches_decimal(whole, frac):
     text = f"{whole}.{frac:03d}\t"
