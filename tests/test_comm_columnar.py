@@ -1,6 +1,7 @@
 """The column-wise communication.json reader and the vectorised ms -> ns conversion.
 
-Expected values are hand calculations written out below, and the per-value definition
+Expected values are hand calculations written out below, the real files' values read with the
+json module and converted with Decimal, and the per-value definition
 :func:`ascendprof.model.units.ms_to_ns` (one IEEE product by 10^6, round half to even) for the
 vectorised form.
 """
@@ -137,6 +138,46 @@ def test_typed_way_on_real_files():
         typed, per_value = _both(data, f)
         _assert_same(typed, per_value)
         assert typed[S.COMM_SIZE_DIST].num_rows > 0  # the size rows are exercised
+        _assert_as_in_the_file(typed, data)
+
+
+def _ns(ms) -> int:
+    """ms in the JSON -> int ns: the shortest decimal text of the float, times 10^6, rounded
+    half to even (Decimal arithmetic, not the reader's float product)."""
+    from decimal import ROUND_HALF_EVEN, Decimal
+
+    return int((Decimal(repr(ms)) * 1_000_000).to_integral_value(ROUND_HALF_EVEN))
+
+
+def _assert_as_in_the_file(tables, data):
+    """Every op, transport and packet size of the parsed JSON, field by field, in file order
+    ('Total Op Info' left out)."""
+    ops, bw, dist = [], [], []
+    for step_key, kinds in data.items():
+        for kind, entries in kinds.items():
+            for key, info in entries.items():
+                if key.startswith("Total Op Info"):
+                    continue
+                op, group = key.split("@", 1)
+                t = info["Communication Time Info"]
+                ops.append((int(step_key[4:]), step_key, kind, op, group,
+                            _ns(t["Elapse Time(ms)"]), _ns(t["Transit Time(ms)"]),
+                            _ns(t["Wait Time(ms)"]), _ns(t["Synchronization Time(ms)"]),
+                            _ns(t["Idle Time(ms)"]), t["Wait Time Ratio"],
+                            t["Synchronization Time Ratio"]))
+                for tr, v in info["Communication Bandwidth Info"].items():
+                    bw.append((op, tr, v["Transit Size(MB)"], _ns(v["Transit Time(ms)"]),
+                               v["Bandwidth(GB/s)"], v["Large Packet Ratio"]))
+                    for size, (count, dur) in v["Size Distribution"].items():
+                        dist.append((op, tr, size, count, _ns(dur)))
+    cols = lambda t, names: list(zip(*(t[n].to_pylist() for n in names)))  # noqa: E731
+    assert cols(tables[S.COMM_OPS], ["step", "step_key", "kind", "op_name", "group", "elapse_ns",
+                                     "transit_ns", "wait_ns", "sync_ns", "idle_ns",
+                                     "wait_ratio", "sync_ratio"]) == ops
+    assert cols(tables[S.COMM_BANDWIDTH], ["op_name", "transport", "size_mb", "transit_ns",
+                                           "bandwidth_gbps", "large_packet_ratio"]) == bw
+    assert cols(tables[S.COMM_SIZE_DIST], ["op_name", "transport", "packet_size_mb", "count",
+                                           "dur_ns"]) == dist
 
 
 def _hand_case(extra_pair):

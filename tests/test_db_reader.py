@@ -207,7 +207,7 @@ def test_qwen3_comm_ops_vs_communication_json(qwen3, rank):
     assert got_dist == want_dist
 
 
-@pytest.mark.parametrize("rank", (1, 3))
+@pytest.mark.parametrize("rank", (0, 1, 2, 3))
 def test_qwen3_comm_links_vs_communication_matrix_json(qwen3, rank):
     rank_dir, data = _qwen3_db(qwen3, rank)
     doc = json.loads((rank_dir / OUT / "communication_matrix.json").read_text())
