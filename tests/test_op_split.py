@@ -260,3 +260,44 @@ def test_streamed_totals_on_random_tables(rows, batch_rows, by_rank):
                                 "odd": [r for r in ranks if r % 2]})
     finally:
         V._BATCH_ROWS = saved
+
+
+def test_real_data_parallel_ops_by_hand(qwen3):
+    """Every op of the dp_cp group of ranks 0 and 1 in the Qwen3 fixture (HCCL group
+    5862276114690318097), worked out from the two communication.json files with the json module:
+    the member with the longer Elapse waited elapse_long - elapse_short for the other (at most
+    its elapse minus its transfer), and 'other' is what is left after transfer and that wait.
+    These ops report Transit Time 0 in their time info, so the transfer is the RDMA + SDMA
+    Transit Time of their bandwidth info (SDMA there already includes HCCS, spec §7.2), at most
+    the elapse."""
+    from _verdict_tables import comm_json
+
+    group = "5862276114690318097"
+    own = comm_json(qwen3)
+    want = {}
+    for step_key, kinds in own[0].items():
+        for kind, ops in kinds.items():
+            for key, info0 in ops.items():
+                if not key.endswith("@" + group) or key.startswith("Total"):
+                    continue
+                info1 = own[1][step_key][kind][key]
+                t = {r: i["Communication Time Info"] for r, i in ((0, info0), (1, info1))}
+                e = {r: round(t[r]["Elapse Time(ms)"] * 1e6) for r in (0, 1)}
+                assert t[0]["Transit Time(ms)"] == t[1]["Transit Time(ms)"] == 0
+                bw = {r: i["Communication Bandwidth Info"] for r, i in ((0, info0), (1, info1))}
+                tr = {r: min(sum(round(bw[r][x]["Transit Time(ms)"] * 1e6)
+                                 for x in ("RDMA", "SDMA")), e[r]) for r in (0, 1)}
+                short = min((0, 1), key=lambda r: (e[r], r))  # first of equal ones: rank 0
+                for r in (0, 1):
+                    peer = min(e[r] - e[short], e[r] - tr[r])
+                    waited = short if peer > 0 and short != r else -1
+                    want[(r, step_key, key.split("@")[0])] = (tr[r], peer, waited,
+                                                              e[r] - tr[r] - peer)
+    assert len(want) == 8 and sum(v[2] >= 0 for v in want.values()) >= 3
+    t = qwen_tables(qwen3)
+    got = V.split_op_time(V.op_rows(t[S.COMM_OPS], t[S.COMM_BANDWIDTH]))
+    got = got[got["group"].astype(str) == group]
+    mine = {(int(r.rank), str(r.step_key), str(r.op)): (r.transfer_ns, r.peer_wait_ns,
+                                                         r.waited_for, r.other_ns)
+            for r in got.itertuples() if (int(r.rank), str(r.step_key), str(r.op)) in want}
+    assert mine == want
