@@ -1,5 +1,6 @@
-"""Apply each known one-line bug (issue #23) alone to a scratch copy of the checkout and run the
-test suite on it, with and without ../shared/data. Every bug must make the suite fail.
+"""Apply each known one-line bug (issue #23) alone to a scratch copy of the committed tree (HEAD)
+and run the test suite on it, with and without ../shared/data. Every bug must make the suite
+fail.
 
     .venv/bin/python mutation/known_bugs.py [--all] [--only NAME] [--shared DIR]
 
@@ -39,13 +40,10 @@ BUGS = {
 
 
 def _copy_tree(dst: Path) -> None:
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
-                           capture_output=True, text=True, check=True).stdout.splitlines()
-    for rel in files:
-        src = ROOT / rel
-        if src.is_file():
-            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dst / rel)
+    """The committed tree (HEAD): a snapshot that edits in the checkout cannot disturb."""
+    archive = subprocess.run(["git", "archive", "HEAD"], cwd=ROOT, capture_output=True,
+                             check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dst)], input=archive, check=True)
 
 
 def _run(tree: Path, shared: str, stop_first: bool) -> tuple[int, list[str]]:
