@@ -35,7 +35,10 @@ BUGS = {
         "ascendprof/analyze/verdicts.py", "SLOW_LINK_BW_RATIO = 0.6", "SLOW_LINK_BW_RATIO = 0.8",
         True),
     "db reader counts the HCCL carrier task as compute": (
-        "ascendprof/readers/db.py", " THEN 'HCCL' END", " THEN NULL END", True),
+        # (since 2036edc the reader labels tasks by their links: the carrier's link to its op
+        # made 'compute' instead of 'communication')
+        "ascendprof/readers/db.py", "WHEN {comm} THEN 'communication' ELSE",
+        "WHEN {comm} THEN 'compute' ELSE", True),
 }
 
 
