@@ -53,7 +53,8 @@ _BIG_OP_THREAD = r"^Group .* Communication$"
 
 METHOD_TIMELINE = "timeline: Ascend Hardware compute tasks + HCCL big ops (interval union/difference)"
 METHOD_OVERLAP = "overlap: profiler's Overlap Analysis events summed per step (weaker check)"
-METHOD_KERNELS = "kernels: kernel_details compute rows + {comm} (interval union/difference)"
+METHOD_KERNELS = ("kernels: kernel_details compute rows ({n}) + {comm} (interval "
+                  "union/difference)")
 
 
 def _text(values) -> pa.Array:
@@ -351,7 +352,8 @@ def _from_kernels(tables, rank):
             comm = _ivals(ops, dur="elapse_ns")
             receive = _ivals(ops, _receive_mask(ops.column("op_name")), dur="elapse_ns")
             src = "communication.json ops (Start Timestamp + Elapse Time)"
-    return (_ivals(k, comp_mask), comm, receive), METHOD_KERNELS.format(comm=src)
+    return (_ivals(k, comp_mask), comm, receive), METHOD_KERNELS.format(n=int(comp_mask.sum()),
+                                                                        comm=src)
 
 
 def _device_id(tables, rank):

@@ -11,7 +11,9 @@ from pathlib import Path
 import click
 
 GATE_EPILOG = ("Exit codes: 0 no regression, 1 regression (a check failed), 2 usage or data "
-               "error (missing or unreadable input, bad rules, nothing comparable).")
+               "error (missing, unreadable or incomplete input -- a cell that is not a number, "
+               "a duplicated row --, bad rules, nothing comparable, or with --same-shape "
+               "inputs of another shape).")
 
 
 @click.command(epilog=GATE_EPILOG)
@@ -33,19 +35,27 @@ GATE_EPILOG = ("Exit codes: 0 no regression, 1 regression (a check failed), 2 us
 @click.option("--failed-only", is_flag=True, help="Terminal table: only failed/skipped checks.")
 @click.option("--workers", type=int, default=None,
               help="Worker processes for reading profiling directories.")
+@click.option("--same-shape", is_flag=True,
+              help="Exit 2 when the two inputs differ in shape (other ranks, other "
+                   "communication groups, mostly other op types) instead of warning and "
+                   "comparing what they have in common.")
 def command(baseline, current, rules_file, rule_texts, no_defaults, fmt, junit_file,
-            markdown_file, failed_only, workers):
+            markdown_file, failed_only, workers, same_shape):
     """Compare CURRENT against BASELINE and fail on a performance regression.
 
-    Each side is a profiling directory, an `ascendprof analyse` output directory, or one
-    exported CSV: cluster_step_trace_time.csv (ascendprof's or msprof-analyze's),
+    Each side is a profiling directory, an `ascendprof analyse` output directory,
+    msprof-analyze's output directory (cluster_analysis_output: bandwidth and per-group times
+    from its cluster_communication.json), a directory of committed copies of those files, or
+    one exported CSV: cluster_step_trace_time.csv (ascendprof's or msprof-analyze's),
     step_trace_time.csv, kernel_details.csv, op_statistic.csv or ascendprof's op_statistics.csv.
 
     Default rules (a rule of the same metric and scope from --rules/--rule replaces one):
     Stage (step time) +5 %, Computing +5 %, Communication(Not Overlapped) +10 % and Free +10 %,
     each for the cluster and per rank; any op type's total time per step +20 % and more than
-    1 ms; bandwidth per communication group and transport -10 %. Several steps or ranks are
-    compared by their median; the spread (min-max) is reported.
+    1 ms; bandwidth per communication group and transport -10 %. Every rule is listed: passed,
+    failed, or skipped with the reason (e.g. no bandwidth in committed CSVs). Several steps or
+    ranks are compared by their median (as `ascendprof diff` shows them); the mean and the
+    spread (min-max) are reported too. Groups are matched by parallel-group name and ranks.
 
     Metrics: Computing, Communication(Not Overlapped), Overlapped, Communication, Free, Stage,
     Bubble, Communication(Not Overlapped and Exclude Receive), Preparing (scopes cluster, rank);
@@ -65,7 +75,10 @@ def command(baseline, current, rules_file, rule_texts, no_defaults, fmt, junit_f
     if not rules:
         raise G.GateUsageError("no rules: --no-defaults needs --rules or --rule")
 
-    result = G.run_gate(baseline, current, rules, workers=workers)
+    result = G.run_gate(baseline, current, rules, workers=workers, same_shape=same_shape)
+    for w in result.warnings:  # compared anyway, on what both inputs have
+        click.echo(f"ascendprof gate: warning: {w} (only what both have is compared; "
+                   f"--same-shape makes this an error)", err=True)
 
     if junit_file is not None or markdown_file is not None:
         from ascendprof.report.junit import write_junit, write_markdown

@@ -2,9 +2,16 @@
 
 Pure logic on pandas frames; nothing here reads files (loading is in :mod:`ascendprof.compare.gate`,
 :func:`ascendprof.compare.gate.load_run`). One side of a comparison is a :class:`Side`: the frames of the
-ranks taken from one run. Every value a comparison reports is **per step and per rank** — a
-rank's totals are divided by the number of steps that rank has, then averaged over the side's
-ranks — so runs that captured different numbers of steps or ranks still compare.
+ranks taken from one run. Every value a comparison reports is **per step and per rank**, and the
+statistic is the one ``ascendprof gate`` uses (:data:`STATISTIC`): the **median** over the
+(rank, step) values in which the key occurs (a metric, an op type, a kernel, a group); the step
+table shows the **mean** too. Input without steps (op_statistic.csv) gives one value per rank:
+its total divided by the rank's step count. So runs that captured different numbers of steps or
+ranks still compare, and a diff shows the numbers a gate judges.
+
+Communication groups are matched by what they are, not by their id (a hash of a per-run key):
+the parallel-group name (profiler_metadata.json) and the global ranks (:attr:`GroupLabel.text`);
+when two different ranks are compared (``--ranks 0,2``), by the parallel-group name alone. A group of one side that the other lacks is named in :attr:`DiffResult.unmatched`.
 
 Output tables (pandas, stable column order; times in microseconds as in the profiler's CSVs):
 
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from ascendprof.model import schemas as S
@@ -44,7 +52,11 @@ COMM_METRICS: dict[str, str] = {
 #: does (§A.3).
 COMM_CORES = frozenset(tasks.COMM_CORES)
 
-STEP_DIFF_COLUMNS = ["scope", "metric", "a_us", "b_us", "delta_us", "ratio"]
+#: The statistic over a side's (rank, step) values, shared with ascendprof gate.
+STATISTIC = "median"
+
+STEP_DIFF_COLUMNS = ["scope", "metric", "a_us", "b_us", "delta_us", "ratio", "a_mean_us",
+                     "b_mean_us"]
 OP_DIFF_COLUMNS = ["op_type", "accelerator_core", "presence", "a_count", "b_count",
                    "count_delta", "a_us", "b_us", "delta_us", "ratio"]
 KERNEL_DIFF_COLUMNS = ["match", "name_a", "name_b", "op_type", "accelerator_core",
@@ -100,9 +112,15 @@ class GroupLabel:
 
     @property
     def key(self) -> str:
-        """What groups are matched on across the two sides: the process-group name when known
-        (so rank 0's ``dp_cp (0, 1)`` meets rank 2's ``dp_cp (2, 3)``), else the group name."""
-        return self.pg_name or self.name
+        """What groups are matched on across two runs: the process-group name and the global
+        ranks (:attr:`text`), never the group id alone, which is a hash of a per-run key."""
+        return self.text
+
+    @property
+    def role(self) -> str:
+        """What groups are matched on across two different rank sets: the process-group name
+        (so rank 0's ``dp_cp (0, 1)`` meets rank 2's ``dp_cp (2, 3)``), else :attr:`key`."""
+        return self.pg_name or self.key
 
 
 @dataclass
@@ -118,6 +136,8 @@ class DiffResult:
     bandwidth: pd.DataFrame
     explanation: str
     pairs: list[tuple[int, int]] = field(default_factory=list)
+    #: one sentence per communication group of one side without a match on the other
+    unmatched: list[str] = field(default_factory=list)
 
     def tables(self) -> dict[str, pd.DataFrame]:
         return {"steps": self.steps, "op_types": self.op_types, "kernels": self.kernels,
@@ -127,7 +147,8 @@ class DiffResult:
         """JSON-ready: ``{"a", "b", "pairs", "explanation", <table>: [row objects]}``;
         NaN becomes null; op_types/kernels/communication are cut to ``top`` rows."""
         out = {"a": self.a, "b": self.b, "pairs": [list(p) for p in self.pairs],
-               "explanation": self.explanation}
+               "statistic": STATISTIC, "explanation": self.explanation,
+               "unmatched_groups": list(self.unmatched)}
         for name, df in self.tables().items():
             if top is not None and name in ("op_types", "kernels", "communication"):
                 df = df.head(top)
@@ -191,47 +212,70 @@ def aggregate_kernels(kernels: pd.DataFrame) -> pd.DataFrame:
     return g
 
 
-def _steps_per_rank(side: Side, frame: pd.DataFrame | None, step_col: str | None) -> dict:
-    """rank -> number of steps the totals of ``frame`` cover: the distinct values of its step
-    column when it has real ones, else the rank's rows in the step breakdown, else 1."""
-    n: dict[int, int] = {}
-    if side.steps is not None and len(side.steps):
-        n.update({int(r): max(int(c), 1)
-                  for r, c in side.steps.groupby("rank")["step"].nunique().items()})
-    if frame is not None and len(frame) and step_col and step_col in frame.columns:
-        s = frame[step_col]
-        real = frame[s.notna() & (s.astype(str) != "-1") & (s.astype(str) != "step")]
-        if len(real):
-            n.update({int(r): max(int(c), 1)
-                      for r, c in real.groupby("rank")[step_col].nunique().items()})
-    return n
+def _steps_per_rank(side: Side) -> dict:
+    """rank -> number of steps in the side's step breakdown (at least 1)."""
+    if side.steps is None or not len(side.steps):
+        return {}
+    return {int(r): max(int(c), 1)
+            for r, c in side.steps.groupby("rank")["step"].nunique().items()}
+
+
+def _real_step(s: pd.Series) -> pd.Series:
+    """True where a step value names a step (not null, -1, '' or the flat key 'step')."""
+    t = s.astype(str)
+    return s.notna() & ~t.isin(["-1", "", "step", "<NA>", "nan", "None"])
+
+
+def _stat(values: np.ndarray) -> tuple[float, float]:
+    return float(np.median(values)), float(np.mean(values))
 
 
 def _per_rank_step(df: pd.DataFrame, keys: list[str], values: list[str], side: Side,
                    step_col: str | None = "step") -> pd.DataFrame:
-    """Σ ``values`` per (rank, keys), divided by that rank's step count, then averaged over
-    the side's ranks that have data at all (a key absent on a rank counts as 0 there)."""
+    """Per ``keys``: the :data:`STATISTIC` (column = the value name) and the mean (``<value>_
+    mean``) over the (rank, step) values of Σ ``values`` in each rank-step where the key occurs.
+    A rank whose rows have no real step (op_statistic totals, the flat key 'step') gives one
+    value: its sum divided by its step count in the side's breakdown (else 1)."""
+    cols = keys + values + [f"{v}_mean" for v in values]
     if df is None or not len(df):
-        return pd.DataFrame(columns=keys + values)
-    nsteps = _steps_per_rank(side, df, step_col)
-    g = df.groupby(["rank"] + keys, dropna=False)[values].sum().reset_index()
-    div = g["rank"].map(lambda r: nsteps.get(int(r), 1)).astype(float)
-    for v in values:
-        g[v] = g[v].astype(float) / div
-    nranks = max(g["rank"].nunique(), 1)
-    out = g.groupby(keys, dropna=False)[values].sum().reset_index()
-    for v in values:
-        out[v] = out[v] / nranks
-    return out
+        return pd.DataFrame(columns=cols)
+    d = df.copy()
+    nsteps = _steps_per_rank(side)
+    real = _real_step(d[step_col]) if step_col and step_col in d.columns else \
+        pd.Series(False, index=d.index)
+    d["_unit"] = np.where(real, d[step_col].astype(str) if step_col in d.columns else "", "*")
+    for k in keys:  # group-by keys without nulls, so no row is dropped
+        d[k] = d[k].astype(object).where(d[k].notna(), "")
+    g = d.groupby(keys + ["rank", "_unit"], sort=False)[values].sum().reset_index()
+    whole = g["_unit"] == "*"
+    if whole.any():
+        div = g.loc[whole, "rank"].map(lambda r: nsteps.get(int(r), 1)).astype(float)
+        for v in values:
+            g[v] = g[v].astype(float)
+            g.loc[whole, v] = g.loc[whole, v] / div
+    rows = []
+    for key, grp in g.groupby(keys, sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        stats = [_stat(grp[v].to_numpy(dtype=float)) for v in values]
+        rows.append(list(key) + [m for m, _ in stats] + [a for _, a in stats])
+    return pd.DataFrame(rows, columns=cols)
+
+
+def step_stats(steps: pd.DataFrame | None) -> tuple[pd.Series, pd.Series]:
+    """(:data:`STATISTIC`, mean) of each :data:`STEP_METRICS` column (ns, float) over the
+    (rank, step) rows that have a value; NaN where there is none."""
+    cols = list(STEP_METRICS.values())
+    if steps is None or not len(steps):
+        nan = pd.Series({c: float("nan") for c in cols})
+        return nan, nan
+    v = steps[cols].astype(float)
+    return v.median(), v.mean()
 
 
 def step_means(steps: pd.DataFrame | None) -> pd.Series:
     """Mean of each :data:`STEP_METRICS` column (ns, float) over all (rank, step) rows;
     NaN when there are no rows."""
-    cols = list(STEP_METRICS.values())
-    if steps is None or not len(steps):
-        return pd.Series({c: float("nan") for c in cols})
-    return steps[cols].astype(float).mean()
+    return step_stats(steps)[1]
 
 
 def op_type_totals(side: Side) -> pd.DataFrame:
@@ -249,14 +293,19 @@ def op_type_totals(side: Side) -> pd.DataFrame:
     return pd.DataFrame(columns=keys + vals)
 
 
-def comm_totals(side: Side) -> pd.DataFrame:
-    """Per group key (:attr:`GroupLabel.key`): ``label``, op ``count`` and the
-    :data:`COMM_METRICS` times (ns) per step per rank."""
+def _group_key(side: Side, group, by_role: bool) -> str:
+    label = _label(side, group)
+    return label.role if by_role else label.key
+
+
+def comm_totals(side: Side, by_role: bool = False) -> pd.DataFrame:
+    """Per group key (:attr:`GroupLabel.key`, or :attr:`GroupLabel.role` when ``by_role``):
+    ``label``, op ``count`` and the :data:`COMM_METRICS` times (ns) per step per rank."""
     vals = list(COMM_METRICS.values())
     if side.comm_ops is None or not len(side.comm_ops):
         return pd.DataFrame(columns=["gkey", "label", "count"] + vals)
     c = side.comm_ops.copy()
-    c["gkey"] = c["group"].map(lambda g: _label(side, g).key)
+    c["gkey"] = c["group"].map(lambda g: _group_key(side, g, by_role))
     c["count"] = 1
     for v in vals:
         c[v] = c[v].fillna(0)
@@ -267,23 +316,29 @@ def comm_totals(side: Side) -> pd.DataFrame:
     return out
 
 
-def bandwidth_totals(side: Side) -> pd.DataFrame:
-    """Per (group key, transport): Σ ``size_mb`` and Σ ``transit_ns`` per step per rank, and
-    ``gbps`` = size / time (MB/ms = GB/s, spec §7.2)."""
+def bandwidth_totals(side: Side, by_role: bool = False) -> pd.DataFrame:
+    """Per (group key, transport): Σ ``size_mb`` and Σ ``transit_ns`` and ``gbps`` = size / time
+    (MB/ms = GB/s, spec §7.2) per (rank, step), then their :data:`STATISTIC` over the rank-steps
+    that moved data -- as ascendprof gate judges bandwidth."""
+    cols = ["gkey", "transport", "size_mb", "transit_ns", "gbps", "label"]
     if side.comm_bw is None or not len(side.comm_bw):
-        return pd.DataFrame(columns=["gkey", "transport", "size_mb", "transit_ns", "gbps",
-                                     "label"])
+        return pd.DataFrame(columns=cols)
     b = side.comm_bw.copy()
-    b["gkey"] = b["group"].map(lambda g: _label(side, g).key)
+    b["gkey"] = b["group"].map(lambda g: _group_key(side, g, by_role))
     b["size_mb"] = b["size_mb"].fillna(0.0)
     b["transit_ns"] = b["transit_ns"].fillna(0)
-    out = _per_rank_step(b, ["gkey", "transport"], ["size_mb", "transit_ns"], side,
+    keys = ["gkey", "transport", "rank", "step_key"]
+    g = b.groupby(keys, sort=False)[["size_mb", "transit_ns"]].sum().reset_index()
+    g = g[(g["size_mb"] > 0) & (g["transit_ns"] > 0)]
+    if not len(g):
+        return pd.DataFrame(columns=cols)
+    g["gbps"] = g["size_mb"] / (g["transit_ns"] / 1e6)
+    out = _per_rank_step(g, ["gkey", "transport"], ["size_mb", "transit_ns", "gbps"], side,
                          step_col="step_key")
-    out["gbps"] = (out["size_mb"] / (out["transit_ns"] / 1e6)).where(out["transit_ns"] > 0)
     labels = b.groupby("gkey")["group"].agg(lambda s: "; ".join(sorted({_label(side, g).text
                                                                         for g in s})))
     out["label"] = out["gkey"].map(labels)
-    return out
+    return out[cols]
 
 
 def _label(side: Side, group) -> GroupLabel:
@@ -300,14 +355,16 @@ def _ratio(a, b):
 
 
 def diff_steps(a: pd.DataFrame | None, b: pd.DataFrame | None, scope: str) -> pd.DataFrame:
-    """The nine step metrics of two STEP_TRACE frames, each averaged over its (rank, step)
-    rows, side by side in us: :data:`STEP_DIFF_COLUMNS`, one row per metric, ``scope`` as
-    given (e.g. ``"rank 0 vs rank 2"`` or ``"cluster"``)."""
-    ma, mb = step_means(a), step_means(b)
+    """The nine step metrics of two STEP_TRACE frames side by side in us, each side's
+    :data:`STATISTIC` over its (rank, step) rows (``a_us``, ``b_us``, delta and ratio of those)
+    and its mean (``a_mean_us``, ``b_mean_us``): :data:`STEP_DIFF_COLUMNS`, one row per metric,
+    ``scope`` as given (e.g. ``"rank 0 vs rank 2"`` or ``"cluster"``)."""
+    (ma, mean_a), (mb, mean_b) = step_stats(a), step_stats(b)
     rows = []
     for name, col in STEP_METRICS.items():
         va, vb = ma[col] / 1000.0, mb[col] / 1000.0
-        rows.append([scope, name, va, vb, vb - va, (vb / va) if va else None])
+        rows.append([scope, name, va, vb, vb - va, (vb / va) if va else None,
+                     mean_a[col] / 1000.0, mean_b[col] / 1000.0])
     return pd.DataFrame(rows, columns=STEP_DIFF_COLUMNS)
 
 
@@ -404,11 +461,11 @@ def _by_type(k: pd.DataFrame) -> pd.DataFrame:
         count=("count", "sum"), total_ns=("total_ns", "sum")).reset_index()
 
 
-def diff_comm(a: Side, b: Side) -> pd.DataFrame:
-    """Communication per group (matched on :attr:`GroupLabel.key`): op count and the
-    :data:`COMM_METRICS` times per step per rank (us), with deltas: :data:`COMM_DIFF_COLUMNS`,
-    sorted by ``|delta_elapse_us|``."""
-    ta, tb = comm_totals(a), comm_totals(b)
+def diff_comm(a: Side, b: Side, by_role: bool = False) -> pd.DataFrame:
+    """Communication per group (matched on :attr:`GroupLabel.key`, or :attr:`GroupLabel.role`
+    when ``by_role``): op count and the :data:`COMM_METRICS` times per step per rank (us), with
+    deltas: :data:`COMM_DIFF_COLUMNS`, sorted by ``|delta_elapse_us|``."""
+    ta, tb = comm_totals(a, by_role), comm_totals(b, by_role)
     if not len(ta) and not len(tb):
         return pd.DataFrame(columns=COMM_DIFF_COLUMNS)
     m = ta.merge(tb, on="gkey", how="outer", suffixes=("_a", "_b"), indicator=True)
@@ -426,10 +483,11 @@ def diff_comm(a: Side, b: Side) -> pd.DataFrame:
     return _sort_abs(out[COMM_DIFF_COLUMNS], "delta_elapse_us")
 
 
-def diff_bandwidth(a: Side, b: Side) -> pd.DataFrame:
-    """Bandwidth per (group key, transport), Σ size / Σ transit time on each side:
-    :data:`BANDWIDTH_DIFF_COLUMNS`. Transports that moved nothing on both sides are left out."""
-    ta, tb = bandwidth_totals(a), bandwidth_totals(b)
+def diff_bandwidth(a: Side, b: Side, by_role: bool = False) -> pd.DataFrame:
+    """Bandwidth per (group key, transport), per rank-step size / time, :data:`STATISTIC` on
+    each side: :data:`BANDWIDTH_DIFF_COLUMNS`. Transports that moved nothing on both sides are
+    left out."""
+    ta, tb = bandwidth_totals(a, by_role), bandwidth_totals(b, by_role)
     if not len(ta) and not len(tb):
         return pd.DataFrame(columns=BANDWIDTH_DIFF_COLUMNS)
     m = ta.merge(tb, on=["gkey", "transport"], how="outer", suffixes=("_a", "_b"))
@@ -530,15 +588,31 @@ def compare(a: Side, b: Side, pairs: list[tuple[int, int]] | None = None) -> Dif
     steps = pd.concat(frames, ignore_index=True)
     ops = diff_op_types(a, b)
     kernels = diff_kernels(a, b)
-    comm = diff_comm(a, b)
-    bw = diff_bandwidth(a, b)
+    # two different ranks (--ranks 0,2): their groups meet by role (dp with dp), not by ranks
+    by_role = single and a.ranks != b.ranks
+    comm = diff_comm(a, b, by_role)
+    bw = diff_bandwidth(a, b, by_role)
     # a side without op or communication data at all (e.g. a CSV-only baseline) makes every
     # row "only in" the other side: nothing to explain there
     has_ops = [(s.kernels is not None and len(s.kernels)) or (s.op_stats is not None and
                                                                len(s.op_stats)) for s in (a, b)]
     text = explain(steps, ops if all(has_ops) else ops.iloc[0:0],
                    comm[comm["presence"] == "both"] if len(comm) else comm, main_scope)
-    return DiffResult(a.label, b.label, steps, ops, kernels, comm, bw, text, pairs)
+    return DiffResult(a.label, b.label, steps, ops, kernels, comm, bw, text, pairs,
+                      unmatched_groups(comm))
+
+
+def unmatched_groups(comm: pd.DataFrame) -> list[str]:
+    """One sentence per group of the :func:`diff_comm` table found on one side only."""
+    out = []
+    for r in comm.itertuples(index=False):
+        if r.presence == "only_a":
+            out.append(f"group {r.group_a} of A has no match in B (no group with the same "
+                       f"parallel-group name and ranks)")
+        elif r.presence == "only_b":
+            out.append(f"group {r.group_b} of B has no match in A (no group with the same "
+                       f"parallel-group name and ranks)")
+    return out
 
 
 def select_ranks(side: Side, ranks: list[int], label: str | None = None) -> Side:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -148,28 +148,43 @@ def make_rule(metric: str, scope: str | None = None, limit_pct: float | str = 0.
 
 
 def _number(v, what: str, pct: bool = False) -> float:
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return float(v)
-    s = str(v).strip().replace(" ", "")
-    if pct:
-        s = s.rstrip("%")
-    try:
-        return float(s)
-    except ValueError:
-        raise GateUsageError(f"gate rule: {what} {v!r} is not a number") from None
+    """``v`` as a finite float (text with an optional ``%`` when ``pct``). Raises
+    GateUsageError for anything else: a bool, a table, NaN or an infinity would make a rule that
+    can never fail (``max_change_pct = nan`` let a +50 % regression pass)."""
+    if isinstance(v, bool) or isinstance(v, (dict, list)):
+        raise GateUsageError(f"gate rule: {what} {v!r} is not a number")
+    if isinstance(v, (int, float)):
+        out = float(v)
+    else:
+        s = str(v).strip().replace(" ", "")
+        if pct:
+            s = s.rstrip("%")
+        try:
+            out = float(s)
+        except ValueError:
+            raise GateUsageError(f"gate rule: {what} {v!r} is not a number") from None
+    if not math.isfinite(out):
+        raise GateUsageError(f"gate rule: {what} {v!r} is not a finite number")
+    return out
 
 
 def _floor(v, metric: str) -> float:
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return float(v)
-    s = str(v).strip().replace(" ", "")
-    for suffix, factor in (("GB/s", 1.0), ("ms", 1.0), ("us", 1e-3), ("ns", 1e-6), ("s", 1e3)):
-        if s.lower().endswith(suffix.lower()):
-            if (suffix == "GB/s") != (metric == BANDWIDTH):
-                raise GateUsageError(f"gate rule {metric}: floor {v!r} has the wrong unit "
-                                     f"(use {metric_unit(metric)})")
-            return _number(s[: -len(suffix)], "floor") * factor
-    return _number(s, "floor")
+    out = None
+    if isinstance(v, str):
+        s = v.strip().replace(" ", "")
+        for suffix, factor in (("GB/s", 1.0), ("ms", 1.0), ("us", 1e-3), ("ns", 1e-6),
+                               ("s", 1e3)):
+            if s.lower().endswith(suffix.lower()):
+                if (suffix == "GB/s") != (metric == BANDWIDTH):
+                    raise GateUsageError(f"gate rule {metric}: floor {v!r} has the wrong unit "
+                                         f"(use {metric_unit(metric)})")
+                out = _number(s[: -len(suffix)], "floor") * factor
+                break
+    if out is None:
+        out = _number(v, "floor")
+    if out < 0:
+        raise GateUsageError(f"gate rule {metric}: floor {v!r} is negative")
+    return out
 
 
 _RULE_RE = re.compile(r"^\s*(?P<metric>[^@=]+?)\s*(?:@\s*(?P<scope>[\w\-]+))?\s*=\s*"
@@ -183,6 +198,10 @@ def parse_rule(text: str) -> Rule:
     if not m:
         raise GateUsageError(f"--rule {text!r}: expected METRIC[@SCOPE]=LIMIT%[,floor=FLOOR]")
     return make_rule(m["metric"], m["scope"], m["limit"], m["floor"] or 0.0)
+
+
+#: Keys a [[rule]] table may have (the long and the short spellings).
+_RULE_KEYS = {"metric", "scope", "max_change_pct", "limit_pct", "limit", "noise_floor", "floor"}
 
 
 def load_rules_toml(path: Path) -> tuple[list[Rule], bool]:
@@ -212,13 +231,30 @@ def load_rules_toml(path: Path) -> tuple[list[Rule], bool]:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise GateUsageError(f"{path}: invalid TOML: {e}") from None
     rules = []
-    for i, r in enumerate(doc.get("rule", doc.get("rules", [])) or []):
+    unknown = sorted(set(doc) - {"defaults", "rule", "rules"})
+    if unknown:
+        raise GateUsageError(f"{path}: unknown key(s) {', '.join(unknown)} (known: defaults, "
+                             f"[[rule]])")
+    if not isinstance(doc.get("defaults", True), bool):
+        raise GateUsageError(f"{path}: defaults = {doc['defaults']!r}: use true or false")
+    entries = doc.get("rule", doc.get("rules", []))
+    if not isinstance(entries, list):
+        raise GateUsageError(f"{path}: rule = {entries!r}: rules are tables, written as "
+                             f"[[rule]] blocks with metric, scope, max_change_pct, noise_floor")
+    for i, r in enumerate(entries):
         if not isinstance(r, dict) or "metric" not in r:
-            raise GateUsageError(f"{path}: rule {i + 1} needs at least 'metric'")
+            raise GateUsageError(f"{path}: rule {i + 1} needs at least 'metric' ([[rule]] "
+                                 f"blocks with metric, scope, max_change_pct, noise_floor)")
+        extra = sorted(set(r) - _RULE_KEYS)
+        if extra:
+            raise GateUsageError(f"{path}: rule {i + 1}: unknown key(s) {', '.join(extra)} "
+                                 f"(known: {', '.join(sorted(_RULE_KEYS))})")
         limit = r.get("max_change_pct", r.get("limit_pct", r.get("limit")))
         if limit is None:
             raise GateUsageError(f"{path}: rule {i + 1} ({r['metric']}) needs max_change_pct")
         try:
+            if not isinstance(r["metric"], str) or not isinstance(r.get("scope", ""), str):
+                raise GateUsageError(f"metric and scope are names, not {r['metric']!r}")
             rules.append(make_rule(r["metric"], r.get("scope"), limit,
                                    r.get("noise_floor", r.get("floor", 0.0))))
         except GateUsageError as e:
@@ -306,14 +342,68 @@ def csv_kind(path: Path) -> str:
                                "step_trace_time, kernel_details, op_statistic or op_statistics)")
 
 
+#: The numeric columns of each gate CSV that must hold a number in every (rank) row.
+_NUMERIC = {CLUSTER_STEP_TRACE: tuple(STEP_METRICS), STEP_TRACE_TIME: tuple(STEP_METRICS),
+            KERNEL_DETAILS: ("Duration(us)",), OP_STATISTIC: ("Count", "Total Time(us)"),
+            OP_STATISTICS: ("Count", "Total Time(us)")}
+
+
+def check_csv_cells(path: Path, kind: str) -> None:
+    """Every cell of the :data:`_NUMERIC` columns ``path`` has is a finite number (rank rows
+    only in a cluster_step_trace_time.csv; op_statistics.csv: per-rank rows). Raises
+    GateInputError naming the column, the data row and the cell: an empty or ``nan`` cell would
+    otherwise drop out of one side only and look like a change."""
+    import csv
+
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        rd = csv.reader(f)
+        head = [h.strip() for h in next(rd, [])]
+        cols = [(head.index(c), c) for c in _NUMERIC[kind] if c in head]
+        typ = head.index("Type") if kind == CLUSTER_STEP_TRACE and "Type" in head else None
+        rk = head.index("Rank") if kind == OP_STATISTICS and "Rank" in head else None
+        for n, row in enumerate(rd, start=1):
+            if not row or (typ is not None and typ < len(row)
+                           and row[typ].strip().lower() != "rank"):
+                continue
+            if rk is not None and rk < len(row) and not row[rk].strip().isdigit():
+                continue
+            for i, c in cols:
+                cell = row[i].strip().strip("\t") if i < len(row) else ""
+                try:
+                    ok = math.isfinite(float(cell))
+                except ValueError:
+                    ok = False
+                if not ok:
+                    raise GateInputError(path, f"column {c!r}: {cell!r} is not a number "
+                                               f"(gate inputs must be complete)",
+                                         where=f"data row {n}")
+
+
+def check_duplicates(side: Side, path) -> None:
+    """Raise GateInputError when a (rank, step) of the step breakdown, or a (rank, op type,
+    core) of op statistics, appears twice: summed, it would read as a +100 % change."""
+    for frame, keys, what in ((side.steps, ["rank", "step"], "rank {} step {}"),
+                              (side.op_stats, ["rank", "op_type", "accelerator_core"],
+                               "rank {} op type {} ({})")):
+        if frame is None or not len(frame):
+            continue
+        dup = frame[frame.duplicated(keys, keep=False)]
+        if len(dup):
+            first = dup.iloc[0]
+            n = int((frame[keys] == first[keys]).all(axis=1).sum())
+            raise GateInputError(path, "duplicated rows: " + what.format(
+                *[("-" if pd.isna(first[k]) else first[k]) for k in keys]) + f" appears {n} times")
+
+
 def load_csv(path: Path) -> Side:
     """One exported CSV -> Side (only the frames that file has). The rank of a single-rank file
     (step_trace_time, kernel_details, op_statistic) is its ``Device_id`` when it has one value,
-    else 0. Raises GateInputError."""
+    else 0. Raises GateInputError (also for a cell that is not a number, or duplicated rows)."""
     from ascendprof.readers import ascend_output as ao
 
     path = Path(path)
     kind = csv_kind(path)
+    check_csv_cells(path, kind)
     side = Side(label=str(path), ranks=[])
     if kind == CLUSTER_STEP_TRACE:
         side.steps = read_cluster_step_trace(path)
@@ -331,6 +421,7 @@ def load_csv(path: Path) -> Side:
             ["rank", "op_type", "accelerator_core", "count", "total_ns"]]
     else:
         side.op_stats = read_op_statistics(path)
+    check_duplicates(side, path)
     side.ranks = _ranks_of(side)
     if not side.ranks:
         raise GateInputError(path, "no data rows")
@@ -425,9 +516,14 @@ def is_output_dir(path: Path) -> bool:
     """True for an ``ascendprof analyse`` output directory (or a directory of its CSVs)."""
     path = Path(path)
     return (path / "tables").is_dir() or (path / "summary.json").is_file() or (
-        any((path / n).is_file() for n in ("cluster_step_trace_time.csv", "op_statistics.csv"))
+        any((path / n).is_file() for n in ("cluster_step_trace_time.csv", "op_statistics.csv",
+                                            COMMUNICATION_FILE))
         and not any(p.name.endswith(("_ascend_pt", "_ascend_ms")) or p.name.startswith("PROF_")
                     for p in path.iterdir() if p.is_dir()))
+
+
+#: The folder msprof-analyze writes its cluster files into, under its -o directory.
+PEER_OUTPUT = "cluster_analysis_output"
 
 
 def load_run(path: Path, *, workers: int | None = None) -> Side:
@@ -438,6 +534,8 @@ def load_run(path: Path, *, workers: int | None = None) -> Side:
     Raises the project's errors (UsageError, NothingAnalysable, InputError).
     """
     path = Path(path)
+    if not is_output_dir(path) and is_output_dir(path / PEER_OUTPUT):
+        return load_output_dir(path / PEER_OUTPUT)  # msprof-analyze's -o directory
     if is_output_dir(path):
         return load_output_dir(path)
     return load_profiling_dir(path, workers=workers)
@@ -521,9 +619,12 @@ def _side_from_parts(label: str, parts: list[_RankPart], known_groups=None) -> S
 
 
 def load_output_dir(path: Path) -> Side:
-    """An ``ascendprof analyse`` output directory -> Side: tables/rank<r>/*.parquet first, then
-    cluster_step_trace_time.csv / op_statistics.csv for what the tables lack; group labels from
-    communication_group.json. Raises GateInputError when nothing usable is there."""
+    """An ``ascendprof analyse`` output directory, msprof-analyze's ``cluster_analysis_output``
+    or a directory of their committed files -> Side: tables/rank<r>/*.parquet first, then
+    cluster_step_trace_time.csv / op_statistics.csv / cluster_communication.json (per-op times
+    and bandwidth per group) for what the tables lack; group labels from
+    communication_group.json. Each CSV cell must be a number and no row may repeat. Raises
+    GateInputError when nothing usable is there or an input is incomplete."""
     import pyarrow.parquet as pq
 
     path = Path(path)
@@ -549,13 +650,76 @@ def load_output_dir(path: Path) -> Side:
     side = _side_from_parts(str(path), parts, _groups_from_json(path)) if parts else \
         Side(label=str(path), ranks=[])
     if side.steps is None and (path / "cluster_step_trace_time.csv").is_file():
+        check_csv_cells(path / "cluster_step_trace_time.csv", CLUSTER_STEP_TRACE)
         side.steps = read_cluster_step_trace(path / "cluster_step_trace_time.csv")
+        check_duplicates(Side("", [], steps=side.steps), path / "cluster_step_trace_time.csv")
     if side.kernels is None and side.op_stats is None and (path / "op_statistics.csv").is_file():
+        check_csv_cells(path / "op_statistics.csv", OP_STATISTICS)
         side.op_stats = read_op_statistics(path / "op_statistics.csv")
+        check_duplicates(Side("", [], op_stats=side.op_stats), path / "op_statistics.csv")
+    if side.comm_ops is None and (path / COMMUNICATION_FILE).is_file():
+        side.comm_ops, side.comm_bw, seen = read_cluster_communication(path / COMMUNICATION_FILE)
+        side.groups = {**seen, **_groups_from_json(path)}
     side.ranks = _ranks_of(side)
     if not side.ranks:
         raise GateInputError(path, "analyse output directory without any usable table")
     return side
+
+
+COMMUNICATION_FILE = "cluster_communication.json"
+
+
+def read_cluster_communication(path: Path):
+    """cluster_communication.json of msprof-analyze (or ascendprof analyse) -> (COMM_OPS frame,
+    COMM_BANDWIDTH frame, group name -> GroupLabel with the ranks of the group key).
+
+    Layouts (spec §8): ``{"(r0, r1)": {step: {"<op>@<group>": {rank: OPINFO}}}}`` (26.x) and the
+    older ``{"collective" | "p2p": {step: {...}}}``; the ``Total Op Info@<group>`` entries are
+    sums and left out. Each rank's OPINFO goes through the communication.json reader, so values
+    and the checks on them are those of a rank's own file (§A.5). Raises InputError."""
+    from ascendprof.readers.communication import KINDS, _communication_tables, op_kind
+    from ascendprof.readers.textio import read_json
+    from ascendprof.model import schemas as S
+
+    doc = read_json(path)
+    if not isinstance(doc, dict):
+        raise InputError(path, "not a JSON object")
+    per_rank: dict[int, dict] = {}
+    labels: dict[str, GroupLabel] = {}
+    for top, steps in doc.items():
+        if not isinstance(steps, dict):
+            raise InputError(path, f"{top!r} is not an object")
+        ranks = tuple(sorted(int(x) for x in re.findall(r"-?\d+", top))) \
+            if top not in KINDS else ()
+        for step_key, ops in steps.items():
+            if not isinstance(ops, dict):
+                raise InputError(path, f"{top} / {step_key} is not an object")
+            for op_key, by_rank in ops.items():
+                name, _, group = op_key.rpartition("@")
+                if name.startswith("Total") or not isinstance(by_rank, dict):
+                    continue
+                if ranks and group not in labels:
+                    labels[group] = GroupLabel(group, "", ranks)
+                kind = top if top in KINDS else op_kind(op_key)
+                for rank, info in by_rank.items():
+                    try:
+                        r = int(rank)
+                    except ValueError:
+                        raise InputError(path, f"{op_key}: rank {rank!r} is not a number") \
+                            from None
+                    (per_rank.setdefault(r, {}).setdefault(step_key, {})
+                     .setdefault(kind, {}))[op_key] = info
+    from ascendprof.model.problems import Problems
+
+    ops, bws = [], []
+    for r, data in sorted(per_rank.items()):
+        odd = Problems()
+        t = _communication_tables(data, path, r, odd)
+        if len(odd):  # a gate input is complete or refused
+            raise InputError(path, f"rank {r}: {odd.items[0].reason}")
+        ops.append(t[S.COMM_OPS].drop_columns(["opinfo_json"]).to_pandas())
+        bws.append(t[S.COMM_BANDWIDTH].to_pandas())
+    return _cat(ops), _cat(bws), labels
 
 
 def _groups_from_json(path: Path) -> dict[str, GroupLabel]:
@@ -651,17 +815,34 @@ def observations(side: Side) -> pd.DataFrame:
 #: Columns of the check table :func:`evaluate` returns (one row per rule and scope key).
 CHECK_COLUMNS = ["rule", "metric", "scope", "key", "unit", "baseline", "current", "change",
                  "change_pct", "limit_pct", "floor", "verdict", "baseline_n", "baseline_min",
-                 "baseline_max", "current_n", "current_min", "current_max", "note"]
+                 "baseline_max", "current_n", "current_min", "current_max", "note",
+                 "baseline_mean", "current_mean"]
+#: The statistic of each side's (rank, step) values that a rule judges (shared with diff).
+STATISTIC = "median"
+#: Scope key of the one row a rule gets when one side lacks its metric altogether.
+NO_KEY = "-"
+#: Where each kind of metric comes from, for the reason a rule is skipped.
+_SOURCES = {
+    "step": "the step breakdown (step_trace_time.csv, cluster_step_trace_time.csv, analysis.db "
+            "or a profiling directory)",
+    OP_TIME: "op times (kernel_details.csv, op_statistic.csv, ascendprof's op_statistics.csv or "
+             "a profiling directory)",
+    "comm": "communication data (communication.json / analysis.db in a profiling directory, or "
+            "a cluster_communication.json beside the CSVs)",
+}
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 
 
-def _scope_values(obs: pd.DataFrame, rule: Rule) -> pd.DataFrame:
+def _scope_values(obs: pd.DataFrame, rule: Rule, ranks=None) -> pd.DataFrame:
     """Per scope key: the list of per-(rank, step) values of ``rule.metric`` (display unit).
 
     Values are first summed within (rank, step, scope key) — bandwidth as Σ size / Σ time.
-    Returns columns ``key, values``."""
+    ``ranks``: when given, scopes other than ``rank`` use only these ranks (the ones both inputs
+    have). Returns columns ``key, values``."""
     o = obs[obs["metric"] == rule.metric]
+    if ranks is not None and rule.scope != "rank":
+        o = o[o["rank"].isin(ranks)]
     if not len(o):
         return pd.DataFrame(columns=["key", "values"])
     o = o.copy()
@@ -689,7 +870,8 @@ def _median(vals: list[float]) -> float:
     return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
-def evaluate(baseline: pd.DataFrame, current: pd.DataFrame, rules: list[Rule]) -> pd.DataFrame:
+def evaluate(baseline: pd.DataFrame, current: pd.DataFrame, rules: list[Rule],
+             ranks=None) -> pd.DataFrame:
     """Apply ``rules`` to two observation tables (:func:`observations`) -> :data:`CHECK_COLUMNS`.
 
     For each rule and each scope key: ``baseline`` / ``current`` are the medians of the
@@ -697,13 +879,17 @@ def evaluate(baseline: pd.DataFrame, current: pd.DataFrame, rules: list[Rule]) -
     baseline, ``change_pct`` relative to baseline (null when baseline is 0). Verdict ``fail``
     when the change goes the rule's way beyond ``limit_pct`` and its size exceeds ``floor``;
     ``skip`` when the key exists on one side only (an op type new or gone counts as 0 there and
-    is judged); a rule whose metric one side lacks altogether yields no rows.
+    is judged); a rule whose metric one side (or both) lacks altogether yields one ``skip`` row
+    with key :data:`NO_KEY` and the reason in ``note``, so every rule is listed. ``ranks``:
+    the ranks both inputs have, when their rank sets differ: the cluster, op type and group
+    scopes then compare these ranks only (per-rank checks of the others are skipped).
     """
     out = []
     for rule in rules:
-        vb, vc = _scope_values(baseline, rule), _scope_values(current, rule)
-        if not len(vb) or not len(vc):
-            continue  # one side lacks the metric altogether (e.g. a CSV without op types)
+        vb, vc = _scope_values(baseline, rule, ranks), _scope_values(current, rule, ranks)
+        if not len(vb) or not len(vc):  # e.g. committed CSVs without bandwidth or op types
+            out.append(_skip_rule(rule, not len(vb), not len(vc)))
+            continue
         m = vb.merge(vc, on="key", how="outer", suffixes=("_b", "_c"))
         for _, r in m.iterrows():
             lb = r["values_b"] if isinstance(r["values_b"], list) else []
@@ -716,6 +902,23 @@ def evaluate(baseline: pd.DataFrame, current: pd.DataFrame, rules: list[Rule]) -
     return df.reset_index(drop=True)
 
 
+def _skip_rule(rule: Rule, no_b: bool, no_c: bool) -> list:
+    kind = ("step" if rule.metric in STEP_METRIC_NAMES else OP_TIME if rule.metric == OP_TIME
+            else "comm")
+    who = "neither input has" if no_b and no_c else "the baseline has no" if no_b else \
+        "the current input has no"
+    what = {"step": f"{rule.metric} values", OP_TIME: "op times",
+            "comm": f"{rule.metric} per communication group"}[kind]
+    note = f"skipped: {who} {what}; it comes from {_SOURCES[kind]}"
+    return [rule.name, rule.metric, rule.scope, NO_KEY, metric_unit(rule.metric), None, None,
+            None, None, rule.limit_pct, rule.floor, SKIP, 0, None, None, 0, None, None, note,
+            None, None]
+
+
+def _mean(vals: list[float]):
+    return sum(vals) / len(vals) if vals else None
+
+
 def _check(rule: Rule, key: str, lb: list, lc: list) -> list:
     unit = metric_unit(rule.metric)
     note = ""
@@ -725,7 +928,8 @@ def _check(rule: Rule, key: str, lb: list, lc: list) -> list:
         c = _median(lc) if lc else None
         return [rule.name, rule.metric, rule.scope, key, unit, b, c, None, None, rule.limit_pct,
                 rule.floor, SKIP, len(lb), min(lb, default=None), max(lb, default=None), len(lc),
-                min(lc, default=None), max(lc, default=None), f"not in {side}"]
+                min(lc, default=None), max(lc, default=None), f"skipped: not in {side}",
+                _mean(lb), _mean(lc)]
     if not lb:
         note = "new in current"
     elif not lc:
@@ -743,7 +947,7 @@ def _check(rule: Rule, key: str, lb: list, lc: list) -> list:
         note = (note + "; " if note else "") + "below noise floor"
     return [rule.name, rule.metric, rule.scope, key, unit, b, c, change, pct, rule.limit_pct,
             rule.floor, verdict, len(lb), min(lb, default=None), max(lb, default=None), len(lc),
-            min(lc, default=None), max(lc, default=None), note]
+            min(lc, default=None), max(lc, default=None), note, _mean(lb), _mean(lc)]
 
 
 @dataclass
@@ -754,6 +958,8 @@ class GateResult:
     current: str
     checks: pd.DataFrame
     rules: list[Rule]
+    #: how the two inputs differ in shape (ranks, groups, op types): :func:`shape_differences`
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def failures(self) -> pd.DataFrame:
@@ -778,6 +984,7 @@ class GateResult:
         checks = self.checks.astype(object).where(pd.notna(self.checks), None)
         return {"baseline": self.baseline, "current": self.current,
                 "regression": self.regression, "summary": self.summary_line(),
+                "statistic": STATISTIC, "warnings": list(self.warnings),
                 "rules": [asdict(r) for r in self.rules],
                 "checks": checks.to_dict(orient="records")}
 
@@ -790,14 +997,70 @@ def fmt_change(change, pct, unit: str) -> str:
     return f"{change:+.3f} {unit}{p}"
 
 
+def _ranges(ranks) -> str:
+    """``0-3, 8`` for a set of ints."""
+    rs = sorted(ranks)
+    out, start = [], None
+    for i, r in enumerate(rs):
+        if start is None:
+            start = r
+        if i + 1 == len(rs) or rs[i + 1] != r + 1:
+            out.append(str(start) if start == r else f"{start}-{r}")
+            start = None
+    return ", ".join(out) or "none"
+
+
+def _few(items, n: int = 4) -> str:
+    items = sorted(map(str, items))
+    return ", ".join(items[:n]) + (f" and {len(items) - n} more" if len(items) > n else "")
+
+
+#: Below this share of op types in common, two runs are taken for different models.
+MODEL_OVERLAP = 0.5
+
+
+def shape_differences(sb: Side, sc: Side, ob: pd.DataFrame, oc: pd.DataFrame) -> list[str]:
+    """How two gate inputs differ in shape, one sentence each: other ranks, other communication
+    groups (by parallel-group name and ranks), or mostly other op types (another model: less
+    than :data:`MODEL_OVERLAP` of the op types in common). Metrics one side lacks altogether
+    are not differences of shape (their rules are skipped)."""
+    out = []
+    if set(sb.ranks) != set(sc.ranks):
+        out.append(f"the ranks differ: baseline has {len(sb.ranks)} ({_ranges(sb.ranks)}), "
+                   f"current {len(sc.ranks)} ({_ranges(sc.ranks)})")
+    comm = ("elapse", BANDWIDTH)
+    gb = set(ob.loc[ob["metric"].isin(comm), "key"])
+    gc = set(oc.loc[oc["metric"].isin(comm), "key"])
+    if gb and gc and gb != gc:
+        out.append(f"the communication groups differ: only in baseline {_few(gb - gc) or '-'}; "
+                   f"only in current {_few(gc - gb) or '-'}")
+    tb = set(ob.loc[ob["metric"] == OP_TIME, "key"])
+    tc = set(oc.loc[oc["metric"] == OP_TIME, "key"])
+    if tb and tc and len(tb & tc) < MODEL_OVERLAP * len(tb | tc):
+        out.append(f"the op types differ: {len(tb & tc)} of {len(tb | tc)} in common "
+                   f"(another model or configuration?)")
+    return out
+
+
 def run_gate(baseline: Path, current: Path, rules: list[Rule], *,
-             workers: int | None = None) -> GateResult:
+             workers: int | None = None, same_shape: bool = False) -> GateResult:
     """Load both inputs, evaluate ``rules``. Raises GateInputError (exit 2) when an input is
-    unusable or when no rule finds a metric both sides have."""
+    unusable, when no rule finds a metric both sides have, or -- with ``same_shape`` -- when the
+    two differ in shape (:func:`shape_differences`; otherwise they are warnings of the
+    result: only what both have is compared)."""
     sb = load_side(baseline, workers=workers)
     sc = load_side(current, workers=workers)
     ob, oc = observations(sb), observations(sc)
-    checks = evaluate(ob, oc, rules)
+    warnings = shape_differences(sb, sc, ob, oc)
+    if warnings and same_shape:
+        raise GateInputError(current, f"not the same shape as {baseline}: "
+                                      + "; ".join(warnings))
+    common = None
+    if set(sb.ranks) != set(sc.ranks) and set(sb.ranks) & set(sc.ranks):
+        common = sorted(set(sb.ranks) & set(sc.ranks))
+        warnings.append(f"cluster, op type and group checks use the {len(common)} rank(s) both "
+                        f"have ({_ranges(common)})")
+    checks = evaluate(ob, oc, rules, common)
     compared = checks[checks["verdict"] != SKIP] if len(checks) else checks
     if not len(compared):
         have_b = sorted(set(ob["metric"])) or ["nothing"]
@@ -805,4 +1068,4 @@ def run_gate(baseline: Path, current: Path, rules: list[Rule], *,
         raise GateInputError(current, f"nothing comparable with {baseline} under the rules "
                                       f"(baseline has {', '.join(have_b)}; current has "
                                       f"{', '.join(have_c)})")
-    return GateResult(str(baseline), str(current), checks, rules)
+    return GateResult(str(baseline), str(current), checks, rules, warnings)
