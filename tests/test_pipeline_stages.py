@@ -234,3 +234,25 @@ def test_exposed_time_excludes_compute_overlap():
     assert t.num_rows == 1
     row = t.to_pylist()[0]
     assert (row["kind"], row["dur_ns"], row["exposed_ns"]) == ("send", 2000, 1400)
+
+
+def test_cli_writes_files_and_summary(tmp_path):
+    """`ascendprof analyse` writes the pipeline / memory / data preparation files and prints one
+    line per stage; summary.json carries the same figures as pipeline_stages.csv."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    res = subprocess.run([sys.executable, "-m", "ascendprof", "analyse", str(QWEN3), "-o",
+                          str(out), "--no-cache"], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    for name in ("pipeline.csv", "pipeline_stages.csv", "memory_summary.csv",
+                 "memory_top_ops.csv", "memory_modules.csv", "data_preparation.csv"):
+        assert (out / name).is_file(), name
+    assert "Pipeline stage 0 (ranks 0, 1)" in res.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    stages = _csv(out / "pipeline_stages.csv")
+    got = {s["stage"]: s for s in summary["analyses"]["pipeline"]}
+    for row in stages:
+        assert got[int(row["Stage"])]["bubble_ms"] == pytest.approx(float(row["Bubble(us)"]) / 1000,
+                                                                    abs=1e-3)

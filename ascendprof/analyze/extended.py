@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ascendprof.analyze import data_prep, memory, pipeline_stages
+from ascendprof.analyze import data_prep, memory, moe, pipeline_stages
 
 #: output files, in the order they are written (report.files removes stale ones)
 FILES = ("pipeline.csv", "pipeline_stages.csv", "memory_summary.csv", "memory_top_ops.csv",
-         "memory_modules.csv", "data_preparation.csv", "dataset_pipeline.csv")
+         "memory_modules.csv", "data_preparation.csv", "dataset_pipeline.csv",
+         "moe_expert_load.csv")
 
 
 def _p2p(tables, rank, meta):
@@ -26,7 +27,8 @@ def _p2p(tables, rank, meta):
 
 #: (analysis name, fn(tables, rank, meta) -> {partial name: table})
 _RANK_STEPS = (("pipeline", _p2p), ("memory", memory.rank_memory),
-               ("data_preparation", data_prep.rank_data_prep))
+               ("data_preparation", data_prep.rank_data_prep),
+               ("moe", moe.rank_expert_load))
 
 
 def rank_partials(tables: dict[str, pa.Table], rank: int, problems=None,
@@ -61,13 +63,18 @@ def _data_prep_files(ca, lines):
     return data_prep.build(ca.concat(data_prep.DATA_PREP), ca.concat(data_prep.DATASET_OPS_FLAGGED))
 
 
+def _moe_files(ca, lines):
+    return {"moe_expert_load.csv": moe.build(ca.concat(moe.EXPERT_LOAD),
+                                             moe.ep_groups(ca.metadata))}
+
+
 def cluster_files(ca) -> dict[str, object]:
     """{output file name: pandas DataFrame} from a ClusterAnalysis after gather's own results
     (step trace, breakdown, communication groups). Files without rows are left out."""
     out: dict[str, object] = {}
     lines = pipeline_stages.pipelines(ca.metadata, ca.communication_group)
     for name, fn in (("pipeline", _pipeline_files), ("memory", _memory_files),
-                     ("data_preparation", _data_prep_files)):
+                     ("data_preparation", _data_prep_files), ("moe", _moe_files)):
         try:
             out.update(fn(ca, lines))
         except Exception as e:  # noqa: BLE001
@@ -90,8 +97,67 @@ def _register_rules() -> None:
         return data_prep.verdicts((getattr(ca, "csv_files", None) or {}).get(
             "data_preparation.csv"), verdicts.make_verdict, th)
 
+    def moe_rule(ca, th):
+        return moe.verdicts((getattr(ca, "csv_files", None) or {}).get("moe_expert_load.csv"),
+                            verdicts.make_verdict, th)
+
     verdicts.register_rule("memory", memory_rule)
+    verdicts.register_rule("moe", moe_rule)
     verdicts.register_rule("data", data_rule)
 
 
 _register_rules()
+
+
+# ---------------------------------------------------------------------------------------------
+# summary (summary.json "analyses"; rendered by report.terminal)
+
+def _num(v, nd=3):
+    import math
+
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else round(f, nd)
+
+
+def summary(csv_files: dict) -> dict:
+    """Short per-analysis results for summary.json: ``pipeline`` (per step-averaged stage:
+    ranks, computing / bubble ms, bubble %, micro-batches), ``memory`` (per rank, main
+    component: peak allocated / reserved MB, % of capacity), ``data_preparation`` (per rank:
+    data wait ms and % of the step, its source, bottleneck stage and operator), ``moe`` (per EP
+    group: max / mean tokens). Keys only for the analyses that produced output."""
+    out: dict = {}
+    st = csv_files.get("pipeline_stages.csv")
+    if st is not None and len(st):
+        rows = []
+        for stage, g in st.groupby("Stage", sort=True):
+            rows.append({"stage": int(stage), "ranks": str(g["Ranks"].iloc[0]),
+                         "computing_ms": _num(g["Computing(us)"].mean() / 1000),
+                         "bubble_ms": _num(g["Bubble(us)"].mean() / 1000),
+                         "bubble_pct": _num(g["Bubble(%)"].mean(), 2),
+                         "micro_batches": None if g["Micro-batches"].isna().all()
+                         else int(g["Micro-batches"].dropna().iloc[0])})
+        out["pipeline"] = rows
+    ms = csv_files.get("memory_summary.csv")
+    if ms is not None and len(ms):
+        per = memory.rank_peaks(ms)
+        out["memory"] = [{"rank": int(r.rank), "component": r.component,
+                          "peak_allocated_mb": _num(r.allocated_mb),
+                          "peak_reserved_mb": _num(r.reserved_mb),
+                          "capacity_pct": _num(r.reserved_mb / r.capacity_mb * 100, 2)
+                          if _num(r.capacity_mb) else None} for r in per.itertuples()]
+    dp = csv_files.get("data_preparation.csv")
+    if dp is not None and len(dp):
+        out["data_preparation"] = [{"rank": int(r["Rank"]), "data_wait_ms": _num(r["Data Wait(ms)"]),
+                                    "data_wait_pct": _num(r["Data Wait(%)"], 2),
+                                    "source": r["Wait Source"],
+                                    "bottleneck_stage": r["Bottleneck Stage"] or None,
+                                    "bottleneck_operator": r["Bottleneck Operator"] or None}
+                                   for r in dp.to_dict("records")]
+    me = csv_files.get("moe_expert_load.csv")
+    if me is not None and len(me):
+        out["moe"] = [{"group": grp, "max_over_mean": _num(g["Group Max / Mean"].max(), 4)}
+                      for grp, g in me.groupby("EP Group", sort=True)]
+    return out

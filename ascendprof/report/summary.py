@@ -84,4 +84,12 @@ def build_summary(ca, outputs: list[str] | None = None, top: int = 10) -> dict:
                      if (r.meta or {}).get("not_read")},
         "outputs": outputs or [],
         "not_written": not_written(ca),
+        "analyses": _analyses(ca),
     }
+
+
+def _analyses(ca) -> dict:
+    """Pipeline / memory / data preparation / expert-load results in brief (analyze.extended)."""
+    from ascendprof.analyze.extended import summary
+
+    return summary(getattr(ca, "csv_files", None) or {})

@@ -146,6 +146,7 @@ def print_summary(summary: dict, out_dir) -> None:
             t.add_row(o["op_type"], o["accelerator_core"], str(o["count"]),
                       f"{o['total_us'] / 1000:.2f}", f"{o['ratio_pct']:.1f}")
         con.print(t)
+    _print_analyses(con, summary.get("analyses") or {})
     not_read: dict[str, list] = {}
     for rank, files in (summary.get("not_read") or {}).items():
         for f in files:
@@ -174,3 +175,42 @@ def _pline(p: dict) -> str:
     loc = f" at {p['where']}" if p.get("where") else ""
     who = f"rank {p['rank']}: " if p.get("rank") is not None else ""
     return f"{who}{p['path']}{loc}: {p['reason']}"
+
+
+def _print_analyses(con, a: dict) -> None:
+    """One or a few lines each for the pipeline, memory, data preparation and expert-load
+    analyses (their files hold the details)."""
+    def ms(v):
+        return "-" if v is None else f"{v:.1f} ms"
+
+    for st in a.get("pipeline") or []:
+        mb = f", 1F1B with {st['micro_batches']} micro-batches" if st.get("micro_batches") else ""
+        pct = "" if st.get("bubble_pct") is None else f" ({st['bubble_pct']:.1f}% of the stage)"
+        ranks = str(st["ranks"]).strip("()").rstrip(",")
+        con.print(f"Pipeline stage {st['stage']} (ranks {ranks}): compute "
+                  f"{ms(st.get('computing_ms'))}, bubble {ms(st.get('bubble_ms'))}{pct}{mb} "
+                  f"(pipeline.csv)")
+    mem = [m for m in a.get("memory") or [] if m.get("peak_allocated_mb") is not None]
+    if mem:
+        hi = max(mem, key=lambda m: m["peak_allocated_mb"])
+        lo = min(mem, key=lambda m: m["peak_allocated_mb"])
+        cap = "" if hi.get("capacity_pct") is None else f", {hi['capacity_pct']:.1f}% of capacity"
+        con.print(f"Memory: peak allocated {hi['peak_allocated_mb']:.0f} MB on rank {hi['rank']} "
+                  f"({hi['component']}{cap}), lowest {lo['peak_allocated_mb']:.0f} MB on rank "
+                  f"{lo['rank']} (memory_summary.csv)")
+    dp = [d for d in a.get("data_preparation") or [] if d.get("data_wait_pct") is not None]
+    if dp:
+        w = max(dp, key=lambda d: d["data_wait_pct"])
+        extra = ""
+        if w.get("bottleneck_stage") == "none":
+            extra = "; the device never waited for a batch"
+        elif w.get("bottleneck_stage"):
+            extra = f"; bottleneck: {w['bottleneck_stage']}"
+        if w.get("bottleneck_operator"):
+            extra += f"; slowest dataset operator {w['bottleneck_operator']}"
+        con.print(f"Data preparation: up to {w['data_wait_ms']:.2f} ms per step "
+                  f"({w['data_wait_pct']:.1f}% of the step, {w['source']}) on rank {w['rank']}"
+                  f"{extra} (data_preparation.csv)")
+    for g in a.get("moe") or []:
+        con.print(f"Expert load, EP group {g['group']}: max / mean tokens "
+                  f"{g['max_over_mean']:.2f} (moe_expert_load.csv)")
