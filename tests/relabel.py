@@ -22,6 +22,7 @@ import csv
 import json
 import shutil
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 OUT = "ASCEND_PROFILER_OUTPUT"
@@ -144,7 +145,9 @@ def retype_db(src: Path, dst: Path) -> Path:
     (no compute info, connection ids of nothing), and StepTraceTime without deviceId."""
     shutil.copytree(src, dst)
     for db in sorted(Path(dst).rglob("ascend_pytorch_profiler*.db")):
-        with sqlite3.connect(db) as c:
+        # closed at once (closing + commit): readers open the copy immutable, which ignores an
+        # unmerged write-ahead log
+        with closing(sqlite3.connect(db)) as c, c:
             other = c.execute("SELECT MAX(id) FROM STRING_IDS").fetchone()[0] + 1
             c.execute("INSERT INTO STRING_IDS (id, value) VALUES (?, ?)", (other, OTHER))
             c.execute("UPDATE TASK SET taskType = ? WHERE globalTaskId NOT IN "
@@ -161,7 +164,7 @@ def retype_db(src: Path, dst: Path) -> Path:
                 [(s, s + d, dev, 9_000_000 + i, gtid + 1 + i, gpid, other,
                   EXTRA_STREAMS[i // per], i) for i, (s, d) in enumerate(tasks)])
     for db in sorted(Path(dst).rglob("analysis.db")):
-        with sqlite3.connect(db) as c:
+        with closing(sqlite3.connect(db)) as c, c:
             cols = [r[1] for r in c.execute("PRAGMA table_info('StepTraceTime')")]
             if "deviceId" in cols:
                 c.execute("ALTER TABLE StepTraceTime DROP COLUMN deviceId")

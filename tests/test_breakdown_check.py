@@ -107,12 +107,14 @@ def test_rank_checks_limits_by_hand():
         [2, 1, "Communication(Not Overlapped)", 0.0, 30.0, None, m, ""],  # reported 0
         [3, 1, "Computing", None, 80.0, None, m, ""],              # nothing reported
         [4, 1, "Computing", 70.0, None, None, "cannot recompute: no kernels", ""],
+        [5, None, "Computing", None, None, None, "cannot recompute: nothing", ""],
     ])
     got = {c["rank"]: c for c in rank_checks(df)}
-    assert [got[r]["status"] for r in range(5)] == ["agrees", "deviates", "deviates",
-                                                    "recomputed_only", "not_checked"]
-    assert [got[r]["used"] for r in range(5)] == ["reported", "reported", "reported",
-                                                  "recomputed", "reported"]
+    assert [got[r]["status"] for r in range(6)] == ["agrees", "deviates", "deviates",
+                                                    "recomputed_only", "not_checked", "none"]
+    assert [got[r]["used"] for r in range(6)] == ["reported", "reported", "reported",
+                                                  "recomputed", "reported", None]
+    assert all(got[r]["reason"] for r in range(1, 6))
     assert got[0]["reason"] == ""
     assert "+1.5 %" in got[1]["reason"] and "101.5 us" in got[1]["reason"]
     assert "Communication(Not Overlapped) 30.0 us" in got[2]["reason"]

@@ -19,8 +19,6 @@ from click.testing import CliRunner
 import relabel
 from ascendprof.cli.main import main
 
-CASES = [("text", "level0"), ("text", "level1"), ("text", "level2"),
-         ("db", "level0"), ("db", "level1"), ("db", "level2")]
 METRICS = {"Computing": "computing", "Communication(Not Overlapped)": "communication_not_overlapped"}
 
 
@@ -57,33 +55,8 @@ def profiler_values(root) -> dict[int, dict[str, float]]:
     return out
 
 
-def analyse(src, out, *extra) -> list[dict]:
-    r = CliRunner().invoke(main, ["analyse", str(src), "-o", str(out), "-q", *extra])
-    assert r.exit_code == 0, r.output
-    with open(out / "problems.csv", newline="") as f:
-        problems = list(csv.DictReader(f))
-    # the older columns are read, not skipped (the matrix warnings of the real data aside:
-    # the 2 ranks talk to 6 HCCS peers not collected, which msprof-analyze reports too)
-    problems = [p for p in problems
-                if not p["Reason"].startswith("cluster_communication_matrix.json:")]
-    assert not problems, problems
-    with open(out / "step_trace_check.csv", newline="") as f:
-        return list(csv.DictReader(f))
-
-
-@pytest.mark.parametrize("timeline", [False, True], ids=["files", "timeline"])
-@pytest.mark.parametrize("kind,level", CASES)
-def test_retyped_collections_recompute_the_profilers_values(shared_data, variants, tmp_path,
-                                                            kind, level, timeline):
-    src = variants(shared_data, kind, level)
-    rows = analyse(src, tmp_path / "out", *(["--timeline"] if timeline else []))
-    want = profiler_values(src)
-    assert set(want) == {0, 1}
-    for rank, vals in want.items():
-        for metric, rep in vals.items():
-            (row,) = [r for r in rows if r["Rank"] == str(rank) and r["Metric"] == metric]
-            rec = float(row["Recomputed(us)"])
-            assert rec == pytest.approx(rep, rel=0.01), (rank, metric, row["Method"])
+# The recomputed values of every retyped copy, with and without --timeline, are checked against
+# the profiler's own in tests/test_numbers_everywhere.py (the VARIANTS cases, strict).
 
 
 def test_retyped_tasks_are_classified_by_their_links(shared_data, variants, tmp_path):

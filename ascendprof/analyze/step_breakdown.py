@@ -543,7 +543,7 @@ def rank_checks(check) -> list[dict]:
     - ``metrics``: for each of :data:`CHECKED_METRICS` the step with the largest deviation:
       ``{"step", "reported_us", "recomputed_us", "deviation_pct"}`` (deviation null when the
       reported value is 0; us floats);
-    - ``reason``: one sentence for problems.csv and the summary ('' when ``agrees``).
+    - ``reason``: one sentence for problems.csv and the summary ('' only when ``agrees``).
     """
     import math
 
@@ -599,7 +599,9 @@ def rank_checks(check) -> list[dict]:
                       f"StepTraceTime): the recomputed one is used, not checked against it "
                       f"({method})")
         elif not rec.any():
-            status, used, reason = "none", None, ""
+            status, used = "none", None
+            reason = (f"no step breakdown for this rank: none from the profiler, and it cannot "
+                      f"be recomputed ({method})")
         else:
             status, used, reason = "agrees", "reported", ""
             if len(unpaired):
