@@ -136,3 +136,23 @@ def test_links_msprof_analyze_cannot_map_are_reported(qwen3, tmp_path):
 def test_complete_cluster_has_no_unmapped_links(qwen3, tmp_path):
     problems, _ = analyse(qwen3, tmp_path / "out")
     assert not [p for p in problems if "cannot be mapped" in p["Reason"]]
+
+
+def test_real_2023_export_with_a_row_cut_short(tmp_path):
+    """fixtures/torch_npu-2023-2rank (PROVENANCE.md): upstream left line 17 of rank 0's
+    kernel_details.csv with 31 of 32 fields. The other rows are read; the row is counted."""
+    from conftest import FIXTURES
+
+    src = FIXTURES / "torch_npu-2023-2rank"
+    kd = src / "rank0_ascend_pt" / OUT / "kernel_details.csv"
+    with open(kd, newline="") as f:
+        widths = [len(r) for r in csv.reader(f)]
+    bad = [i + 1 for i, w in enumerate(widths) if w != widths[0]]
+    assert bad == [17] and widths[16] == widths[0] - 1
+    problems, _ = analyse(src, tmp_path / "out")
+    (p,) = [p for p in problems if p["Path"].endswith("kernel_details.csv")]
+    assert (p["Rank"], p["Severity"], p["Where"]) == ("0", "skipped", "line 17")
+    import pyarrow.parquet as pq
+
+    k = pq.read_table(tmp_path / "out" / "tables" / "rank0" / "kernels.parquet")
+    assert k.num_rows == len(widths) - 2

@@ -8,7 +8,9 @@ the step whose window contains its start and sums per step (§7.1.c). :func:`rec
 same from whatever lower-level input the rank has, in this order of preference:
 
 1. ``timeline``: TIMELINE 'hardware' compute tasks + 'communication' big ops (threads
-   "Group <g> Communication") -- the true recomputation;
+   "Group <g> Communication") -- the true recomputation; which tasks are compute is decided by
+   what they are linked to (:func:`classify_hardware`: compute-op info, kernel_details rows,
+   HCCL ops), not by a Task Type label that changed between releases;
 2. ``overlap``: the TIMELINE 'overlap' track (the profiler's own Overlap Analysis pieces) summed
    per step -- a weaker check (same arithmetic as torch_npu, not independent data);
 3. ``kernels``: KERNELS compute rows + communication big ops (KERNELS rows with Accelerator Core
