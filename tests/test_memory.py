@@ -68,6 +68,8 @@ def test_peaks_on_qwen3(qwen3_ca, rank):
             assert row["Peak Allocated Step"] == 13  # the one collected step
     assert set(summary["Rank"]) == {0, 2}  # ranks 1, 3 have no memory files
     assert dict(zip(summary["Rank"], summary["Stage"])) == {0: 0, 2: 1}
+    # each rank is alone with memory data in its stage: no peers to compare with
+    assert summary["Peers Median Allocated(MB)"].isna().all()
 
 
 def test_top_operators_on_qwen3(qwen3_ca):
@@ -150,6 +152,13 @@ def test_text_and_db_give_the_same_peaks(shared_data, level):
                 assert row["Peak Reserved(MB)"] == pytest.approx(r)
                 if pd.notna(act) and act > 0:
                     assert row["Peak Active(MB)"] == pytest.approx(act)
+        # the two ranks do the same work (data parallel): each compared with the other
+        s = got["text"]
+        other = s[(s["Rank"] == 1 - rank) & (s["Component"] == "PTA")]["Peak Allocated(MB)"].iloc[0]
+        mine = s[(s["Rank"] == rank) & (s["Component"] == "PTA")].iloc[0]
+        assert mine["Peers Median Allocated(MB)"] == other
+        assert mine["Allocated vs Peers(%)"] == round(
+            (mine["Peak Allocated(MB)"] - other) / other * 100, 2)
         for comp in ("PTA", "GE") + (("PTA+GE",) if level != 1 else ()):
             t = got["text"][(got["text"]["Rank"] == rank) & (got["text"]["Component"] == comp)]
             d = got["db"][(got["db"]["Rank"] == rank) & (got["db"]["Component"] == comp)]

@@ -118,6 +118,8 @@ def test_stage_rows_on_qwen3(analysed):
         assert stages.loc[stage, "Ranks"] == key
         assert stages.loc[stage, "Stage(us)"] == pytest.approx(float(ref[key]["Stage"]))
         assert stages.loc[stage, "Bubble Reported(us)"] == pytest.approx(float(ref[key]["Bubble"]))
+        # the profiler's formula (hcom_receive* ops only) recomputed: 0 for batchSendRecv too
+        assert stages.loc[stage, "Bubble Recomputed(us)"] == pytest.approx(float(ref[key]["Bubble"]))
     # hand calculation of the bubble: mean over the stage's ranks of the exposed p2p time.
     # stage 0: rank 0 (kernel_details) 436.14 + 158553.28 + 154888.38 = 313877.80;
     #          rank 1 (communication.json) 435.18 + 164096.54 + 158448.84 = 322980.56
@@ -256,3 +258,18 @@ def test_cli_writes_files_and_summary(tmp_path):
     for row in stages:
         assert got[int(row["Stage"])]["bubble_ms"] == pytest.approx(float(row["Bubble(us)"]) / 1000,
                                                                     abs=1e-3)
+
+
+def test_one_rank_alone(tmp_path):
+    """Only rank 0 copied: its pipeline is still known from its metadata ([0, 2]); its 3 ops
+    fit stage 0 of 1F1B with 2 micro-batches alone; no row for the stage nobody collected."""
+    import shutil
+
+    shutil.copytree(QWEN3 / "rank_0_ascend_pt", tmp_path / "rank_0_ascend_pt")
+    ca = pipeline.analyse(tmp_path)
+    pipe = ca.csv_files["pipeline.csv"]
+    assert list(pipe["Rank"]) == [0, 0, 0]
+    assert list(pipe["Send"]) == ["F0", "F1", ""] and list(pipe["Recv"]) == ["", "B0", "B1"]
+    stages = ca.csv_files["pipeline_stages.csv"]
+    # rank 0 knows only its own pp group [0, 2]: stage 0 is rank 0 as far as the input tells
+    assert list(stages["Stage"]) == [0] and list(stages["Ranks"]) == ["(0,)"]

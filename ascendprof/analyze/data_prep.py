@@ -154,40 +154,43 @@ def _step_waits(tables, rank):
     its = _rank_table(tables.get(S.ITERATIONS), rank)
     st = _rank_table(tables.get(S.STEP_TRACE), rank)
     tl = _rank_table(tables.get(S.TIMELINE), rank)
-    loader = None
+    loader: dict = {}
     if tl is not None:
         lt = tl.filter(pc.equal(pc.fill_null(tl["track"], ""), "dataloader"))
-        if lt.num_rows:
-            d = lt.select(["step", "dur_ns"]).to_pandas().dropna(subset=["step"])
-            loader = d.groupby("step")["dur_ns"].sum() if not d.empty else None
+        for step, dur in zip(lt["step"].to_pylist(), lt["dur_ns"].to_pylist()):
+            if step is not None and dur is not None:
+                loader[step] = loader.get(step, 0) + dur
     if st is not None and st["preparing_ns"].null_count < st.num_rows:
-        d = st.select(["step", "preparing_ns", "stage_ns", "computing_ns",
-                       "comm_not_overlapped_ns", "free_ns"]).to_pandas()
-        d = d[d["preparing_ns"].notna()]
-        busy = d["stage_ns"].where(d["stage_ns"].notna() & (d["stage_ns"] > 0),
-                                   d[["computing_ns", "comm_not_overlapped_ns", "free_ns"]]
-                                   .sum(axis=1, min_count=1))
-        step = (busy + d["preparing_ns"]) / 1e6
-        prep = d["preparing_ns"] / 1e6
-        loader_ms = None
-        if loader is not None:
-            got = [loader.get(s) for s in d["step"]]
-            if any(g is not None for g in got):
-                loader_ms = _mean([None if g is None else g / 1e6 for g in got])
-        if loader_ms is not None:
-            return (len(d), _mean(step), loader_ms, "dataloader spans", _mean(prep), loader_ms,
-                    True)
-        return len(d), _mean(step), _mean(prep), "Preparing", _mean(prep), None, False
+        steps, prep, total = [], [], []
+        for r in st.select(["step", "preparing_ns", "stage_ns", "computing_ns",
+                            "comm_not_overlapped_ns", "free_ns"]).to_pylist():
+            if r["preparing_ns"] is None:
+                continue
+            busy = r["stage_ns"]
+            if not busy:
+                parts = [r[c] for c in ("computing_ns", "comm_not_overlapped_ns", "free_ns")
+                         if r[c] is not None]
+                busy = sum(parts) if parts else None
+            steps.append(r["step"])
+            prep.append(r["preparing_ns"] / 1e6)
+            total.append(None if busy is None else (busy + r["preparing_ns"]) / 1e6)
+        got = [loader[s] / 1e6 for s in steps if s in loader]
+        if got:
+            loader_ms = _mean(got)
+            return len(steps), _mean(total), loader_ms, "dataloader spans", _mean(prep), \
+                loader_ms, True
+        return len(steps), _mean(total), _mean(prep), "Preparing", _mean(prep), None, False
     if its is not None:
-        d = its.to_pandas()
-        d = d[d["iteration_interval_ns"].notna()]
-        if not d.empty:
-            total = d[["iteration_interval_ns", "fp_bp_ns", "tail_ns"]].sum(axis=1) / 1e6
-            return (len(d), _mean(total), _mean(d["iteration_interval_ns"] / 1e6),
+        rows = [r for r in its.select(["iteration_interval_ns", "fp_bp_ns", "tail_ns"])
+                .to_pylist() if r["iteration_interval_ns"] is not None]
+        if rows:
+            total = [sum(v for v in r.values() if v is not None) / 1e6 for r in rows]
+            return (len(rows), _mean(total), _mean([r["iteration_interval_ns"] / 1e6
+                                                    for r in rows]),
                     "iteration gap", None, None, True)
-    if loader is not None:
-        return len(loader), None, _mean(loader / 1e6), "dataloader spans", None, \
-            _mean(loader / 1e6), True
+    if loader:
+        ms = [v / 1e6 for v in loader.values()]
+        return len(ms), None, _mean(ms), "dataloader spans", None, _mean(ms), True
     return 0, None, None, "", None, None, False
 
 

@@ -66,7 +66,8 @@ TOP_N = 20
 SUMMARY_COLUMNS = ["Rank", "Stage", "Component", "Peak Allocated(MB)", "Peak Allocated Time(us)",
                    "Peak Allocated Step", "Peak Allocated Operator", "Peak Reserved(MB)",
                    "Peak Reserved Time(us)", "Peak Active(MB)", "Peak Active Time(us)",
-                   "Capacity(MB)", "Peak Reserved/Capacity(%)"]
+                   "Capacity(MB)", "Peak Reserved/Capacity(%)", "Peers Median Allocated(MB)",
+                   "Allocated vs Peers(%)"]
 TOP_OPS_COLUMNS = ["Rank", "Name", "Source", "Allocations", "Total Allocated(MB)", "Largest(MB)",
                    "Size x Lifetime(MB*ms)", "Size x Lifetime(MB*nodes)", "Mean Lifetime(ms)",
                    "Unreleased(MB)", "Rank By Size", "Rank By Size x Lifetime"]
@@ -102,23 +103,25 @@ def _rank_table(t, rank):
 # per rank
 
 
-def _step_at(ts: int, steps: pd.DataFrame | None):
+def _step_at(ts: int, steps) -> int | None:
+    """The step whose [start, end] window holds ``ts`` (``steps``: (step, start, end) lists)."""
     if steps is None or ts is None:
         return None
-    hit = steps[(steps["start_ns"] <= ts) & (steps["end_ns"] >= ts)]
-    return None if hit.empty else int(hit["step"].iloc[0])
+    for st, a, b in zip(*steps):
+        if st is not None and a is not None and b is not None and a <= ts <= b:
+            return int(st)
+    return None
 
 
-def _operator_at(ts: int, ops: pd.DataFrame | None) -> str | None:
-    if ops is None or ops.empty or ts is None:
+def _operator_at(ts: int, alloc: np.ndarray | None, names: list | None) -> str | None:
+    """The operator allocating at ``ts`` (``alloc`` sorted allocation times, ``names`` in the
+    same order); the last allocation before it, marked, when none is at that instant."""
+    if alloc is None or alloc.size == 0 or ts is None:
         return None
-    exact = ops[ops["alloc_ns"] == ts]
-    if not exact.empty:
-        return str(exact["name"].iloc[-1])
-    before = ops[ops["alloc_ns"] <= ts]
-    if before.empty:
+    j = int(np.searchsorted(alloc, ts, side="right")) - 1
+    if j < 0:
         return None
-    return f"{before['name'].iloc[-1]} (before)"
+    return str(names[j]) if alloc[j] == ts else f"{names[j]} (before)"
 
 
 def peaks(records: pa.Table, ops: pa.Table | None = None, steps: pa.Table | None = None,
@@ -126,23 +129,37 @@ def peaks(records: pa.Table, ops: pa.Table | None = None, steps: pa.Table | None
     """PEAKS_SCHEMA rows: per component and metric (allocated / reserved / active) of
     MEMORY_RECORD ``records`` (one rank) the peak MB, the first ns it is reached, its step and
     the operator allocating then (module doc). Metrics a component never records are left out."""
-    df = records.select(["rank", "component", "ts_ns", "total_allocated_mb",
-                         "total_reserved_mb", "total_active_mb"]).to_pandas()
-    df = df[df["ts_ns"].notna()].sort_values("ts_ns", kind="stable")
-    st = steps.select(["step", "start_ns", "end_ns"]).to_pandas() if steps is not None else None
-    od = (ops.select(["name", "alloc_ns"]).to_pandas().dropna(subset=["alloc_ns"])
-          .sort_values("alloc_ns", kind="stable") if ops is not None else None)
+    rec = records.filter(pc.is_valid(records["ts_ns"]))
+    st = None
+    if steps is not None and steps.num_rows:
+        st = (steps["step"].to_pylist(), steps["start_ns"].to_pylist(),
+              steps["end_ns"].to_pylist())
+    alloc = names = None
+    if ops is not None and ops.num_rows:
+        o = ops.filter(pc.is_valid(ops["alloc_ns"]))
+        a = o["alloc_ns"].to_numpy(zero_copy_only=False).astype(np.int64)
+        order = np.argsort(a, kind="stable")
+        alloc = a[order]
+        names = o["name"].take(pa.array(order)).to_numpy(zero_copy_only=False)
+    rank = int(rec["rank"][0].as_py()) if rec.num_rows else None
+    comp_col = pc.fill_null(rec["component"], "")
+    ts_all = rec["ts_ns"].to_numpy(zero_copy_only=False).astype(np.int64)
+    vals = {col: rec[col].to_numpy(zero_copy_only=False).astype(np.float64)
+            for _, col in METRICS}
     rows = []
-    for comp, g in df.groupby("component", sort=False):
+    for comp in pc.unique(comp_col).to_pylist():  # first-seen order
+        sel = np.asarray(pc.equal(comp_col, comp).to_numpy(zero_copy_only=False), bool)
+        ts = ts_all[sel]
         for metric, col in METRICS:
-            v = g[col].dropna()
-            if v.empty:
+            v = vals[col][sel]
+            ok = ~np.isnan(v)
+            if not ok.any():
                 continue
-            peak = float(v.max())
-            ts = int(g.loc[v[v == peak].index[0], "ts_ns"])
-            op = None if comp == "APP" else _operator_at(ts, od)
-            rows.append({"rank": int(g["rank"].iloc[0]), "component": str(comp), "metric": metric,
-                         "peak_mb": peak, "ts_ns": ts, "step": _step_at(ts, st), "operator": op,
+            peak = float(v[ok].max())
+            t = int(ts[ok & (v == peak)].min())
+            rows.append({"rank": rank, "component": str(comp), "metric": metric,
+                         "peak_mb": peak, "ts_ns": t, "step": _step_at(t, st),
+                         "operator": None if comp == "APP" else _operator_at(t, alloc, names),
                          "capacity_mb": capacity_mb})
     return pa.Table.from_pylist(rows, schema=PEAKS_SCHEMA)
 
@@ -155,25 +172,35 @@ def top_operators(ops: pa.Table | None, static: pa.Table | None = None, end_ns: 
     ``top`` by size x lifetime; then STATIC_OP_MEM rows (static graphs: lifetime in nodes)."""
     parts = []
     if ops is not None and ops.num_rows:
-        d = ops.select(["rank", "name", "size_kb", "alloc_ns", "release_ns", "dur_ns"]).to_pandas()
-        d = d[d["size_kb"].fillna(0) > 0]
-        if not d.empty:
-            d["mb"] = d["size_kb"] / 1024.0
-            life = d["dur_ns"].astype("float64")
-            open_ = d["release_ns"].isna() & d["dur_ns"].isna()
-            end = end_ns if end_ns is not None else d[["alloc_ns", "release_ns"]].max().max()
-            life = life.where(~open_, end - d["alloc_ns"])
-            d["life_ms"] = life.clip(lower=0) / 1e6
-            d["mb_ms"] = d["mb"] * d["life_ms"]
-            d["unrel"] = d["mb"].where(open_, 0.0)
-            g = d.groupby("name", sort=False).agg(
-                rank=("rank", "first"), allocations=("mb", "size"), total_mb=("mb", "sum"),
-                largest_mb=("mb", "max"), size_time_mb_ms=("mb_ms", "sum"),
-                mean_lifetime_ms=("life_ms", "mean"), unreleased_mb=("unrel", "sum")).reset_index()
-            keep = set(g.nlargest(top, "total_mb")["name"]) | set(
-                g.nlargest(top, "size_time_mb_ms")["name"])
-            g = g[g["name"].isin(keep)].assign(source="operator_memory", size_nodes_mb=np.nan)
-            parts.append(g)
+        d = ops.filter(pc.greater(pc.fill_null(ops["size_kb"], 0), 0))
+        if d.num_rows:
+            mb = pc.divide(d["size_kb"], 1024.0)
+            open_ = pc.and_(pc.is_null(d["release_ns"]), pc.is_null(d["dur_ns"]))
+            if end_ns is None:
+                end_ns = max(x for x in (pc.max(d["alloc_ns"]).as_py(),
+                                         pc.max(d["release_ns"]).as_py()) if x is not None)
+            life_ns = pc.if_else(open_, pc.subtract(pa.scalar(end_ns, pa.int64()), d["alloc_ns"]),
+                                 d["dur_ns"])
+            life_ms = pc.divide(pc.max_element_wise(pc.cast(life_ns, pa.float64()), 0.0), 1e6)
+            t = pa.table({"name": pc.fill_null(d["name"], ""), "mb": mb, "life_ms": life_ms,
+                          "mb_ms": pc.multiply(mb, pc.fill_null(life_ms, 0.0)),
+                          "unrel": pc.if_else(open_, mb, 0.0)})
+            g = t.group_by("name", use_threads=False).aggregate([
+                ("mb", "count"), ("mb", "sum"), ("mb", "max"), ("mb_ms", "sum"),
+                ("life_ms", "mean"), ("unrel", "sum")])
+            keep = set()
+            for col in ("mb_sum", "mb_ms_sum"):
+                idx = pc.sort_indices(g, sort_keys=[(col, "descending")])[:top]
+                keep |= set(g["name"].take(idx).to_pylist())
+            g = g.filter(pc.is_in(g["name"], value_set=pa.array(sorted(keep), pa.string())))
+            n = g.num_rows
+            parts.append(pa.table({
+                "rank": pa.array([int(d["rank"][0].as_py())] * n, pa.int32()),
+                "name": g["name"], "source": pa.array(["operator_memory"] * n, pa.string()),
+                "allocations": g["mb_count"].cast(pa.int64()), "total_mb": g["mb_sum"],
+                "largest_mb": g["mb_max"], "size_time_mb_ms": g["mb_ms_sum"],
+                "size_nodes_mb": pa.nulls(n, pa.float64()), "mean_lifetime_ms": g["life_ms_mean"],
+                "unreleased_mb": g["unrel_sum"]}, schema=OPS_SCHEMA))
     if static is not None and static.num_rows:
         d = static.to_pandas()
         d = d[d["size_kb"].fillna(0) > 0]
@@ -188,28 +215,33 @@ def top_operators(ops: pa.Table | None, static: pa.Table | None = None, end_ns: 
                 g.nlargest(top, "size_nodes_mb")["name"])
             g = g[g["name"].isin(keep)].assign(source="static_op_mem", size_time_mb_ms=np.nan,
                                                mean_lifetime_ms=np.nan, unreleased_mb=np.nan)
-            parts.append(g)
+            parts.append(pa.Table.from_pandas(g[[f.name for f in OPS_SCHEMA]], schema=OPS_SCHEMA,
+                                              preserve_index=False))
     if not parts:
         return OPS_SCHEMA.empty_table()
-    df = pd.concat(parts, ignore_index=True)
-    return pa.Table.from_pandas(df[[f.name for f in OPS_SCHEMA]], schema=OPS_SCHEMA,
-                                preserve_index=False)
+    return pa.concat_tables(parts)
 
 
 def modules(mod: pa.Table) -> pa.Table:
     """MODULES_SCHEMA rows: per NPU_MODULE_MEM component (CANN module) its peak reserved MB, the
     first ns of the peak and the mean over its samples; modules that never reserve are left out."""
-    d = mod.select(["rank", "component", "ts_ns", "total_reserved_mb"]).to_pandas()
-    d = d.dropna(subset=["total_reserved_mb"]).sort_values("ts_ns", kind="stable")
-    rows = []
-    for comp, g in d.groupby("component", sort=False):
-        peak = float(g["total_reserved_mb"].max())
-        if peak <= 0:
-            continue
-        ts = g.loc[g["total_reserved_mb"] == peak, "ts_ns"].iloc[0]
-        rows.append({"rank": int(g["rank"].iloc[0]), "module": str(comp), "peak_mb": peak,
-                     "ts_ns": None if pd.isna(ts) else int(ts),
-                     "mean_mb": float(g["total_reserved_mb"].mean())})
+    d = mod.filter(pc.is_valid(mod["total_reserved_mb"]))
+    if d.num_rows == 0:
+        return MODULES_SCHEMA.empty_table()
+    t = pa.table({"module": pc.fill_null(d["component"], ""), "mb": d["total_reserved_mb"],
+                  "ts": d["ts_ns"]})
+    g = t.group_by("module", use_threads=False).aggregate([("mb", "max"), ("mb", "mean")])
+    g = g.filter(pc.greater(g["mb_max"], 0))
+    if g.num_rows == 0:
+        return MODULES_SCHEMA.empty_table()
+    at = t.join(g.select(["module", "mb_max"]), "module", use_threads=False)
+    at = at.filter(pc.equal(at["mb"], at["mb_max"]))
+    first = dict(zip(*at.group_by("module", use_threads=False).aggregate(
+        [("ts", "min")]).select(["module", "ts_min"]).to_pydict().values()))
+    rank = int(d["rank"][0].as_py())
+    rows = [{"rank": rank, "module": m, "peak_mb": p, "ts_ns": first.get(m), "mean_mb": a}
+            for m, p, a in zip(g["module"].to_pylist(), g["mb_max"].to_pylist(),
+                               g["mb_mean"].to_pylist())]
     return pa.Table.from_pylist(rows, schema=MODULES_SCHEMA)
 
 
@@ -276,8 +308,22 @@ def build(peaks_t: pa.Table | None, ops_t: pa.Table | None, modules_t: pa.Table 
                          a and a["operator"], r and r["peak_mb"], r and _abs_us(r["ts_ns"]),
                          act and act["peak_mb"], act and _abs_us(act["ts_ns"]), cap,
                          round(ref["peak_mb"] / cap * 100, 2) if cap and ref else None])
-        df = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+        df = pd.DataFrame(rows, columns=SUMMARY_COLUMNS[:-2])
         df["Peak Allocated Step"] = df["Peak Allocated Step"].astype("Int64")
+        # imbalance within a stage: the other ranks of the stage (all ranks without stages),
+        # same component
+        med = pd.Series(np.nan, index=df.index)
+        alloc = pd.to_numeric(df["Peak Allocated(MB)"], errors="coerce")
+        for _, g in df.groupby([df["Component"], df["Stage"].astype(str)], sort=False):
+            v = alloc[g.index].to_numpy(np.float64)
+            for pos, idx in enumerate(g.index):
+                others = np.delete(v, pos)
+                others = others[~np.isnan(others)]
+                if others.size:
+                    med[idx] = float(np.median(others))
+        df["Peers Median Allocated(MB)"] = med.where(med.notna(), None)
+        vs = ((alloc - med) / med * 100).round(2)
+        df["Allocated vs Peers(%)"] = vs.where(vs.notna() & (med > 0), None)
         out["memory_summary.csv"] = df
     if ops_t is not None and ops_t.num_rows:
         o = ops_t.to_pandas()

@@ -118,7 +118,10 @@ def _np(col, fill=0):
 
 
 def _compute_intervals(kernels) -> I.Intervals | None:
-    from ascendprof.analyze.step_breakdown import compute_mask
+    """Compute kernels of KERNELS as intervals: every row that is not a communication big op,
+    except the MC2 helper kernels (``*AicpuKernel`` / ``*AivKernel``) CANN leaves out of the
+    compute sections (§7.1.b). kernel_details / op_summary hold no runtime tasks, so the full
+    task classification of the step breakdown is not needed here."""
     from ascendprof.model.tasks import comm_rows
 
     if kernels is None:
@@ -126,9 +129,10 @@ def _compute_intervals(kernels) -> I.Intervals | None:
     k = kernels.filter(pc.is_valid(kernels["start_ns"]))
     if k.num_rows == 0:
         return None
-    cores, names = k["accelerator_core"], k["name"]
-    comm = np.asarray(comm_rows(cores, names).to_numpy(zero_copy_only=False), bool)
-    mask = ~comm & compute_mask(cores, names)
+    names = pc.fill_null(k["name"], "")
+    other = pc.or_(comm_rows(k["accelerator_core"], names),
+                   pc.or_(pc.ends_with(names, "AicpuKernel"), pc.ends_with(names, "AivKernel")))
+    mask = ~np.asarray(other.to_numpy(zero_copy_only=False), bool)
     return I.from_durations(_np(k["start_ns"])[mask], _np(k["dur_ns"])[mask])
 
 
@@ -146,23 +150,19 @@ def rank_p2p_ops(tables: dict, rank: int) -> pa.Table | None:
 
     kernels = _rank_table(tables.get(S.KERNELS), rank)
     ops = _rank_table(tables.get(S.COMM_OPS), rank)
-    rows = None
+    src = None
     if kernels is not None:
         k = kernels.filter(pc.and_(comm_rows(kernels["accelerator_core"], kernels["name"]),
                                    pc.is_valid(kernels["start_ns"])))
         k = k.filter(pc.match_substring_regex(pc.fill_null(k["name"], ""), _P2P_NAME.pattern))
         if k.num_rows:
-            rows = pd.DataFrame({"step": k["step"].to_pandas(), "op_name": k["name"].to_pylist(),
-                                 "group": None, "start_ns": _np(k["start_ns"]),
-                                 "dur_ns": _np(k["dur_ns"]), "source": "kernel_details"})
-    if rows is None and ops is not None:
+            src = (k, "name", "dur_ns", "kernel_details")
+    if src is None and ops is not None:
         o = ops.filter(pc.and_(pc.equal(pc.fill_null(ops["kind"], ""), "p2p"),
                                pc.is_valid(ops["start_ns"])))
         if o.num_rows:
-            rows = pd.DataFrame({"step": o["step"].to_pandas(), "op_name": o["op_name"].to_pylist(),
-                                 "group": o["group"].to_pylist(), "start_ns": _np(o["start_ns"]),
-                                 "dur_ns": _np(o["elapse_ns"]), "source": "communication.json"})
-    if rows is None:
+            src = (o, "op_name", "elapse_ns", "communication.json")
+    if src is None:
         tl = _rank_table(tables.get(S.TIMELINE), rank)
         if tl is not None:
             t = tl.filter(pc.and_(pc.equal(pc.fill_null(tl["track"], ""), "communication"),
@@ -170,51 +170,62 @@ def rank_p2p_ops(tables: dict, rank: int) -> pa.Table | None:
                                                            r"^Group .* Communication$")))
             t = t.filter(pc.match_substring_regex(pc.fill_null(t["name"], ""), _P2P_NAME.pattern))
             if t.num_rows:
-                rows = pd.DataFrame({"step": t["step"].to_pandas(), "op_name": t["name"].to_pylist(),
-                                     "group": None, "start_ns": _np(t["start_ns"]),
-                                     "dur_ns": _np(t["dur_ns"]), "source": "trace_view"})
-    if rows is None or rows.empty:
+                src = (t, "name", "dur_ns", "trace_view")
+    if src is None:
         return None
-    rows["op_name"] = rows["op_name"].astype(str)
-    rows["kind"] = [p2p_kind(n) for n in rows["op_name"]]
+    t, name_col, dur_col, source = src
+    steps = t["step"].to_pylist()
+    names = [str(n) for n in t[name_col].to_pylist()]
+    groups = t["group"].to_pylist() if "group" in t.column_names else [None] * len(names)
+    starts = _np(t["start_ns"]).astype(np.int64)
+    durs = np.maximum(_np(t[dur_col]).astype(np.int64), 0)
     # communication.json knows the group and the wait time of the same op
-    rows["wait_ns"] = pd.array([pd.NA] * len(rows), dtype="Int64")
+    waits: list = [None] * len(names)
     if ops is not None:
         o = ops.filter(pc.equal(pc.fill_null(ops["kind"], ""), "p2p"))
-        if o.num_rows:
-            info = {}
-            for st, name, grp, w in zip(o["step"].to_pylist(), o["op_name"].to_pylist(),
-                                        o["group"].to_pylist(), o["wait_ns"].to_pylist()):
-                info.setdefault((st, str(name).split("@")[0]), (grp, w))
-            got = [info.get((st if pd.notna(st) else None, n.split("@")[0]))
-                   for st, n in zip(rows["step"], rows["op_name"])]
-            rows["group"] = [g[0] if g else grp for g, grp in zip(got, rows["group"])]
-            rows["wait_ns"] = pd.array([g[1] if g else pd.NA for g in got], dtype="Int64")
-    rows["exposed_ns"] = _exposed(rows, kernels, _rank_table(tables.get(S.STEP_TRACE), rank))
-    rows = rows.sort_values(["step", "start_ns"], kind="stable", na_position="first")
-    rows["seq"] = rows.groupby(rows["step"].fillna(-1), sort=False).cumcount()
-    rows["rank"] = rank
-    return pa.Table.from_pandas(rows[[f.name for f in P2P_SCHEMA]], schema=P2P_SCHEMA,
-                                preserve_index=False)
+        info = {}
+        for st, name, grp, w in zip(o["step"].to_pylist(), o["op_name"].to_pylist(),
+                                    o["group"].to_pylist(), o["wait_ns"].to_pylist()):
+            info.setdefault((st, str(name).split("@")[0]), (grp, w))
+        for i, (st, n) in enumerate(zip(steps, names)):
+            got = info.get((st, n.split("@")[0]))
+            if got:
+                groups[i] = got[0] if got[0] is not None else groups[i]
+                waits[i] = got[1]
+    exposed = _exposed(steps, starts, durs, kernels,
+                       _rank_table(tables.get(S.STEP_TRACE), rank))
+    order = sorted(range(len(names)), key=lambda i: (steps[i] is not None,
+                                                     steps[i] if steps[i] is not None else 0,
+                                                     int(starts[i])))
+    seq, count = [0] * len(names), {}
+    for i in order:
+        seq[i] = count.get(steps[i], 0)
+        count[steps[i]] = seq[i] + 1
+    cols = {"rank": [rank] * len(order), "step": [steps[i] for i in order],
+            "seq": [seq[i] for i in order], "op_name": [names[i] for i in order],
+            "group": [None if groups[i] is None else str(groups[i]) for i in order],
+            "kind": [p2p_kind(names[i]) for i in order],
+            "start_ns": [int(starts[i]) for i in order], "dur_ns": [int(durs[i]) for i in order],
+            "wait_ns": [waits[i] for i in order], "exposed_ns": [exposed[i] for i in order],
+            "source": [source] * len(order)}
+    return pa.table({f.name: pa.array(cols[f.name], f.type) for f in P2P_SCHEMA},
+                    schema=P2P_SCHEMA)
 
 
-def _exposed(rows: pd.DataFrame, kernels, step_trace) -> pd.array:
-    """Per p2p op: ns of its interval that no compute kernel covers (module doc)."""
+def _exposed(steps: list, starts: np.ndarray, durs: np.ndarray, kernels, step_trace) -> list:
+    """Per p2p op: ns of its interval that no compute kernel covers (module doc); None where
+    unknown."""
+    ends = starts + durs
     comp = _compute_intervals(kernels)
-    starts = rows["start_ns"].to_numpy(np.int64)
-    ends = starts + np.maximum(rows["dur_ns"].to_numpy(np.int64), 0)
     if comp is not None:
         covered = I.length_in_windows(comp, starts, ends)
-        return pd.array(ends - starts - covered, dtype="Int64")
-    out = pd.array([pd.NA] * len(rows), dtype="Int64")
+        return [int(x) for x in ends - starts - covered]
     if step_trace is None:
-        return out
+        return [None] * len(steps)
     no_overlap = {s for s, v in zip(step_trace["step"].to_pylist(),
                                     step_trace["overlapped_ns"].to_pylist()) if v == 0}
-    for i, st in enumerate(rows["step"]):
-        if pd.notna(st) and int(st) in no_overlap:
-            out[i] = int(ends[i] - starts[i])
-    return out
+    return [int(e - s) if st is not None and st in no_overlap else None
+            for st, s, e in zip(steps, starts, ends)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -405,6 +416,8 @@ def _stages(ops: pd.DataFrame, lines, stage_of, schedule, step_trace, breakdown)
         for s in range(n_stages):
             ranks = sorted(r for r, (pi, st) in stage_of.items() if st == s)
             got = [per_rank.loc[(step, r)] for r in ranks if (step, r) in per_rank.index]
+            if not got:  # no rank of this stage was collected (or has p2p ops) in this step
+                continue
             comp = [rep.get((step, r), rec.get((step, r), {})).get("computing_ns") for r in ranks]
             comp = [c for c in comp if c is not None]
             stage_rep = _max([rep.get((step, r), {}).get("stage_ns") for r in ranks])
