@@ -240,3 +240,21 @@ def test_pipeline_summary_json(tmp_path):
     flagged = data_prep.flag_operators(t.reset_index()).set_index("op_id")
     # Batch: input (Map) 93.75 % vs own 3.13 % -> 90.6 points: Batch is the bottleneck
     assert list(flagged.index[flagged["bottleneck"]]) == [0]
+
+
+def test_minddata_files_in_ascend_profiler_output(shared_data, run2, tmp_path):
+    """MindSpore 2.x writes minddata_pipeline_raw_{rank}.csv into ASCEND_PROFILER_OUTPUT (seed
+    000's directory listing). No public *_ascend_ms export has one: run_2's rank-1 file is put,
+    renamed to rank 0, into a copy of a real ASCEND_PROFILER_OUTPUT; the shared text reader
+    must pick it up like the legacy reader does."""
+    src = shared_data / LEVELS / "text" / "level1" / "rank0_ascend_pt"
+    dst = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(src, dst)
+    shutil.copy(run2 / "minddata_pipeline_raw_1.csv",
+                dst / "ASCEND_PROFILER_OUTPUT" / "minddata_pipeline_raw_0.csv")
+    ca = pipeline.analyse(tmp_path)
+    ops = ca.csv_files["dataset_pipeline.csv"]
+    assert list(ops["Op Type"]) == ["BatchOp", "MapOp", "MapOp", "ImageFolderOp"]
+    assert list(ops["Rank"]) == [0, 0, 0, 0]
+    assert ca.csv_files["data_preparation.csv"].iloc[0]["Bottleneck Operator"] == \
+        "ImageFolderOp(id=3)"
