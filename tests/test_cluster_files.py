@@ -226,6 +226,18 @@ def test_parallel_index_by_hand():
     idx = cst.parallel_index({"world_size": 8, "tensor_model_parallel_size": 2,
                               "pipeline_model_parallel_size": 2, "data_parallel_size": 2})
     assert idx[5] == (0, 1, 1) and idx[6] == (1, 1, 0) and idx[0] == (0, 0, 0)
+    # every rank as msprof-analyze placed it for the 8-rank cluster cloned with this layout
+    with open(REFERENCE / "generated-8rank" / "cluster_step_trace_time.csv", newline="") as f:
+        want = {int(r["Index"]): (int(r["DP Index"]), int(r["PP Index"]), int(r["TP Index"]))
+                for r in csv.DictReader(f) if r["Type"] == "rank"}
+    assert {r: idx[r] for r in range(8)} == want
+    # expert parallel must divide dp; zero sizes count as one
+    assert cst.parallel_index({"world_size": 8, "tensor_model_parallel_size": 2,
+                               "pipeline_model_parallel_size": 2, "data_parallel_size": 2,
+                               "expert_model_parallel_size": 4}) is None
+    assert cst.parallel_index({"world_size": 4, "tensor_model_parallel_size": 0,
+                               "pipeline_model_parallel_size": 2, "data_parallel_size": 2}) == \
+        [(0, 0, 0), (1, 0, 0), (0, 1, 0), (1, 1, 0)]
     assert cst.parallel_index({"world_size": 6, "tensor_model_parallel_size": 2,
                                "pipeline_model_parallel_size": 2, "data_parallel_size": 2}) is None
     assert cst.parallel_index({"world_size": "4"}) is None
