@@ -65,7 +65,7 @@ def _mutmut_config(mod: dict) -> str:
     return (f'\n[tool.mutmut]\nsource_paths = ["ascendprof"]\nonly_mutate = ["{mod["path"]}"]\n'
             f"pytest_add_cli_args_test_selection = {tests}\n"
             '# no randomised order, no cache; hypothesis examples fixed so a run is repeatable\n'
-            'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x"]\n'
+            'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "no:randomly", "-q", "-x"]\n'
             'also_copy = ["fixtures", "benchmarks"]\n'
             "timeout_multiplier = 30.0\ntimeout_constant = 30.0\n")
 
