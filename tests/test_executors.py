@@ -110,8 +110,10 @@ def test_dask_executor_matches_local(cluster, tmp_path):
     pytest.importorskip("distributed")
     code = ("import sys; sys.path[:0] = [sys.argv[1]]; import test_executors as t; "
             "t._dask_case(sys.argv[2], sys.argv[3])")
+    # Dask keeps a scratch directory in the temporary directory: the test's own one
+    env = dict(os.environ, TMPDIR=str(tmp_path), DASK_TEMPORARY_DIRECTORY=str(tmp_path))
     r = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), str(cluster),
-                        str(tmp_path)], capture_output=True, text=True, timeout=900)
+                        str(tmp_path)], capture_output=True, text=True, timeout=900, env=env)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
 
 
