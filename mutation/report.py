@@ -36,6 +36,8 @@ def _load() -> tuple[list[dict], dict]:
     res = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((HERE / "results").glob(
         "*.json"))]
     res.sort(key=lambda r: order.index(r["name"]) if r["name"] in order else len(order))
+    for r in res:  # a crash is a kill
+        r["survivors"] = [s for s in r["survivors"] if s["status"] not in KILLED]
     reasons = tomllib.loads((HERE / "survivors.toml").read_text(encoding="utf-8"))
     return res, reasons.get("survivor", {})
 

@@ -115,7 +115,7 @@ def run_module(name: str, mod: dict, mutmut: str) -> dict:
         counts[s] = counts.get(s, 0) + 1
     survivors = [{"mutant": m, "status": s, "diff": _diff(work, mutmut, env, m)}
                  for m, s in sorted(statuses.items(), key=lambda kv: _natural(kv[0]))
-                 if s not in ("killed", "timeout")]
+                 if s not in ("killed", "timeout", "segfault", "caught by type check")]
     return {"module": mod["path"], "name": name, "tests": mod["tests"], "commit": commit,
             "measured": _dt.datetime.now().isoformat(timespec="seconds"),
             "seconds": round(time.monotonic() - started),
