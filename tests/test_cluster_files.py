@@ -243,6 +243,15 @@ def test_parallel_index_by_hand():
     assert cst.parallel_index({"world_size": "4"}) is None
 
 
+@pytest.mark.parametrize("args, want", json.loads(
+    (REFERENCE / "parallel_index.json").read_text()), ids=lambda v: json.dumps(v)[:60])
+def test_parallel_index_as_msprof_analyze(args, want):
+    """DP/PP/TP Index per rank for Megatron distributed_args as msprof-analyze's own calculator
+    gave them (tests/reference/parallel_index.json), None where it rejects the layout."""
+    got = cst.parallel_index(args)
+    assert (None if got is None else [list(x) if x else None for x in got]) == want
+
+
 def test_double_hash_names_groups():
     # reference communication_group.json: group_id group_name_5 is written as this group name
     assert cc.double_hash("group_name_5") == 5862276114690318097
