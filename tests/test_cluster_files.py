@@ -252,6 +252,17 @@ def test_parallel_index_as_msprof_analyze(args, want):
     assert (None if got is None else [list(x) if x else None for x in got]) == want
 
 
+def test_stages_as_msprof_analyze():
+    """Pipeline stages from comm_group_parallel_info for 93 group sets (the Qwen3 one, edge cases
+    and random ones with up to 40 ranks, rank lists in and out of order) as msprof-analyze's own
+    StageInfoAnalysis gave them (tests/reference/stages.json), ranks in the same order, since the
+    order becomes the stage row's Index text."""
+    cases = json.loads((REFERENCE / "stages.json").read_text())
+    got = [cst.stages_from_groups({"comm_group_parallel_info": recs}) for recs, _ in cases]
+    assert got == [want for _, want in cases]
+    assert sum(bool(w) for _, w in cases) > 30
+
+
 def test_double_hash_names_groups():
     # reference communication_group.json: group_id group_name_5 is written as this group name
     assert cc.double_hash("group_name_5") == 5862276114690318097

@@ -76,13 +76,6 @@ def _distributed_args(metadata: dict[int, dict]):
 
 # --- stages ------------------------------------------------------------------------------------
 
-def _pyset(ranks) -> set:
-    s: set = set()
-    for r in sorted(ranks):
-        s.add(r)
-    return s
-
-
 def stages_from_groups(groups: dict) -> list[list[int]]:
     """Pipeline stages from communication_group.json's ``comm_group_parallel_info``
     (StageInfoAnalysis): p2p groups named ``pp*`` are unioned into pipelines; every collective
@@ -92,8 +85,8 @@ def stages_from_groups(groups: dict) -> list[list[int]]:
     collective = {}
     for rec in info:
         if rec.get("type") == "collective":
-            collective[rec.get("group_name")] = _pyset(rec.get("rank_set", []))
-    links = [_pyset(rec.get("rank_set", [])) for rec in info
+            collective[rec.get("group_name")] = set(rec.get("rank_set", []))
+    links = [set(rec.get("rank_set", [])) for rec in info
              if rec.get("type") == "p2p" and str(rec.get("pg_name") or "").lower().startswith("pp")]
     if not links:
         return []
@@ -107,16 +100,30 @@ def stages_from_groups(groups: dict) -> list[list[int]]:
                 removed.append(other)
         pipelines.append(union)
         links = [s for s in links if s not in removed]
+    # The sets are built with the same operations in the same order as msprof-analyze builds
+    # them, because the order a set lists its ranks in becomes the stage row's Index text.
     stage_by_first: dict[int, set] = {}
     for ranks in collective.values():
         if any(len(ranks & p) > 1 for p in pipelines) or not ranks:
             continue
-        touching = [first for first, st in stage_by_first.items() if st & ranks]
-        merged = set(ranks)
+        merged: set = set()
+        touching = []
+        for first, st in stage_by_first.items():
+            if st & ranks:
+                merged = _union(ranks, st, merged)
+                touching.append(first)
         for first in touching:
-            merged |= stage_by_first.pop(first)
-        stage_by_first[min(merged)] = merged
-    return [list(_pyset(stage_by_first[f])) for f in sorted(stage_by_first)]
+            del stage_by_first[first]
+        stage_by_first[min(merged or ranks)] = merged or ranks
+    return [list(stage_by_first[f]) for f in sorted(stage_by_first)]
+
+
+def _union(*sets: set) -> set:
+    """A new set: the members of each argument added in turn (msprof-analyze's UnionFind.union)."""
+    out: set = set()
+    for s in sets:
+        out |= s
+    return out
 
 
 def _stages_from_metadata(metadata: dict[int, dict]) -> list[list[int]]:
