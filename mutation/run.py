@@ -105,7 +105,8 @@ def run_module(name: str, mod: dict, mutmut: str) -> dict:
     log = work / "mutmut-run.log"
     with open(log, "w", encoding="utf-8") as f:
         r = subprocess.run(["nice", "-n", "19", mutmut, "run", "--max-children", "1"],
-                           cwd=work, env=env, stdout=f, stderr=subprocess.STDOUT)
+                           cwd=work, env=env, stdout=f, stderr=subprocess.STDOUT,
+                           preexec_fn=_limit_memory)
     statuses = _statuses(work, mutmut, env)
     if r.returncode != 0 or not statuses:
         tail = log.read_text(encoding="utf-8", errors="replace")[-3000:]
@@ -122,6 +123,17 @@ def run_module(name: str, mod: dict, mutmut: str) -> dict:
             "mutmut": subprocess.run([mutmut, "--version"], capture_output=True,
                                      text=True).stdout.strip(),
             "total": len(statuses), "counts": counts, "survivors": survivors}
+
+
+#: Address space per process: a mutant that turns a loop endless while it appends (seen: 8.6 GB
+#: resident within minutes) fails with MemoryError instead of taking a shared machine's memory.
+MEMORY_LIMIT = int(os.environ.get("MUTANTS_MEMORY_GB", "6")) << 30
+
+
+def _limit_memory() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
 def _natural(key: str):
