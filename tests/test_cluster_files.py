@@ -333,3 +333,37 @@ def test_matrix_from_flat_cann_records_by_hand(tmp_path):
     # the group total sums only the -total@ entries: 0-0 4 MB / 0.5 ms, 1-1 the same
     assert step["Total Op Info@g"]["0-0"]["Bandwidth(GB/s)"] == 8.0
     assert set(step["Total Op Info@g"]) == {"0-0", "0-1", "1-1"}
+
+
+def test_cluster_step_trace_by_hand_missing_steps_and_metrics():
+    """Four ranks, stages (0, 1) and (2, 3) (pp p2p groups {0, 2} and {1, 3}, dp groups {0, 1}
+    and {2, 3}); rank 2 has no step number, rank 0 no Free and ranks 0 and 1 no Preparing.
+    A row without a step comes first with Step ''; a metric nobody recorded stays empty (not 0)
+    in the rank row and in the stage row; a stage row takes the largest value its ranks have."""
+    us = 1000
+
+    def row(rank, step, free, prep):
+        return {"rank": rank, "step": step, "computing_ns": (rank + 1) * 100 * us,
+                "free_ns": free, "preparing_ns": prep}
+
+    rows = [row(0, 5, None, None), row(1, 5, 10 * us, None), row(2, None, 7 * us, 3 * us),
+            row(3, 5, 4 * us, 2 * us)]
+    st = S.from_lists(S.STEP_TRACE, {k: [r[k] for r in rows] for k in rows[0]})
+    groups = {"comm_group_parallel_info": [
+        {"type": "p2p", "rank_set": [0, 2], "group_name": "a", "pg_name": "pp"},
+        {"type": "p2p", "rank_set": [1, 3], "group_name": "b", "pg_name": "pp"},
+        {"type": "collective", "rank_set": [0, 1], "group_name": "c", "pg_name": "dp"},
+        {"type": "collective", "rank_set": [2, 3], "group_name": "d", "pg_name": "dp"}]}
+    df = cst.build(st, {}, groups)
+    got = df[["Step", "Type", "Index", "Computing", "Free", "Preparing"]].astype(object)
+    got = got.where(got.notna(), None)
+    assert got.values.tolist() == [
+        ["", "rank", 2, 300.0, 7.0, 3.0],
+        [5, "rank", 0, 100.0, None, None],
+        [5, "rank", 1, 200.0, 10.0, None],
+        [5, "rank", 3, 400.0, 4.0, 2.0],
+        ["", "stage", "(2, 3)", 300.0, 7.0, 3.0],
+        [5, "stage", "(0, 1)", 200.0, 10.0, None],
+        [5, "stage", "(2, 3)", 400.0, 4.0, 2.0]]
+    assert "DP Index" not in df.columns  # no distributed_args
+    assert cst.build(None, {}).empty
