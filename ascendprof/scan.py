@@ -12,11 +12,15 @@ A *source* is the data of one rank from one producer:
   ``hccl_raw_{rank}.csv``, ``output_timeline_data_*`` …); one directory may hold several ranks.
 
 Scanning reads only names and a few small metadata files, so it stays fast on large trees. It
-never follows symlinked directories (no loops) and never writes anything.
+never follows symlinked directories (no loops, no escape from the tree) and never writes
+anything. Only regular files are listed (a FIFO or a link to a device is reported, never
+opened); a directory that cannot be listed, a symlinked directory, a name that is not UTF-8 or a
+path the system cannot open is reported in ``problems`` and costs at most its own rank.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import re
 from dataclasses import asdict, dataclass, field
@@ -99,7 +103,12 @@ class Source:
         return KIND_LABELS.get(self.kind, self.kind)
 
     def as_dict(self) -> dict:
+        """The source as JSON-able data (a path that is not UTF-8 shown with ``\\x`` escapes)."""
+        from ascendprof.model.problems import printable
+
         d = asdict(self)
+        d["path"] = printable(self.path)
+        d["files"] = [printable(f) for f in self.files]
         d["kind_label"] = self.label
         return d
 
@@ -125,7 +134,7 @@ def scan(root: Path, problems: Problems | None = None) -> list[Source]:
     if not root.is_dir():
         raise UsageError(f"{root}: not a directory")
     found: list[Source] = []
-    for dirpath, dirnames, filenames in _walk(root):
+    for dirpath, dirnames, filenames in _walk(root, problems):
         name = os.path.basename(dirpath)
         if name.endswith("_ascend_pt") or name.endswith("_ascend_ms"):
             src = _framework_source(Path(dirpath), name, problems)
@@ -151,38 +160,131 @@ def scan(root: Path, problems: Problems | None = None) -> list[Source]:
     return found
 
 
-def _walk(root: Path):
+#: the largest rank or device number taken from a name (ranks are int32 in every table)
+RANK_LIMIT = 2**31
+
+
+def _looks_like_source(name: str) -> bool:
+    return name.endswith(("_ascend_pt", "_ascend_ms")) or name.startswith("PROF_")
+
+
+def _walk(root: Path, problems: Problems | None = None):
+    """os.walk of ``root`` (sorted, each directory once); directories that cannot be listed
+    and symlinked directories (not followed) are recorded in ``problems``."""
     seen = set()
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        st = os.stat(dirpath)
+
+    def unreadable(e: OSError):
+        _record_unlistable(problems, e)
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable, followlinks=False):
+        try:
+            st = os.stat(dirpath)
+        except OSError as e:
+            unreadable(e)
+            dirnames[:] = []
+            continue
         key = (st.st_dev, st.st_ino)
         if key in seen:
             dirnames[:] = []
             continue
         seen.add(key)
         dirnames.sort()
+        if problems is not None:
+            for d in dirnames:
+                if os.path.islink(os.path.join(dirpath, d)):
+                    _record_symlinked_dir(problems, Path(dirpath) / d)
         yield dirpath, dirnames, sorted(filenames)
 
 
-def _list_files(base: Path, max_depth: int = 4) -> list[str]:
-    out = []
-    base_depth = len(base.parts)
-    for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
-        if len(Path(dirpath).parts) - base_depth >= max_depth:
-            dirnames[:] = []
-        dirnames.sort()
-        rel = os.path.relpath(dirpath, base)
-        for f in sorted(filenames):
-            out.append(f if rel == "." else os.path.join(rel, f))
+def _record_unlistable(problems: Problems | None, e: OSError) -> None:
+    if problems is not None:
+        path = e.filename or "?"
+        problems.add(path, f"cannot list this directory ({e.strerror or e}); its data is not "
+                           f"read", affects=("all",) if _looks_like_source(
+                               os.path.basename(str(path))) else ())
+
+
+def _record_symlinked_dir(problems: Problems | None, path: Path) -> None:
+    """A symlinked directory is never followed (it may loop or lead out of the tree): skipped
+    when its name is a rank's, a warning otherwise."""
+    if problems is None:
+        return
+    rank_like = _looks_like_source(path.name)
+    problems.add(path, "symbolic link to a directory, not followed (links may loop or lead "
+                       "outside the tree); analyse its target directly or copy it here",
+                 severity="skipped" if rank_like else "warning",
+                 affects=("all",) if rank_like else ())
+
+
+def _list_files(base: Path, max_depth: int = 4, problems: Problems | None = None) -> list[str]:
+    """Regular files under ``base`` (relative paths, files of a directory before its
+    sub-directories, each level sorted), ``max_depth`` levels down. Anything else is recorded
+    in ``problems`` and left out: FIFOs, devices and links to them, broken links, symlinked
+    directories, names that are not UTF-8, directories that cannot be listed."""
+    out: list[str] = []
+
+    def visit(d: str, rel: str, depth: int) -> None:
+        try:
+            with os.scandir(d) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as e:
+            _record_unlistable(problems, e)
+            return
+        subdirs = []
+        for e in entries:
+            r = e.name if not rel else os.path.join(rel, e.name)
+            try:
+                if not _is_utf8(e.name):
+                    _skip(problems, e.path, "name is not valid UTF-8 (shown with \\x escapes); "
+                                            "not read - rename it")
+                elif e.is_dir(follow_symlinks=False):
+                    subdirs.append((e.path, r))
+                elif e.is_file():  # follows a symlink: a link to a regular file is read
+                    out.append(r)
+                elif e.is_dir():
+                    _record_symlinked_dir(problems, Path(e.path))
+                else:
+                    _skip(problems, e.path, _not_regular(e.path))
+            except OSError as err:  # e.g. a path too long for the system
+                _skip(problems, e.path, f"cannot read ({err.strerror or err})")
+        if depth < max_depth:
+            for path, r in subdirs:
+                visit(path, r, depth + 1)
+
+    visit(str(base), "", 0)
     return out
+
+
+def _skip(problems: Problems | None, path, reason: str) -> None:
+    if problems is not None:
+        problems.add(path, reason)
+
+
+def _not_regular(path: str) -> str:
+    from ascendprof.readers.textio import file_kind
+
+    try:
+        kind = file_kind(os.stat(path).st_mode)
+    except OSError as e:
+        return f"cannot read ({e.strerror or e}); not read"
+    return f"not a regular file ({kind}); not read"
+
+
+def _is_utf8(name: str) -> bool:
+    """False for a name os.fsdecode could only decode with surrogate escapes."""
+    try:
+        name.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
 
 
 def _load_json_quiet(path: Path, problems: Problems) -> dict | None:
     """A metadata JSON object, or None (problem recorded) when unreadable or not an object."""
-    from ascendprof.readers.textio import read_json
+    from ascendprof.readers.textio import METADATA_MAX_BYTES, read_json
 
     try:
-        obj = read_json(path)
+        obj = read_json(path, METADATA_MAX_BYTES)
     except InputError as e:
         problems.add_error(e, affects=("metadata",))
         return None
@@ -200,7 +302,7 @@ def _rank_value(v) -> int | None:
     """A rank id from metadata (int or decimal text) when it is a plausible int32 >= 0."""
     if isinstance(v, str):
         v = int_text(v)
-    if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**31:
+    if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < RANK_LIMIT:
         return v
     return None
 
@@ -209,10 +311,22 @@ def _text(v) -> str | None:
     return None if v is None or isinstance(v, (dict, list)) else str(v)
 
 
+def _listdir(d: Path, problems: Problems) -> list[str] | None:
+    """Sorted names in ``d``; None (recorded) when it cannot be listed."""
+    try:
+        return sorted(os.listdir(d))
+    except OSError as e:
+        problems.add(d, f"cannot list this directory ({e.strerror or e}); its data is not read",
+                     affects=("all",))
+        return None
+
+
 def _framework_source(d: Path, name: str, problems: Problems) -> Source | None:
-    top = sorted(os.listdir(d))
+    top = _listdir(d, problems)
+    if top is None:
+        return None
     out_dir = d / OUTPUT_DIR
-    outs = sorted(os.listdir(out_dir)) if out_dir.is_dir() else []
+    outs = (_listdir(out_dir, problems) or []) if out_dir.is_dir() else []
     has_text = any(f in outs for f in _TEXT_FILES)
     has_db = any(_DB_RE.match(f) for f in outs)
     is_ms = name.endswith("_ascend_ms")
@@ -227,7 +341,7 @@ def _framework_source(d: Path, name: str, problems: Problems) -> Source | None:
                          severity="skipped", affects=("all",))
             return None
         kind = PROF
-    files = _list_files(d, max_depth=2 if kind != PROF else 4)
+    files = _list_files(d, max_depth=2 if kind != PROF else 4, problems=problems)
     src = Source(path=str(d), kind=kind, rank=None, files=files, mtime=_mtime(d))
     if kind in (MS_TEXT, TORCH_TEXT) and has_db:
         src.also.append(DB)
@@ -255,19 +369,28 @@ def _framework_source(d: Path, name: str, problems: Problems) -> Source | None:
         if r is not None:
             src.rank, src.rank_origin = r, "profiler_metadata.json distributed_args.rank"
             problems.warn(d, "no profiler_info_{rank}.json; rank taken from profiler_metadata.json")
-    if src.rank is None:
-        _rank_from_name(src, name, problems)
+    if src.rank is None and not _rank_from_name(src, name, problems):
+        return None
     _fill_from_outputs(src, out_dir, outs, problems)
     src.analyses = allowed_analyses(src)
     return src
 
 
-def _rank_from_name(src: Source, name: str, problems: Problems) -> None:
+def _rank_from_name(src: Source, name: str, problems: Problems) -> bool:
+    """Take the rank from the first number in ``name`` (warning). False (the source is skipped,
+    recorded) when that number is no possible rank."""
     nums = re.findall(r"\d+", name)
     if nums:
+        if _rank_value(nums[0]) is None:
+            shown = nums[0] if len(nums[0]) <= 24 else nums[0][:20] + "..."
+            problems.add(src.path, f"no rank in the profiler's metadata and the number {shown} in "
+                                   f"the directory name is no rank (0 to {RANK_LIMIT - 1}); "
+                                   f"not analysed", affects=("all",))
+            return False
         src.rank, src.rank_origin = int(nums[0]), "directory name"
         problems.warn(src.path, f"no rank in the profiler's metadata; rank {src.rank} taken from "
                                 f"the directory name")
+    return True
 
 
 def _fill_from_outputs(src: Source, out_dir: Path, outs: list[str], problems: Problems) -> None:
@@ -276,10 +399,12 @@ def _fill_from_outputs(src: Source, out_dir: Path, outs: list[str], problems: Pr
         return
     import csv
 
+    from ascendprof.readers.textio import read_regular
+
     try:
-        with open(out_dir / "step_trace_time.csv", newline="", encoding="utf-8-sig") as f:
-            rows = list(csv.reader(f))
-    except (OSError, UnicodeDecodeError, csv.Error):
+        text = read_regular(out_dir / "step_trace_time.csv").decode("utf-8-sig")
+        rows = list(csv.reader(io.StringIO(text, newline="")))
+    except (InputError, UnicodeDecodeError, csv.Error):
         return  # the reader reports it
     if not rows:
         return
@@ -304,7 +429,8 @@ def _prof_source(d: Path, problems: Problems) -> Source | None:
     ``rank_id``; else the device id (warning). A PROF_ directory with several devices is read as
     the first device (warning).
     """
-    files = [f for f in _list_files(d, max_depth=4) if not f.endswith((".done", ".complete", ".zip"))]
+    files = [f for f in _list_files(d, max_depth=4, problems=problems)
+             if not f.endswith((".done", ".complete", ".zip"))]
     has_out = any(f.startswith(("mindstudio_profiler_output/", "analyze/")) for f in files) or any(
         re.match(r"^device_\d+/timeline/.+\.json$", f) for f in files)
     has_raw = any(re.match(r"^(host|device_\d+)/data/", f) for f in files)
@@ -314,12 +440,13 @@ def _prof_source(d: Path, problems: Problems) -> Source | None:
         return None
     src = Source(path=str(d), kind=PROF if has_out else RAW_CANN, rank=None, files=files,
                  mtime=_mtime(d))
-    devices = sorted({int(m.group(1)) for f in files for m in [re.match(r"^device_(\d+)/", f)] if m})
+    devices = sorted({_rank_value(m.group(1)) for f in files
+                      for m in [re.match(r"^device_(\d+)/", f)] if m} - {None})
     if len(devices) > 1:
         problems.warn(d, f"PROF_ directory holds devices {devices}; only device {devices[0]} is read")
     for f in files:
         m = re.match(r"^device_(\d+)/info\.json\.(\d+)$", f)
-        if m:
+        if m and _rank_value(m.group(2)) is not None:
             src.device_id = int(m.group(2))
             info = _load_json_quiet(d / f, problems) or {}
             r = _rank_value(info.get("rank_id"))
@@ -332,8 +459,8 @@ def _prof_source(d: Path, problems: Problems) -> Source | None:
     if src.rank is None and src.device_id is not None:
         src.rank, src.rank_origin = src.device_id, "device id"
         problems.warn(d, f"no rank_id in PROF_ info.json; rank {src.rank} taken from the device id")
-    if src.rank is None:
-        _rank_from_name(src, d.name, problems)
+    if src.rank is None and not _rank_from_name(src, d.name, problems):
+        return None
     src.analyses = allowed_analyses(src)
     return src
 
@@ -351,7 +478,10 @@ def _legacy_sources(d: Path, filenames: list[str], problems: Problems) -> list[S
     primary: set[int] = set()
     for f in filenames:
         m = _LEGACY_RE.match(f)
-        if m:
+        if m and _rank_value(m.group("rank")) is None:
+            problems.add(d / f, f"rank number in the file name is no rank (0 to "
+                                f"{RANK_LIMIT - 1}); not read")
+        elif m:
             rank = int(m.group("rank"))
             by_rank.setdefault(rank, []).append(f)
             if m.group("kind").startswith(_LEGACY_PRIMARY):
@@ -384,7 +514,8 @@ def _raw_job_source(d: Path, filenames: list[str], problems: Problems) -> Source
             parent_files = []
         if any(_RAW_HINT_RE.search(f) for f in parent_files):
             return None
-    files = [f for f in _list_files(d, max_depth=2) if not f.endswith((".done", ".complete", ".zip"))]
+    files = [f for f in _list_files(d, max_depth=2, problems=problems)
+             if not f.endswith((".done", ".complete", ".zip"))]
     if not any(_RAW_DEVICE_RE.match(os.path.basename(f)) for f in files):
         problems.add(d, "raw data without a device task log (hwts.log.data / stars_soc.data): "
                         "only host framework text or step-trace markers, which ascendprof does not "
@@ -393,7 +524,7 @@ def _raw_job_source(d: Path, filenames: list[str], problems: Problems) -> Source
     src = Source(path=str(d), kind=RAW_CANN, rank=None, files=files, mtime=_mtime(d))
     for f in files:
         m = re.search(r"\.(\d+)\.slice_\d+$", os.path.basename(f))
-        if m and _RAW_DEVICE_RE.match(os.path.basename(f)):
+        if m and _RAW_DEVICE_RE.match(os.path.basename(f)) and _rank_value(m.group(1)) is not None:
             src.device_id = int(m.group(1))
             break
     if src.device_id is not None:

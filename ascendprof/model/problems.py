@@ -12,6 +12,23 @@ from dataclasses import asdict, dataclass, field
 from ascendprof.model.errors import InputError
 
 
+def printable(text) -> str:
+    """``text`` as valid Unicode: a path whose bytes are not UTF-8 (decoded by Python with
+    surrogate escapes) shows them as ``\\xNN``, so it can be printed and written to JSON and
+    CSV. Other text is returned unchanged."""
+    text = str(text)
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raw = text.encode("utf-8", "backslashreplace")
+    return raw.decode("utf-8", "backslashreplace")
+
+
 @dataclass(frozen=True)
 class Problem:
     """One thing not analysed, and why.
@@ -26,6 +43,12 @@ class Problem:
     where: str = ""
     severity: str = "skipped"
     affects: tuple[str, ...] = ()
+
+    def __post_init__(self):  # names that are not UTF-8 must not break a report
+        for name in ("path", "reason", "where"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                object.__setattr__(self, name, printable(value))
 
     def line(self) -> str:
         loc = f" at {self.where}" if self.where else ""

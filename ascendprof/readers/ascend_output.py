@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError
 from ascendprof.model.problems import Problems
-from ascendprof.readers.textio import read_csv, read_json
+from ascendprof.readers.textio import METADATA_MAX_BYTES, read_csv, read_json
 from ascendprof.model.units import us_column_to_ns
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
@@ -442,7 +442,7 @@ def read_metadata(directory: Path, problems: Problems | None = None, rank: int |
         wanted.append(("profiler_metadata", "profiler_metadata.json"))
     for key, name in wanted:
         try:
-            obj = read_json(directory / name)
+            obj = read_json(directory / name, METADATA_MAX_BYTES)
         except InputError as e:
             if problems is None:
                 raise

@@ -377,7 +377,9 @@ def slice_groups(names: list[str]) -> dict[str, list[str]]:
 def read_slices(base: Path, names: list[str]) -> bytes:
     """Concatenate the slices ``names`` (relative to ``base``) in the given order: a record may
     straddle a slice boundary, so records are cut only after concatenation (§D.0)."""
-    return b"".join((Path(base) / n).read_bytes() for n in names)
+    from ascendprof.readers.textio import read_regular
+
+    return b"".join(read_regular(Path(base) / n) for n in names)
 
 
 # ------------------------------------------------------------------------------ HCCL small tasks

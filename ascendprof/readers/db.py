@@ -96,6 +96,9 @@ class _Db:
     def __init__(self, path: Path):
         self.path = Path(path)
         uri = f"file:{quote(str(self.path.resolve()))}?mode=ro&immutable=1"
+        from ascendprof.readers.textio import open_regular
+
+        open_regular(self.path).close()  # a FIFO or device would block or feed SQLite forever
         try:
             self.conn = sqlite3.connect(uri, uri=True)
             rows = self.conn.execute(
@@ -219,7 +222,7 @@ def read(source: Source) -> RankData:
 
 
 def _read_json_meta(source: Source, data: RankData) -> None:
-    from ascendprof.readers.textio import read_json
+    from ascendprof.readers.textio import METADATA_MAX_BYTES, read_json
 
     for f in source.files:
         base = os.path.basename(f)
@@ -227,7 +230,7 @@ def _read_json_meta(source: Source, data: RankData) -> None:
                else "profiler_metadata" if base == "profiler_metadata.json" else None)
         if key and key not in data.meta and os.sep not in f.strip(os.sep):
             try:
-                data.meta[key] = read_json(Path(source.path) / f)
+                data.meta[key] = read_json(Path(source.path) / f, METADATA_MAX_BYTES)
             except InputError as e:
                 data.problems.add_error(e, rank=data.rank, affects=("metadata",))
 

@@ -49,7 +49,7 @@ import pyarrow as pa
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError, shielded
 from ascendprof.model.rankdata import RankData
-from ascendprof.readers.textio import read_json
+from ascendprof.readers.textio import METADATA_MAX_BYTES, read_json, read_regular
 from ascendprof.readers.textio import int_text
 
 #: One HWTS cycle of the legacy step trace in ns (100 MHz; MindInsight: value / 1e5 = ms).
@@ -125,7 +125,7 @@ def read(source) -> RankData:
             data.meta["memory_capacity_mb"] = cap
     path = pick(rf"^profiler_info_{r}\.json$")
     if path:
-        info = attempt("metadata", read_json, path)
+        info = attempt("metadata", read_json, path, METADATA_MAX_BYTES)
         if info is not None:
             data.meta["profiler_info"] = info
     if not data.tables:
@@ -137,9 +137,7 @@ def read(source) -> RankData:
 
 def _rows(path: Path) -> tuple[list[str], list[list[str]]]:
     try:
-        text = Path(path).read_text(encoding="utf-8-sig")
-    except OSError as e:
-        raise InputError(path, f"cannot read: {e.strerror or e}") from None
+        text = read_regular(path).decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise InputError(path, "not UTF-8 text", where=e.start) from None
     csv.field_size_limit(1 << 30)

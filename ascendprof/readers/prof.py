@@ -37,7 +37,7 @@ import pyarrow as pa
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError, shielded
 from ascendprof.model.rankdata import RankData
-from ascendprof.readers.textio import read_csv, read_json
+from ascendprof.readers.textio import METADATA_MAX_BYTES, read_csv, read_json
 from ascendprof.model.units import us_column_to_ns
 
 OUT = "mindstudio_profiler_output"
@@ -74,7 +74,7 @@ def read(source) -> RankData:
     info = next((f for f in source.files if re.match(r"^device_\d+/info\.json\.\d+$", f)), None)
     if info:
         try:
-            data.meta["prof_info"] = read_json(base / info)
+            data.meta["prof_info"] = read_json(base / info, METADATA_MAX_BYTES)
         except InputError as e:
             data.problems.add_error(e, rank=rank, affects=("metadata",))
     if S.KERNELS in data.tables and data.has(S.ITERATIONS):
@@ -231,7 +231,7 @@ def _mono_to_local_offset(base: Path, source, data: RankData) -> int | None:
         if not p.is_file():
             continue
         try:
-            info = read_json(p)
+            info = read_json(p, METADATA_MAX_BYTES)
             off = int(Decimal(str(info["collectionTimeBegin"])) * 1000) - int(info["clockMonotonicRaw"])
         except InputError as e:
             data.problems.add_error(e, rank=data.rank, affects=("step_breakdown",))

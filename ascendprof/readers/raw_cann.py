@@ -48,7 +48,7 @@ from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError, RecordError
 from ascendprof.model.rankdata import RankData
 from ascendprof.readers import cann_records as C
-from ascendprof.readers.textio import int_text, read_json
+from ascendprof.readers.textio import METADATA_MAX_BYTES, int_text, read_json, read_regular
 
 #: legacy HWTS cycle length in ns (100 MHz)
 LEGACY_TICK_NS = 10
@@ -164,16 +164,17 @@ def _host_concat(base: Path, groups: dict, name: str) -> tuple[bytes, Path | Non
 
 
 def _read_text(p: Path) -> str | None:
+    """A small start log as text; None when absent, not a regular file, too large or not UTF-8."""
     try:
-        return p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        return read_regular(p, METADATA_MAX_BYTES).decode("utf-8")
+    except (InputError, UnicodeDecodeError):
         return None
 
 
 def _clock(base: Path, dev: int, data: RankData) -> C.DeviceClock:
     d = base / f"device_{dev}"
     try:
-        info = read_json(d / f"info.json.{dev}")
+        info = read_json(d / f"info.json.{dev}", METADATA_MAX_BYTES)
     except InputError as e:
         raise InputError(e.path, f"needed for the device clock: {e.reason}") from None
     dev_start = C.parse_start_log(_read_text(d / f"dev_start.log.{dev}") or "")
@@ -183,7 +184,7 @@ def _clock(base: Path, dev: int, data: RankData) -> C.DeviceClock:
     for p in (d / f"start_info.{dev}", base / "host" / "start_info"):
         if p.is_file():
             try:
-                start_info = read_json(p)
+                start_info = read_json(p, METADATA_MAX_BYTES)
                 break
             except InputError as e:
                 data.problems.add_error(e, rank=data.rank)

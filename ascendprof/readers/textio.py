@@ -6,7 +6,9 @@ All readers go through these helpers, so every damaged file turns into one
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from pathlib import Path
 
 import orjson
@@ -14,13 +16,71 @@ import orjson
 from ascendprof.model.errors import InputError
 
 
-def read_payload(path: Path) -> bytes:
-    """The bytes of a text file without a UTF-8 BOM. Raises InputError when the file cannot be
-    read (a directory, no permission) or holds nothing but white space."""
+#: the most a metadata file (profiler_info_N.json, profiler_metadata.json, PROF_ info.json,
+#: start logs) may hold; real ones are a few KB. A larger one is reported, not read.
+METADATA_MAX_BYTES = 16 << 20
+
+
+def file_kind(mode: int) -> str:
+    """What a ``st_mode`` is, in words ("FIFO", "character device" ...)."""
+    for test, name in ((stat.S_ISREG, "regular file"), (stat.S_ISDIR, "directory"),
+                       (stat.S_ISFIFO, "FIFO"), (stat.S_ISCHR, "character device"),
+                       (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket")):
+        if test(mode):
+            return name
+    return "special file"
+
+
+def open_regular(path: Path, max_bytes: int | None = None):
+    """``path`` opened for binary reading, only when it is a regular file (after following
+    symlinks) of at most ``max_bytes``. Opened non-blocking and checked on the open file, so a
+    FIFO never blocks and a device (/dev/zero) is never read. Raises InputError naming the file
+    (not a regular file, too large, cannot be opened)."""
     try:
-        data = Path(path).read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+                     | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0))
     except OSError as e:
         raise InputError(path, f"cannot read: {e.strerror or e}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(path, f"not a regular file ({file_kind(st.st_mode)}); not read")
+        if max_bytes is not None and st.st_size > max_bytes:
+            raise InputError(path, f"{st.st_size} bytes, more than the {max_bytes >> 20} MB a "
+                                   f"file of this kind may hold; not read")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular(path: Path, max_bytes: int | None = None) -> bytes:
+    """The bytes of the regular file ``path`` (see :func:`open_regular`; a file that grows
+    beyond ``max_bytes`` while read is refused too). Raises InputError."""
+    with open_regular(path, max_bytes) as f:
+        try:
+            data = f.read() if max_bytes is None else f.read(max_bytes + 1)
+        except OSError as e:
+            raise InputError(path, f"cannot read: {e.strerror or e}") from None
+    if max_bytes is not None and len(data) > max_bytes:
+        raise InputError(path, f"more than the {max_bytes >> 20} MB a file of this kind may "
+                               f"hold; not read")
+    return data
+
+
+def is_regular(path) -> bool:
+    """True when ``path`` is a regular file after following symlinks (never opens it)."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def read_payload(path: Path, max_bytes: int | None = None) -> bytes:
+    """The bytes of a text file without a UTF-8 BOM. Raises InputError when the file cannot be
+    read (a directory, a FIFO or device, no permission, more than ``max_bytes``) or holds
+    nothing but white space."""
+    data = read_regular(path, max_bytes)
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     if not data or data.isspace():  # isspace scans without copying (strip() copies 100s of MB)
@@ -178,14 +238,16 @@ def _header_names(line: bytes) -> list[str]:
         raise ValueError(f"header row: {e}") from None
 
 
-def read_json(path: Path):
-    """Load a small JSON file (metadata, communication*.json) with orjson.
+def read_json(path: Path, max_bytes: int | None = None):
+    """Load a small JSON file (metadata, communication*.json) with orjson; ``max_bytes``: the
+    most it may hold (:data:`METADATA_MAX_BYTES` for metadata files).
 
-    Raises :class:`InputError` naming the byte offset when the JSON is invalid or truncated.
+    Raises :class:`InputError` naming the byte offset when the JSON is invalid or truncated,
+    or the file is not a regular file or too large.
     Not for trace_view.json: that is streamed (:mod:`ascendprof.readers.trace_view`).
     """
     path = Path(path)
-    return parse_json(path, read_payload(path))
+    return parse_json(path, read_payload(path, max_bytes))
 
 
 def parse_json(path: Path, data: bytes):
@@ -204,7 +266,13 @@ def is_digits(s: str) -> bool:
 
 
 def int_text(text) -> int | None:
-    """The int of an ASCII decimal integer text (``" -12 "``), None for anything else."""
+    """The int of an ASCII decimal integer text (``" -12 "``), None for anything else
+    (including more digits than Python converts, ~4300)."""
     s = str(text).strip()
     body = s[1:] if s[:1] in "+-" else s
-    return int(s) if is_digits(body) else None
+    if not is_digits(body):
+        return None
+    try:
+        return int(s)
+    except ValueError:
+        return None

@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError, malformed
+from ascendprof.readers.textio import open_regular
 from ascendprof.model.units import us_column_to_ns, us_text_to_ns
 
 #: process name -> TIMELINE track (spec §A.7). "Communication" is the newer CANN name of "HCCL".
@@ -68,7 +69,7 @@ class _CountingReader:
 
 def _items_prefix(path: Path) -> str:
     """'item' for a bare event array, 'traceEvents.item' for the object form."""
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
     if head.startswith(b"["):
         return "item"
@@ -87,7 +88,7 @@ def _error_offset(path: Path) -> int:
 
     coro, sink = fresh()
     good = 0
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         while chunk := f.read(_CHUNK):
             try:
                 coro.send(chunk)
@@ -165,7 +166,7 @@ def _orjson_blocks(path: Path) -> Iterator[list]:
     string or bracket open), so candidates are tried from the end of the buffer; when none
     parses (an event longer than the buffer) the buffer grows up to :data:`_MAX_BUFFER`.
     Raises :class:`_Fallback` when still no cut parses or the array is not closed properly."""
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         buf = f.read(_BLOCK)
         if buf.startswith(b"\xef\xbb\xbf"):
             buf = buf[3:]
@@ -231,7 +232,7 @@ def _last_block(buf: bytes, wrapped: bool) -> list:
 def _ijson_events(path: Path, prefix: str, skip: int = 0) -> Iterator[dict]:
     """iter_events by ijson (the exact reader): the dict items after the first ``skip`` items."""
     try:
-        f = open(path, "rb")
+        f = open_regular(path)
     except OSError as e:
         raise InputError(path, f"cannot read: {e.strerror or e}") from None
     with f:

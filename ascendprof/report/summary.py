@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from ascendprof import __version__
 from ascendprof.model import schemas as S
+from ascendprof.model.problems import printable
 from ascendprof.report.files import not_written
 
 METRICS = [(col, name) for name, col in S.STEP_METRICS]  # (STEP_TRACE column, display name)
@@ -67,9 +68,10 @@ def build_summary(ca, outputs: list[str] | None = None, top: int = 10) -> dict:
                          "count": int(r["Count"]), "total_us": float(r["Total Time(us)"]),
                          "ratio_pct": float(r["Ratio(%)"])})
     return {
-        "root": ca.root,
+        "root": printable(ca.root),
         "version": __version__,
-        "sources": [{"rank": s.rank, "kind": s.label, "path": s.path, "device_id": s.device_id,
+        "sources": [{"rank": s.rank, "kind": s.label, "path": printable(s.path),
+                     "device_id": s.device_id,
                      "steps": s.steps, "analyses": s.analyses, "also": s.also}
                     for s in ca.sources],
         "ranks": ranks,

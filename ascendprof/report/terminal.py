@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from ascendprof.model.problems import printable
+
 
 _SHORT = [("computing_ns", "Comp"), ("comm_not_overlapped_ns", "CommNO"),
           ("overlapped_ns", "Ovlp"), ("communication_ns", "Comm"), ("free_ns", "Free"),
@@ -33,7 +35,8 @@ def _scan_row(s) -> tuple[str, ...]:
     vers = " / ".join(v for v in (s.framework_version, s.cann_version) if v) or "-"
     return ("?" if s.rank is None else str(s.rank), s.label,
             "-" if s.device_id is None else str(s.device_id), s.profiler_level or "-",
-            vers, ",".join(map(str, s.steps)) or "-", ", ".join(s.analyses) or "-", str(s.path))
+            vers, ",".join(map(str, s.steps)) or "-", ", ".join(s.analyses) or "-",
+            printable(s.path))
 
 
 def print_scan(sources, problems, out=None) -> None:
@@ -168,7 +171,7 @@ def print_summary(summary: dict, out_dir) -> None:
     _print_problems(con, probs)
     for name, why in summary.get("not_written", {}).items():
         con.print(f"  [dim]not written:[/dim] {name}: {why}")
-    con.print(f"Results written to [bold]{out_dir}[/bold]")
+    con.print(f"Results written to [bold]{printable(out_dir)}[/bold]")
 
 
 def _pline(p: dict) -> str:
