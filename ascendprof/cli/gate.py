@@ -87,13 +87,16 @@ def command(baseline, current, rules_file, rule_texts, no_defaults, fmt, junit_f
             write_junit(junit_file, result)
         if markdown_file is not None:
             write_markdown(markdown_file, result)
-    if fmt == "json":
-        import orjson
+    from ascendprof.engine.lifetime import stdout_may_close
 
-        click.echo(orjson.dumps(result.as_dict(), option=orjson.OPT_INDENT_2
-                                | orjson.OPT_SERIALIZE_NUMPY).decode())
-    else:
-        _print_table(result, failed_only)
+    with stdout_may_close():  # `gate … | head` keeps the verdict's exit code
+        if fmt == "json":
+            import orjson
+
+            click.echo(orjson.dumps(result.as_dict(), option=orjson.OPT_INDENT_2
+                                    | orjson.OPT_SERIALIZE_NUMPY).decode())
+        else:
+            _print_table(result, failed_only)
     sys.exit(1 if result.regression else 0)
 
 

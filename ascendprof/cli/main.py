@@ -35,9 +35,15 @@ class _Group(click.Group):
             sys.exit(e.exit_code)
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort, SystemExit):
             raise
-        except KeyboardInterrupt:
-            click.echo("ascendprof: interrupted", err=True)
-            sys.exit(130)
+        except BrokenPipeError:  # stdout's reader left (`… | head`): not an error of ours
+            from ascendprof.engine.lifetime import EXIT_BROKEN_PIPE, silence_stdout
+
+            silence_stdout()
+            sys.exit(EXIT_BROKEN_PIPE)
+        except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (lifetime.Terminated)
+            click.echo("ascendprof: terminated" if getattr(e, "exit_code", None)
+                       else "ascendprof: interrupted", err=True)
+            sys.exit(getattr(e, "exit_code", 130))
         except Exception as e:  # noqa: BLE001 - the boundary: one line, details with --debug
             if ctx.obj and ctx.obj.get("debug"):
                 raise
@@ -65,6 +71,9 @@ def main(ctx, debug):
     # (2 % of all CPU in a 64-rank analyse on 2 cores, taken from the workers). Nothing here
     # multiplies matrices; the parallelism is the process pool's.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from ascendprof.engine.lifetime import terminate_like_interrupt
+
+    terminate_like_interrupt()  # a CI timeout's SIGTERM cleans up like Ctrl-C (exit 143)
 
 
 @main.command()
@@ -83,16 +92,21 @@ def scan(directory, fmt):
 
     problems = Problems()
     sources = do_scan(directory, problems)
-    if fmt == "json":
-        import orjson
+    from ascendprof.engine.lifetime import stdout_may_close
 
-        doc = {"root": str(directory), "sources": [s.as_dict() for s in sources],
-               "problems": [p.as_dict() for p in problems]}
-        click.echo(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
-    else:
-        from ascendprof.report.terminal import print_scan
+    with stdout_may_close():
+        if fmt == "json":
+            import orjson
 
-        print_scan(sources, problems)
+            from ascendprof.model.problems import printable
+
+            doc = {"root": printable(directory), "sources": [s.as_dict() for s in sources],
+                   "problems": [p.as_dict() for p in problems]}
+            click.echo(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
+        else:
+            from ascendprof.report.terminal import print_scan
+
+            print_scan(sources, problems)
     if not sources:
         sys.exit(EXIT_NOTHING)
 

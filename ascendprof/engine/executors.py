@@ -8,7 +8,8 @@ flight is then cut so that ``in flight x measured peak per rank`` stays under th
 first measurement the peak is estimated from the rank's input size. Results come back in input
 order while later ranks still run, so the parent never holds more than the small partials. One
 source, or one worker, runs in-process, which keeps tests and small jobs free of pool start-up
-cost.
+cost. Workers die with the process that started them (SIGKILL included, see
+:mod:`ascendprof.engine.lifetime`), and an interrupted or failed run ends them at once.
 """
 
 from __future__ import annotations
@@ -134,7 +135,8 @@ def local_map(fn, sources, *, tables_dir=None, workers=None, progress=None, budg
     # in flight: up to two per worker, so a worker finds its next rank queued instead of
     # waiting for the parent's round trip; the executor still runs only ``workers`` at once
     limit = 2 * workers
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    pool = _pool(workers)
+    try:
         pending: dict = {}
         next_i = 0
         while next_i < len(sources) or pending:
@@ -153,7 +155,43 @@ def local_map(fn, sources, *, tables_dir=None, workers=None, progress=None, budg
                 limit = 2 * limit if limit == workers else limit
                 if progress:
                     progress()
+    except BaseException:  # Ctrl-C, SIGTERM, a failed rank: stop the workers now
+        _stop(pool)
+        raise
+    pool.shutdown(wait=True)
     return results
+
+
+def _pool(workers: int) -> ProcessPoolExecutor:
+    """A pool whose workers die with this process (:func:`lifetime.worker_init`). Forked on
+    Linux (the workers share the modules :func:`pipeline.preload` imported, and their parent is
+    this process, which their death signal is tied to)."""
+    from ascendprof.engine.lifetime import worker_init
+
+    ctx = None
+    if sys.platform.startswith("linux"):
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("fork")
+    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=worker_init,
+                               initargs=(os.getpid(),))
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Cancel what is queued and end the running workers instead of waiting for their ranks
+    (shutdown(wait=True) would let a rank of minutes finish first)."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        try:
+            p.terminate()
+        except (OSError, ValueError, AttributeError):
+            pass
+    for p in procs:
+        try:
+            p.join(timeout=5)
+        except (OSError, ValueError, AttributeError, AssertionError):
+            pass
 
 
 def dask_map(fn, sources, *, tables_dir=None, scheduler=None, on_result=None, **kwargs):
