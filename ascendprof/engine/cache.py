@@ -6,7 +6,9 @@ One entry per source (keyed by the source's absolute path, kind and rank) lives 
 problems and the *fingerprint* it was made from. The fingerprint is the relative path, size and
 mtime (ns) of every input file the scanner listed for the source, plus a fingerprint of the
 ascendprof code itself (path, size, mtime of its modules), so an edited input or an upgraded
-reader never serves stale tables. ``result.pkl`` beside them is the rank's pipeline.RankResult.
+reader never serves stale tables. ``result.bin`` beside them is the rank's pipeline.RankResult
+in a data-only format (:mod:`ascendprof.engine.resultfile`: JSON and Arrow IPC, checked field
+by field when read). Nothing from the cache is ever unpickled: the directory may be shared.
 pipeline.process_rank loads an entry, or reads the source and stores tables and result
 together; a mismatching entry is simply rebuilt and replaced, so the cache holds at most one
 entry per source.
@@ -21,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import pickle
 import shutil
 import tempfile
 from functools import lru_cache
@@ -29,12 +30,31 @@ from pathlib import Path
 
 import orjson
 
+from ascendprof.model.errors import AscendProfError
 from ascendprof.report.output import ensure_dir, parquet_bytes
 
 CACHE_DIRNAME = ".ascendprof-cache"
 ENV = "ASCENDPROF_CACHE"
-FORMAT = 1
+FORMAT = 2  # 2: per-rank results in resultfile's data-only format instead of pickle
 _ENTRY = "entry.json"
+#: an entry.json larger than this is not ascendprof's
+_ENTRY_MAX_BYTES = 64 << 20
+
+
+def _b(text: str) -> bytes:
+    """UTF-8 of a path-bearing text, bytes that are not UTF-8 kept as they were."""
+    return text.encode("utf-8", "surrogateescape")
+
+
+def _read_entry(d: Path) -> dict | None:
+    """The entry.json of the entry directory ``d`` (a small regular file holding an object)."""
+    from ascendprof.readers.textio import read_regular
+
+    try:
+        entry = orjson.loads(read_regular(d / _ENTRY, _ENTRY_MAX_BYTES))
+    except (OSError, ValueError, AscendProfError):
+        return None
+    return entry if isinstance(entry, dict) else None
 
 
 def cache_dir_for(out: Path | None, inputs=()) -> Path | None:
@@ -62,14 +82,14 @@ def code_fingerprint() -> str:
     h = hashlib.sha256(f"{FORMAT}:{ascendprof.__version__}".encode())
     for p in sorted(root.rglob("*.py")):
         st = p.stat()
-        h.update(f"{p.relative_to(root)}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+        h.update(_b(f"{p.relative_to(root)}:{st.st_size}:{st.st_mtime_ns}\n"))
     return h.hexdigest()
 
 
 def entry_key(source) -> str:
     """Stable directory name for one source: hash of its absolute path, kind and rank."""
     ident = f"{os.path.abspath(source.path)}\0{source.kind}\0{source.rank}"
-    return hashlib.sha256(ident.encode()).hexdigest()[:32]
+    return hashlib.sha256(_b(ident)).hexdigest()[:32]
 
 
 def fingerprint(source) -> str:
@@ -85,9 +105,9 @@ def fingerprint(source) -> str:
     for rel in sorted(source.files):
         try:
             st = os.stat(base / rel)
-            h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            h.update(_b(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n"))
         except OSError:
-            h.update(f"{rel}\0missing\n".encode())
+            h.update(_b(f"{rel}\0missing\n"))
     return h.hexdigest()
 
 
@@ -101,11 +121,8 @@ def load(source, cache_dir: Path):
     from ascendprof.model.rankdata import RankData
 
     d = Path(cache_dir) / entry_key(source)
-    try:
-        entry = orjson.loads((d / _ENTRY).read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return None
-    if entry.get("fingerprint") != fingerprint(source):
+    entry = _read_entry(d)
+    if entry is None or entry.get("fingerprint") != fingerprint(source):
         return None
     try:
         import pyarrow.parquet as pq
@@ -129,8 +146,11 @@ def store(data, cache_dir: Path, result=None) -> Path | None:
     """
     cache_dir = Path(cache_dir)
     final = cache_dir / entry_key(data.source)
+    from ascendprof.model.problems import printable
+
     entry = {
-        "format": FORMAT, "fingerprint": fingerprint(data.source), "path": data.source.path,
+        "format": FORMAT, "fingerprint": fingerprint(data.source),
+        "path": printable(data.source.path),
         "kind": data.source.kind, "rank": data.rank, "tables": sorted(data.tables),
         "meta": data.meta, "missing": list(data.missing),
         "problems": [p.as_dict() for p in data.problems],
@@ -143,44 +163,45 @@ def store(data, cache_dir: Path, result=None) -> Path | None:
             (tmp / f"{name}.parquet").write_bytes(parquet_bytes(t))
         (tmp / _ENTRY).write_bytes(orjson.dumps(entry, option=orjson.OPT_SERIALIZE_NUMPY))
         if result is not None:
-            (tmp / _RESULT).write_bytes(pickle.dumps((entry["fingerprint"], result),
-                                                     protocol=pickle.HIGHEST_PROTOCOL))
+            from ascendprof.engine import resultfile
+
+            (tmp / _RESULT).write_bytes(resultfile.encode(result, entry["fingerprint"]))
         if final.exists():
             shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
         tmp = None
         return final
-    except (OSError, TypeError, orjson.JSONEncodeError, pickle.PicklingError):
+    except (OSError, TypeError, ValueError, orjson.JSONEncodeError):
         return None
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-_RESULT = "result.pkl"
+_RESULT = "result.bin"
 
 
 def load_result(source, cache_dir: Path | None):
     """The cached per-rank analysis result (pipeline.RankResult) of ``source``, or None.
 
-    It is valid only together with a fresh table entry: same fingerprint (inputs and code). The
-    pickle is ascendprof's own file in the user's output (or $ASCENDPROF_CACHE) directory; any
-    damage is a miss.
+    It is valid only together with a fresh table entry: same fingerprint (inputs and code).
+    The file is data only (:mod:`ascendprof.engine.resultfile`), checked before use; anything
+    missing, damaged or crafted is a miss.
     """
     if cache_dir is None:
         return None
+    from ascendprof.engine import resultfile
+    from ascendprof.readers.textio import read_regular
+
     d = Path(cache_dir) / entry_key(source)
+    entry = _read_entry(d)
+    fp = fingerprint(source)
+    if entry is None or entry.get("fingerprint") != fp:
+        return None
     try:
-        entry = orjson.loads((d / _ENTRY).read_bytes())
-        if entry.get("fingerprint") != fingerprint(source):
-            return None
-        fp, result = pickle.loads((d / _RESULT).read_bytes())
-    except Exception:  # noqa: BLE001 - a missing or damaged result is a miss
+        return resultfile.decode(read_regular(d / _RESULT), fp, source)
+    except (OSError, ValueError, AscendProfError):
         return None
-    if fp != entry["fingerprint"]:
-        return None
-    result.source = source
-    return result
 
 
 def store_result(result, cache_dir: Path | None) -> Path | None:
@@ -188,19 +209,27 @@ def store_result(result, cache_dir: Path | None) -> Path | None:
     returns the entry directory, None when nothing was stored."""
     if cache_dir is None:
         return None
+    from ascendprof.engine import resultfile
+
     d = Path(cache_dir) / entry_key(result.source)
+    entry = _read_entry(d)
+    fp = fingerprint(result.source)
+    if entry is None or entry.get("fingerprint") != fp:
+        return None
+    tmp = None
     try:
-        entry = orjson.loads((d / _ENTRY).read_bytes())
-        fp = fingerprint(result.source)
-        if entry.get("fingerprint") != fp:
-            return None
+        data = resultfile.encode(result, fp)
         fd, tmp = tempfile.mkstemp(prefix=f".{_RESULT}.", dir=d)
         with os.fdopen(fd, "wb") as f:
-            pickle.dump((fp, result), f, protocol=pickle.HIGHEST_PROTOCOL)
+            f.write(data)
         os.replace(tmp, d / _RESULT)
+        tmp = None
         return d
-    except (OSError, orjson.JSONDecodeError, pickle.PicklingError, TypeError):
+    except (OSError, TypeError, ValueError):
         return None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def link_tables(entry: Path, names, dest: Path) -> bool:
@@ -229,12 +258,12 @@ def run_key(sources, out: Path, options: dict, scan_problems=()) -> str:
     """Key of one ``analyse`` run: the output directory, the options that change outputs
     (thresholds, tables), what the scan reported, and every source's :func:`fingerprint`
     (inputs and code). Equal keys mean byte-identical outputs."""
-    h = hashlib.sha256(f"{_RUN_PREFIX}{FORMAT}\0{os.path.abspath(out)}\0".encode())
+    h = hashlib.sha256(_b(f"{_RUN_PREFIX}{FORMAT}\0{os.path.abspath(out)}\0"))
     h.update(orjson.dumps(options, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS))
     for p in scan_problems:
-        h.update(f"{p}\n".encode())
+        h.update(_b(f"{p}\n"))
     for s in sorted(sources, key=lambda s: (s.rank, s.path)):
-        h.update(f"{os.path.abspath(s.path)}\0{s.kind}\0{s.rank}\0{fingerprint(s)}\n".encode())
+        h.update(_b(f"{os.path.abspath(s.path)}\0{s.kind}\0{s.rank}\0{fingerprint(s)}\n"))
     return h.hexdigest()[:32]
 
 

@@ -1,0 +1,219 @@
+"""A rank's pipeline.RankResult as a data-only file, for the cache.
+
+The cache directory may be shared (``$ASCENDPROF_CACHE``) or copied from elsewhere, so what is
+read back must never be able to run code: no pickle. The file is::
+
+    MAGIC | header length (uint64 little-endian) | header (JSON) | blobs
+
+The header holds the scalars (rank, breakdown method, metadata, problems, missing files, table
+row counts, the cache fingerprint it belongs to, a hash of the blobs) and, for every table and byte string, its
+``[offset, length]`` in the blob area. Tables are Arrow IPC streams; the compressed
+cluster_communication.json fragments (analyze.cluster_communication.OpFragments) are raw
+bytes. :func:`decode` checks every field's type, every reference's bounds, every LZ4 size
+claim and the schema of every table that has a fixed one before building the result; any
+mismatch raises :class:`BadResult` (the caller treats it as a cache miss).
+"""
+
+from __future__ import annotations
+
+import struct
+
+import orjson
+
+MAGIC = b"ASCENDPROF-RANKRESULT\x00v1\n"
+_LEN = struct.Struct("<Q")
+#: attributes of RankResult holding one Arrow table or None
+TABLE_FIELDS = ("breakdown", "op_partial", "kernel_partial", "memberships")
+#: LZ4 cannot expand data more than ~255x; a claimed size beyond this is not ours
+_LZ4_MAX_RATIO = 256
+_MAX_HEADER = 256 << 20
+
+
+class BadResult(ValueError):
+    """The file is not a result ascendprof wrote for this fingerprint."""
+
+
+# ------------------------------------------------------------------------------ encode
+
+def encode(result, fingerprint: str) -> bytes:
+    """The bytes of ``result`` (a pipeline.RankResult whose tables are pyarrow Tables and whose
+    fragments hold bytes), tied to the cache ``fingerprint``. Raises TypeError /
+    orjson.JSONEncodeError for content that is not plain data."""
+    blobs: list[bytes] = []
+    size = [0]
+
+    def ref(data: bytes) -> list[int]:
+        if not isinstance(data, (bytes, bytearray)):
+            raise TypeError(f"not bytes: {type(data).__name__}")
+        r = [size[0], len(data)]
+        blobs.append(bytes(data))
+        size[0] += len(data)
+        return r
+
+    def table(t):
+        return None if t is None else ref(_ipc(t))
+
+    header = {
+        "fingerprint": fingerprint,
+        "rank": result.rank,
+        "breakdown_method": result.breakdown_method,
+        "meta": result.meta,
+        "problems": [p.as_dict() for p in result.problems],
+        "missing": list(result.missing),
+        "table_rows": dict(result.table_rows),
+        "tables": {name: table(t) for name, t in result.tables.items()},
+        **{name: table(getattr(result, name)) for name in TABLE_FIELDS},
+        "fragments": [{
+            "rank": f.rank, "kind": f.kind, "group": f.group, "count": f.count,
+            "head": [f.head[0], ref(f.head[1])],
+            "chunks": [[n, ref(blob)] for n, blob in f.chunks],
+            "totals": [[ref(step), ref(total)] for step, total in f.totals],
+            "steps": [ref(s) for s in f.steps],
+        } for f in result.comm_fragments],
+    }
+    header["blobs_hash"] = _digest(blobs)
+    head = orjson.dumps(header, option=orjson.OPT_SERIALIZE_NUMPY)
+    return b"".join((MAGIC, _LEN.pack(len(head)), head, *blobs))
+
+
+def _digest(parts) -> str:
+    """Hash of the blob area (damage such as a truncated or partly overwritten file)."""
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=16)
+    for p in parts:
+        h.update(p)
+    return h.hexdigest()
+
+
+def _ipc(table) -> bytes:
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+# ------------------------------------------------------------------------------ decode
+
+def decode(data: bytes, fingerprint: str, source):
+    """The RankResult in ``data`` for ``source``; raises :class:`BadResult` unless the file is
+    intact, of this format and made for ``fingerprint``."""
+    from ascendprof.model.problems import Problem, Problems
+    from ascendprof.engine.pipeline import RankResult
+
+    view = memoryview(data)
+    if not data.startswith(MAGIC) or len(data) < len(MAGIC) + _LEN.size:
+        raise BadResult("not a result file")
+    (n,) = _LEN.unpack_from(data, len(MAGIC))
+    start = len(MAGIC) + _LEN.size
+    if n > min(_MAX_HEADER, len(data) - start):
+        raise BadResult("header length out of range")
+    try:
+        h = orjson.loads(view[start:start + n])
+    except orjson.JSONDecodeError as e:
+        raise BadResult(f"header: {e}") from None
+    blobs = view[start + n:]
+    _want(isinstance(h, dict) and h.get("fingerprint") == fingerprint, "fingerprint")
+    _want(h.get("blobs_hash") == _digest([blobs]), "blob hash")
+
+    def blob(r) -> bytes:
+        _want(isinstance(r, list) and len(r) == 2 and all(_is_int(x) for x in r)
+              and 0 <= r[0] and 0 <= r[1] and r[0] + r[1] <= len(blobs), "reference")
+        return bytes(blobs[r[0]:r[0] + r[1]])
+
+    def table(r, name=None):
+        if r is None:
+            return None
+        t = _table(blob(r))
+        _check_schema(name, t)
+        return t
+
+    rank = h.get("rank")
+    _want(_is_int(rank), "rank")
+    _want(isinstance(h.get("breakdown_method"), str), "breakdown_method")
+    _want(isinstance(h.get("meta"), dict), "meta")
+    _want(isinstance(h.get("missing"), list) and all(isinstance(x, str) for x in h["missing"]),
+          "missing")
+    rows = h.get("table_rows")
+    _want(isinstance(rows, dict) and all(_is_int(v) for v in rows.values()), "table_rows")
+    tables = h.get("tables")
+    _want(isinstance(tables, dict), "tables")
+    probs = h.get("problems")
+    _want(isinstance(probs, list), "problems")
+    problems = Problems()
+    for p in probs:
+        _want(isinstance(p, dict) and isinstance(p.get("path"), str)
+              and isinstance(p.get("reason"), str) and isinstance(p.get("where", ""), str)
+              and p.get("severity") in ("skipped", "warning")
+              and (p.get("rank") is None or _is_int(p["rank"]))
+              and isinstance(p.get("affects", []), list)
+              and all(isinstance(a, str) for a in p.get("affects", [])), "problem")
+        problems.items.append(Problem(p["path"], p["reason"], p.get("rank"), p.get("where", ""),
+                                      p["severity"], tuple(p.get("affects", ()))))
+    res = RankResult(source=source, rank=rank)
+    res.breakdown_method = h["breakdown_method"]
+    res.meta, res.missing, res.table_rows = h["meta"], list(h["missing"]), dict(rows)
+    res.problems = problems
+    res.tables = {name: table(r, name) for name, r in tables.items()}
+    for name in TABLE_FIELDS:
+        setattr(res, name, table(h.get(name)))
+    frags = h.get("fragments")
+    _want(isinstance(frags, list), "fragments")
+    res.comm_fragments = [_fragment(f, blob) for f in frags]
+    return res
+
+
+def _fragment(f, blob):
+    from ascendprof.analyze.cluster_communication import OpFragments
+
+    _want(isinstance(f, dict) and _is_int(f.get("rank")) and isinstance(f.get("kind"), str)
+          and isinstance(f.get("group"), str) and _is_int(f.get("count")) and f["count"] >= 0,
+          "fragment")
+
+    def sized(p):
+        _want(isinstance(p, list) and len(p) == 2 and _is_int(p[0]) and p[0] >= 0, "chunk")
+        raw = blob(p[1])
+        _want(p[0] <= _LZ4_MAX_RATIO * len(raw) + 64, "chunk size")  # no decompression bomb
+        return p[0], raw
+
+    head = sized(f.get("head"))
+    _want(head[0] >= 12 * f["count"], "fragment head")
+    chunks = f.get("chunks")
+    totals = f.get("totals")
+    steps = f.get("steps")
+    _want(isinstance(chunks, list) and isinstance(totals, list) and isinstance(steps, list),
+          "fragment parts")
+    _want(all(isinstance(t, list) and len(t) == 2 for t in totals), "fragment totals")
+    return OpFragments(rank=f["rank"], kind=f["kind"], group=f["group"], head=head,
+                       chunks=[sized(c) for c in chunks],
+                       totals=[(blob(a), blob(b)) for a, b in totals],
+                       count=f["count"], steps=[blob(s) for s in steps])
+
+
+def _table(data: bytes):
+    import pyarrow as pa
+
+    try:
+        return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+    except (pa.ArrowException, ValueError, OSError) as e:
+        raise BadResult(f"table: {e}") from None
+
+
+def _check_schema(name, table) -> None:
+    """A table with a fixed schema (model.schemas) must have exactly it."""
+    from ascendprof.model import schemas as S
+
+    want = S.SCHEMAS.get(name) if name else None
+    if want is not None and not table.schema.equals(want, check_metadata=False):
+        raise BadResult(f"table {name}: schema differs")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _want(ok: bool, what: str) -> None:
+    if not ok:
+        raise BadResult(f"bad {what}")
