@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
@@ -10,7 +9,7 @@ import orjson
 
 from ascendprof.model.errors import EXIT_NOTHING, EXIT_OK, UsageError
 from ascendprof.report.output import check_output_dir
-from ascendprof.model.problems import Problems
+from ascendprof.model.problems import Problems, printable
 
 
 def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executor="local",
@@ -18,88 +17,106 @@ def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executo
                 timeline=False, progress=True) -> int:
     """Run the whole analysis of ``directory`` into ``out``; returns the exit code.
 
+    The outputs are written into a staging directory inside ``out`` and put in place together
+    at the end, under a lock, replacing only what the last run listed in its manifest
+    (:mod:`ascendprof.engine.outdir`): an interrupted or failed run leaves the previous set.
     With the cache on, a run whose inputs, code, options and output directory are unchanged
     since the last run restores that run's outputs (see :func:`ascendprof.engine.cache.run_key`)
     instead of recomputing them (before Arrow or pandas is even imported). ``timeline``: read
     trace_view.json even when not needed. Raises UsageError for a missing input or an output
-    inside the input, NothingAnalysable when no rank can be read.
+    inside the input (or an input under the output's own files), OutputError (exit 2) when
+    the output cannot be written, NothingAnalysable when no rank can be read.
     """
+    from ascendprof.engine.outdir import OutputDir
+    from ascendprof.report.files import OUTPUT_FILES
     from ascendprof.scan import load_sources
 
     directory = Path(directory)
     if not directory.exists():
         raise UsageError(f"{directory}: no such file or directory")
-    out = check_output_dir(out, [directory])
+    out = check_output_dir(out, [directory], OUTPUT_FILES)
     problems = Problems()
     sources = load_sources(directory, problems)
     if timeline:
         from dataclasses import replace
 
         sources = [replace(s, read_timeline=True) for s in sources]
-    out.mkdir(parents=True, exist_ok=True)
-    tables_tmp, final_tables = out / ".tables.partial", out / "tables"
-    if tables_tmp.exists():
-        shutil.rmtree(tables_tmp)
+    with OutputDir(out, OUTPUT_FILES, tables=tables) as target:
+        summary, skipped = _analyse_into(target, directory, out, sources, problems, workers,
+                                         executor, scheduler, tables, cache, thresholds,
+                                         progress)
+    from ascendprof.engine.lifetime import stdout_may_close
+
+    with stdout_may_close():
+        _show(summary, out, fmt)
+    return EXIT_NOTHING if strict and skipped else EXIT_OK
+
+
+def _analyse_into(target, directory, out, sources, problems, workers, executor, scheduler,
+                  tables, cache, thresholds, progress):
+    """Write the whole output set into ``target.staging`` and commit it; returns (summary,
+    whether anything was skipped)."""
     from ascendprof.engine import cache as run_cache
 
+    stage = target.staging
     cache_dir = run_cache.cache_dir_for(out, [directory]) if cache else None
     key = cache_dir and run_cache.run_key(
         sources, out, {"thresholds": thresholds or {}, "tables": tables},
         [orjson.dumps(p.as_dict()) for p in problems])
-
-    def dest(rel: str) -> Path:  # tables/ is rebuilt beside the old one and swapped in
-        return tables_tmp / rel[len("tables/"):] if rel.startswith("tables/") else out / rel
-
-    restored = run_cache.restore_run(cache_dir, key, out, dest)
+    restored = run_cache.restore_run(cache_dir, key, stage)
     if restored is not None:  # inputs, code and options unchanged: the outputs are the same
-        _swap_tables(tables_tmp, final_tables, tables)
-        summary = orjson.loads((out / "summary.json").read_bytes())
-        _show(summary, out, fmt)
-        return EXIT_NOTHING if strict and restored.get("skipped") else EXIT_OK
+        summary = orjson.loads((stage / "summary.json").read_bytes())
+        _commit(target)
+        return summary, bool(restored.get("skipped"))
     from ascendprof.engine import pipeline
     from ascendprof.report.files import EarlyWrite, write_outputs
+    from ascendprof.report.output import write_json
     from ascendprof.report.summary import build_summary
 
     _release_freed_memory()
-    spill = _spill(out)  # read back until the files are written
+    spill = _spill(stage)  # read back until the files are written
     early = None
     try:
-        results = _run(sources, tables_tmp if tables else None, workers, executor, scheduler,
-                       progress, cache_dir, spill.take if spill else None)
+        results = _run(sources, stage / "tables" if tables else None, workers, executor,
+                       scheduler, progress, cache_dir, spill.take if spill else None)
         ca = pipeline.gather(str(directory), sources, results, problems)
         if spill:
             spill.flush()
-        early = EarlyWrite(ca, out)  # the largest file, written while the verdicts are derived
+        early = EarlyWrite(ca, stage)  # the largest file, written while the verdicts are derived
         pipeline.conclude(ca, thresholds)
-        _swap_tables(tables_tmp, final_tables, tables)
         summary = build_summary(ca)
-        written = write_outputs(ca, out, summary, early)
+        written = _output_side(out, write_outputs, ca, stage, summary, early)
         early = None
     finally:
         if early is not None:
             early.cancel()
         if spill:
             spill.close()
-    summary["outputs"] = [str(p) for p in written] + ([str(final_tables)] if tables else [])
-    from ascendprof.report.output import write_json
-
-    written.append(write_json(out / "summary.json", summary))
-    if tables and final_tables.exists():
-        written += [p for p in sorted(final_tables.rglob("*")) if p.is_file()]
-    run_cache.store_run(cache_dir, key, out, written, {"skipped": bool(ca.problems.skipped)})
-    _show(summary, out, fmt)
-    if strict and ca.problems.skipped:
-        return EXIT_NOTHING
-    return EXIT_OK
+    table_dir = stage / "tables"
+    summary["outputs"] = [printable(out / p.relative_to(stage)) for p in written] + (
+        [printable(out / "tables")] if tables else [])
+    written.append(_output_side(out, write_json, stage / "summary.json", summary))
+    if tables and table_dir.exists():
+        written += [p for p in sorted(table_dir.rglob("*")) if p.is_file()]
+    run_cache.store_run(cache_dir, key, stage, written, {"skipped": bool(ca.problems.skipped)})
+    _commit(target)
+    return summary, bool(ca.problems.skipped)
 
 
-def _swap_tables(tables_tmp: Path, final_tables: Path, tables: bool) -> None:
-    """Replace tables/ by the freshly written ``.tables.partial`` (tables/ is removed when the
-    run writes none, so it never holds another run's tables)."""
-    if final_tables.exists():
-        shutil.rmtree(final_tables)
-    if tables and tables_tmp.exists():
-        tables_tmp.rename(final_tables)
+def _commit(target) -> None:
+    _output_side(target.out, target.commit)
+
+
+def _output_side(out: Path, fn, *args):
+    """``fn(*args)``, an OSError (full disk, no permission) becoming an OutputError naming the
+    file (exit 2): the output, not the input, is at fault."""
+    from ascendprof.model.errors import OutputError
+
+    try:
+        return fn(*args)
+    except OSError as e:
+        where = printable(e.filename or out)
+        raise OutputError(f"{where}: cannot write the output: {e.strerror or e}") from None
 
 
 def _show(summary: dict, out: Path, fmt: str) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 EXIT_OK = 0  #: done, possibly with warnings
 EXIT_REGRESSION = 1  #: ``gate`` found a regression
-EXIT_USAGE = 2  #: bad arguments, missing path, unreadable gate input
+EXIT_USAGE = 2  #: bad arguments, missing path, unreadable gate input, unwritable output
 EXIT_NOTHING = 3  #: nothing analysable (or any skip under ``--strict``)
 
 
@@ -23,6 +23,13 @@ class AscendProfError(Exception):
 
 class UsageError(AscendProfError):
     """Bad command-line arguments or paths (exit 2)."""
+
+    exit_code = EXIT_USAGE
+
+
+class OutputError(UsageError):
+    """The output cannot be written where asked: not a directory, no permission, in use by
+    another run, or holding a file ascendprof did not write (exit 2)."""
 
     exit_code = EXIT_USAGE
 

@@ -1,4 +1,4 @@
-"""Write a ClusterAnalysis to an output directory: every file atomic, stale files removed.
+"""Write a ClusterAnalysis to an output directory: every file atomic.
 
 File names and columns are the ones the ecosystem already reads (msprof-analyze, MindStudio
 Insight): cluster_step_trace_time.csv, cluster_communication.json,
@@ -18,6 +18,9 @@ import orjson
 from ascendprof.analyze.extended import FILES as EXTENDED_FILES
 from ascendprof.report.output import write_csv, write_frame_csv, write_json, write_json_items
 
+#: the registry of analyse's output files (besides tables/): the output directory's manifest,
+#: the check that no user file of such a name is replaced, and the input-under-output check
+#: (engine.outdir) all use it; a new output file adds its name here
 OUTPUT_FILES = ("cluster_step_trace_time.csv", "cluster_communication.json",
                 "cluster_communication_matrix.json", "communication_group.json",
                 "op_statistics.csv", "top_kernels.csv", "step_trace_check.csv", "iteration_trace.csv",
@@ -101,6 +104,7 @@ class EarlyWrite:
             return
         sys.stdout.flush()
         sys.stderr.flush()
+        parent = os.getpid()
         try:
             pid = os.fork()
         except OSError:
@@ -111,6 +115,9 @@ class EarlyWrite:
                 import signal
 
                 signal.signal(signal.SIGTERM, _exit_on_signal)  # cancel: remove the temp file
+                from ascendprof.engine.lifetime import die_with_parent
+
+                die_with_parent(parent, signal.SIGTERM)  # and stop when the run is killed
                 import gc
 
                 gc.disable()  # short-lived; a collection would copy the parent's pages
@@ -174,9 +181,9 @@ def write_outputs(ca, out: Path, summary: dict, early: EarlyWrite | None = None)
     """Write every result of ``ca`` (a pipeline.ClusterAnalysis) under ``out``; ``early``: the
     :class:`EarlyWrite` already writing cluster_communication.json, waited for here.
 
-    A result the data did not allow (e.g. no communication files at Level0) is not written, and
-    a file of that name left by an earlier run is removed so the directory never mixes runs.
-    Returns the written paths.
+    A result the data did not allow (e.g. no communication files at Level0) is not written.
+    ``out`` is meant to be a fresh staging directory (engine.outdir): a file of an earlier run
+    is removed there, by the manifest, never here. Returns the written paths.
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -219,8 +226,4 @@ def write_outputs(ca, out: Path, summary: dict, early: EarlyWrite | None = None)
     written.append(write_json(out / "summary.json", summary))
     if early is not None:
         written[communication_at:communication_at] = early.finish()
-    names = {p.name for p in written}
-    for stale in OUTPUT_FILES:
-        if stale not in names and (out / stale).exists():
-            os.unlink(out / stale)
     return written

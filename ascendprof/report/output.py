@@ -20,16 +20,29 @@ import orjson
 from ascendprof.model.errors import UsageError
 
 
-def check_output_dir(out: Path, inputs: list[Path]) -> Path:
-    """Resolve ``out`` and refuse it when it lies inside (or equals) an input directory.
+def check_output_dir(out: Path, inputs: list[Path], names=None) -> Path:
+    """Resolve ``out`` and refuse (UsageError, exit 2) an output directory that is an existing
+    file, lies inside (or equals) an input directory, or whose own files would cover an input:
+    with the output names ``names`` given (the registry of the ``analyse`` outputs), an input
+    at or under ``out/<name>``, ``out/tables`` or one of ascendprof's hidden files there
+    (``analyse /x/tables -o /x`` would otherwise replace its own input).
 
-    Raises :class:`UsageError`. Returns the resolved path (not created).
+    Returns the resolved path (not created).
     """
     out = Path(out).resolve()
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out}: exists and is not a directory; choose another --output")
     for i in inputs:
         i = Path(i).resolve()
         if i.is_dir() and (out == i or i in out.parents):
             raise UsageError(f"{out}: output directory is inside the input {i}; choose another -o")
+        if names is not None and out in i.parents:
+            from ascendprof.engine.outdir import is_managed
+
+            top = i.relative_to(out).parts[0]
+            if is_managed(top, names):
+                raise UsageError(f"{i}: this input lies in {out / top}, which ascendprof "
+                                 f"writes as an output of {out}; choose another -o")
     return out
 
 
