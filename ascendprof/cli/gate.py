@@ -5,6 +5,7 @@ Only click is imported at module level so ``ascendprof --help`` stays fast.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -63,6 +64,12 @@ def command(baseline, current, rules_file, rule_texts, no_defaults, fmt, junit_f
     (group, rank, cluster).
     """
     from ascendprof.compare import gate as G
+    from ascendprof.readers.textio import is_regular
+
+    inputs = (baseline, current, rules_file)  # a report may never replace an input
+    for i in inputs:  # a FIFO or device given as an input would block the gate forever
+        if i is not None and os.path.exists(i) and not (os.path.isdir(i) or is_regular(i)):
+            raise G.GateUsageError(f"{i}: not a regular file or directory; not read")
 
     user = []
     use_defaults = not no_defaults
@@ -75,6 +82,11 @@ def command(baseline, current, rules_file, rule_texts, no_defaults, fmt, junit_f
     if not rules:
         raise G.GateUsageError("no rules: --no-defaults needs --rules or --rule")
 
+    from ascendprof.report.output import check_report_path
+
+    for report in (junit_file, markdown_file):
+        if report is not None:
+            check_report_path(report, inputs)  # before the work, not after it
     result = G.run_gate(baseline, current, rules, workers=workers, same_shape=same_shape)
     for w in result.warnings:  # compared anyway, on what both inputs have
         click.echo(f"ascendprof gate: warning: {w} (only what both have is compared; "
@@ -84,9 +96,9 @@ def command(baseline, current, rules_file, rule_texts, no_defaults, fmt, junit_f
         from ascendprof.report.junit import write_junit, write_markdown
 
         if junit_file is not None:
-            write_junit(junit_file, result)
+            write_junit(junit_file, result, inputs)
         if markdown_file is not None:
-            write_markdown(markdown_file, result)
+            write_markdown(markdown_file, result, inputs)
     from ascendprof.engine.lifetime import stdout_may_close
 
     with stdout_may_close():  # `gate … | head` keeps the verdict's exit code

@@ -235,10 +235,10 @@ class OutputDir:
             raise _output_error(self.out, e) from None
         from ascendprof.engine.lifetime import deferred_signals
 
-        with deferred_signals():
+        with deferred_signals():  # a signal waits until the old set's remains are gone too
             self.committed = True  # from here on the staging directory is rolled forward
             roll_forward(self.out, self.staging)
-        finish(self.out, self.staging)
+            finish(self.out, self.staging)
 
 
 def roll_forward(out: Path, staging: Path) -> None:
@@ -256,7 +256,10 @@ def roll_forward(out: Path, staging: Path) -> None:
             continue  # moved before a crash
         if os.path.isdir(src) and os.path.lexists(dst):
             _to_trash(dst, trash)
-        os.replace(src, dst)
+        if _same_file(src, dst):  # two links of one cached file: rename() would do nothing
+            os.unlink(src)
+        else:
+            os.replace(src, dst)
     for name in journal["remove"]:
         if os.path.lexists(out / name):
             _to_trash(out / name, trash)
@@ -280,8 +283,11 @@ def recover(out: Path, names=()) -> list[str]:
         p = out / entry
         if entry.startswith(STAGING_PREFIX) and os.path.isdir(p) and not os.path.islink(p):
             if (p / JOURNAL).is_file():
+                from ascendprof.engine.lifetime import deferred_signals
+
                 try:
-                    roll_forward(out, p)
+                    with deferred_signals():
+                        roll_forward(out, p)
                 except (OSError, ValueError, KeyError, TypeError):
                     pass  # an unreadable journal: the set stays as it is, without a manifest
             finish(out, p)
@@ -302,6 +308,13 @@ def _legacy_pattern(names):
     (EarlyWrite) and ``.<output>.<random>.tmp`` (atomic writes)."""
     alts = "|".join(re.escape(n) for n in sorted(names)) or r"(?!)"
     return re.compile(rf"^\.(?:{alts})\.(?:\d+\.early|[A-Za-z0-9_]+\.tmp)$")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _to_trash(path: Path, trash: Path) -> None:

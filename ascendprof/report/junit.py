@@ -2,7 +2,10 @@
 
 JUnit: one ``<testsuite name="ascendprof gate">`` with one ``<testcase>`` per rule and scope key
 (classname = rule, e.g. ``Computing@rank``; name = scope key, e.g. ``rank 2``); a failed check
-carries ``<failure>``, a check one side lacks ``<skipped>``. Files are written atomically.
+carries ``<failure>``, a check one side lacks ``<skipped>``. A report file is replaced atomically
+only when ascendprof wrote it (it starts with :data:`JUNIT_SIGNATURE` / :data:`MARKDOWN_SIGNATURE`);
+FIFOs, devices, symlinks and files of others are written through, appended to (Markdown) or
+refused (report.output.write_report).
 """
 
 from __future__ import annotations
@@ -11,7 +14,12 @@ import math
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
-from ascendprof.report.output import write_bytes
+from ascendprof.report.output import write_report
+
+#: how every JUnit report of ascendprof begins (what marks an existing file as ours)
+JUNIT_SIGNATURE = b'<?xml version="1.0" encoding="UTF-8"?>\n<testsuites name="ascendprof gate"'
+#: how every Markdown report of ascendprof begins
+MARKDOWN_SIGNATURE = "## ascendprof gate:".encode()
 
 
 def _num(v, unit: str = "") -> str:
@@ -66,9 +74,11 @@ def junit_xml(result) -> str:
     return "\n".join(out)
 
 
-def write_junit(path: Path, result) -> Path:
-    """Write :func:`junit_xml` to ``path`` atomically."""
-    return write_bytes(Path(path), junit_xml(result).encode("utf-8"))
+def write_junit(path: Path, result, inputs=()) -> Path:
+    """Write :func:`junit_xml` to ``path`` (:func:`~ascendprof.report.output.write_report`:
+    never one of ``inputs``, never replacing a file ascendprof did not write)."""
+    return write_report(Path(path), junit_xml(result).encode("utf-8"),
+                        signature=JUNIT_SIGNATURE, inputs=inputs)
 
 
 def _md_cell(s) -> str:
@@ -98,6 +108,8 @@ def markdown(result, *, all_checks: bool = True) -> str:
     return "\n".join(lines)
 
 
-def write_markdown(path: Path, result) -> Path:
-    """Write :func:`markdown` to ``path`` atomically."""
-    return write_bytes(Path(path), markdown(result).encode("utf-8"))
+def write_markdown(path: Path, result, inputs=()) -> Path:
+    """Write :func:`markdown` to ``path`` (:func:`~ascendprof.report.output.write_report`;
+    appended to a file of others such as ``$GITHUB_STEP_SUMMARY``, as step summaries are)."""
+    return write_report(Path(path), markdown(result).encode("utf-8"),
+                        signature=MARKDOWN_SIGNATURE, inputs=inputs, append=True)
