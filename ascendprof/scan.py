@@ -157,6 +157,10 @@ def scan(root: Path, problems: Problems | None = None) -> list[Source]:
             src = _raw_job_source(Path(dirpath), filenames, problems)
             if src:
                 found.append(src)
+    for src in found:  # analysed as any other; its paths are shown with \x escapes
+        if not _is_utf8(os.path.relpath(src.path, root)):
+            problems.warn(src.path, "directory name is not valid UTF-8; paths are shown with "
+                                    "\\x escapes")
     return found
 
 
