@@ -210,3 +210,96 @@ def test_tables_linked_or_copied_equal_the_entry(cluster, tmp_path, monkeypatch)
     monkeypatch.undo()
     cache.store(read_source(src), tmp_path / "c")  # a rebuilt entry replaces the directory
     assert {n: (linked / n).read_bytes() for n in names} == before
+
+
+class _Payload:
+    """Unpickling this runs code: it creates the file ``marker``."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (exec, (f"open({str(self.marker)!r}, 'w').close()",))
+
+
+def test_a_crafted_cache_file_never_runs_code(tmp_path):
+    """Issue #17 item 6. Before: a crafted result.pkl in the cache directory (which may be
+    shared through $ASCENDPROF_CACHE) was unpickled, running its code. Now the per-rank result
+    is a data-only file: a crafted or damaged one is a miss, and the run gives the outputs of
+    a clean run."""
+    import pickle
+    import shutil
+
+    c = _make(tmp_path, n=2)
+    clean, out = tmp_path / "clean", tmp_path / "out"
+    run_analyse(c, clean, cache=False, progress=False, fmt="json", workers=1)
+    run_analyse(c, out, cache=True, progress=False, fmt="json", workers=1)
+    marker = tmp_path / "pwned"
+    evil = pickle.dumps(_Payload(marker))
+    store = out / cache.CACHE_DIRNAME
+    entries = [e for e in store.iterdir() if e.is_dir() and not e.name.startswith("run-")]
+    assert len(entries) == 2
+    for e in entries:
+        for name in ("result.pkl", "result.bin"):
+            (e / name).write_bytes(evil)
+    for run_entry in store.glob("run-*"):
+        shutil.rmtree(run_entry)
+    run_analyse(c, out, cache=True, progress=False, fmt="json", workers=1)
+    assert not marker.exists(), "the cache ran code"
+    assert_same_outputs(analysis_outputs(clean), analysis_outputs(out))
+
+
+def test_result_file_round_trip_and_checks(cluster):
+    """A rank's result read back from its data-only file equals the result computed from the
+    input; a file damaged, of another fingerprint, lying about a compressed size or carrying
+    a table of the wrong schema is refused."""
+    import struct
+
+    import orjson
+
+    from ascendprof.engine import resultfile as RF
+
+    src = load_sources(cluster)[0]
+    res = process_rank(src)
+    assert res.comm_fragments and res.tables and res.op_partial is not None
+    data = RF.encode(res, "fp")
+    back = RF.decode(data, "fp", src)
+    assert back.source is src and back.rank == res.rank
+    assert sorted(back.tables) == sorted(res.tables)
+    for k, t in res.tables.items():
+        assert back.tables[k].equals(t, check_metadata=True), k
+    for name in RF.TABLE_FIELDS:
+        a, b = getattr(res, name), getattr(back, name)
+        assert (a is None) == (b is None) and (a is None or a.equals(b)), name
+    assert [vars(f) for f in back.comm_fragments] == [vars(f) for f in res.comm_fragments]
+    assert list(back.problems) == list(res.problems) and back.meta == res.meta
+    assert back.table_rows == res.table_rows and back.missing == res.missing
+    assert back.breakdown_method == res.breakdown_method
+
+    def refused(blob, fp="fp"):
+        with pytest.raises(RF.BadResult):
+            RF.decode(blob, fp, src)
+
+    refused(data, fp="other")
+    refused(data[:-10])                                    # truncated
+    refused(data[:-1] + bytes([data[-1] ^ 1]))             # a flipped bit in the blobs
+    refused(b"\x80\x04K\x01." + data)                      # not our magic (a pickle)
+    n = struct.unpack_from("<Q", data, len(RF.MAGIC))[0]
+    start = len(RF.MAGIC) + 8
+    head = orjson.loads(data[start:start + n])
+
+    def with_head(h):
+        raw = orjson.dumps(h)
+        return RF.MAGIC + struct.pack("<Q", len(raw)) + raw + data[start + n:]
+
+    assert RF.decode(with_head(head), "fp", src).rank == res.rank  # re-encoding is fine
+    bomb = orjson.loads(orjson.dumps(head))
+    bomb["fragments"][0]["chunks"][0][0] = 1 << 40         # claims a 1 TB chunk
+    refused(with_head(bomb))
+    wrong = orjson.loads(orjson.dumps(head))
+    name = next(k for k in wrong["tables"] if k == "step_trace")
+    wrong["tables"][name] = wrong["op_partial"]            # a table of another schema
+    refused(with_head(wrong))
+    out_of_range = orjson.loads(orjson.dumps(head))
+    out_of_range["tables"][name] = [0, 1 << 40]
+    refused(with_head(out_of_range))
