@@ -265,17 +265,56 @@ def write_json_items(path: Path, items) -> Path:
     return write_pieces(path, json_object_pieces(items))
 
 
+#: a CSV cell starting with one of these is a formula to a spreadsheet (OWASP, "CSV Injection")
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_FORMULA_RE = r"^[=+\-@\t\r]"
+#: ... unless it is a plain number ("-1.5e3") or a lone sign, which no spreadsheet runs
+_NUMBER_RE = r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$|^[+-]$"
+
+
+def csv_safe(cell):
+    """``cell`` as written to a CSV output: a text that a spreadsheet would run as a formula
+    (starting with ``= + - @``, TAB or CR, and not a plain number) gets a leading ``'``, as
+    OWASP recommends; anything else is unchanged. Parquet tables keep the raw text."""
+    import re
+
+    if isinstance(cell, str) and cell.startswith(FORMULA_START) and not re.match(_NUMBER_RE, cell):
+        return "'" + cell
+    return cell
+
+
+def csv_safe_frame(df):
+    """``df`` with :func:`csv_safe` applied to its text columns (vectorised; a copy only when
+    a cell changes)."""
+    out = None
+    for col in df.columns:
+        s = df[col]
+        if s.dtype != object and str(s.dtype) not in ("string", "str"):
+            continue
+        try:  # .str gives NaN for the cells that are not text (numbers in an object column)
+            risky = s.str.match(_FORMULA_RE, na=False) & ~s.str.match(_NUMBER_RE, na=False)
+        except AttributeError:  # no text at all
+            continue
+        if risky.any():
+            out = df.copy() if out is None else out
+            out[col] = s.mask(risky, "'" + s[risky])
+    return df if out is None else out
+
+
 def write_csv(path: Path, header: list[str], rows) -> Path:
+    """Rows as CSV, atomically; text cells made safe for spreadsheets (:func:`csv_safe`)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(header)
-    w.writerows(rows)
+    w.writerow([csv_safe(h) for h in header])
+    w.writerows([csv_safe(c) for c in row] for row in rows)
     return write_bytes(path, buf.getvalue().encode("utf-8"))
 
 
 def write_frame_csv(path: Path, df) -> Path:
-    """Write a pandas DataFrame as CSV (no index) atomically."""
-    return write_bytes(path, df.to_csv(index=False, lineterminator="\n").encode("utf-8"))
+    """Write a pandas DataFrame as CSV (no index) atomically; text cells made safe for
+    spreadsheets (:func:`csv_safe`)."""
+    return write_bytes(path, csv_safe_frame(df).to_csv(index=False, lineterminator="\n")
+                       .encode("utf-8"))
 
 
 #: Parquet writer options of the cache and of tables/ (which links to the cache): no dictionary
