@@ -116,9 +116,12 @@ def silence_stdout() -> None:
 def stdout_may_close():
     """Run the block that prints; when stdout's reader has gone, stop printing quietly and
     carry on (the command's exit code then still says what it found, e.g. the gate's
-    regression verdict)."""
+    regression verdict). The block must only print: a SystemExit raised in it is taken for
+    rich's reaction to a broken pipe."""
     try:
         yield
         sys.stdout.flush()
     except BrokenPipeError:
+        silence_stdout()
+    except SystemExit:  # rich's Console ends the process with exit 1 on a broken pipe
         silence_stdout()

@@ -166,7 +166,7 @@ def _run(sources, tables_dir, workers, executor, scheduler, progress, cache, on_
                              f"'ascendprof[dask]' ({e})") from None
         return dask_map(pipeline.process_rank, sources, tables_dir=tables_dir,
                         scheduler=scheduler, cache_dir=cache_dir, on_result=on_result)
-    if not progress:
+    if not progress or not sys.stdout.isatty():  # a bar is for a terminal (and a pipe may close)
         return pipeline.run_ranks(sources, tables_dir, workers=workers, cache_dir=cache_dir,
                                   on_result=on_result)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
