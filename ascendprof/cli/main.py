@@ -4,7 +4,9 @@ Heavy libraries (pyarrow, pandas, rich) are imported inside the commands so that
 ``ascendprof --help`` and ``ascendprof scan`` start fast.
 
 Exit codes: 0 done (possibly with warnings), 1 regression (gate only), 2 usage error (bad
-arguments, missing path, unreadable gate input), 3 nothing analysable (or any skip with --strict).
+arguments, missing path, unreadable gate input, an output that cannot be written), 3 nothing
+analysable (or any skip with --strict), 130 / 143 interrupted by SIGINT / SIGTERM. A closed
+stdout pipe does not change a command's exit code.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from ascendprof import __version__
 from ascendprof.model.errors import EXIT_NOTHING, AscendProfError
 
 EXIT_CODES_HELP = ("Exit codes: 0 done (possibly with warnings), 1 regression (gate only), "
-                   "2 usage or data error, 3 nothing analysable (or any skip with --strict).")
+                   "2 usage or data error (also: an output that cannot be written), 3 nothing "
+                   "analysable (or any skip with --strict), 130/143 interrupted.")
 
 
 class _Group(click.Group):
@@ -165,9 +168,11 @@ def analyse(directory, out, fmt, workers, executor, scheduler, no_tables, no_cac
     Writes cluster_step_trace_time.csv, cluster_communication.json,
     cluster_communication_matrix.json, communication_group.json (msprof-analyze layout),
     op_statistics.csv, top_kernels.csv, step_trace_check.csv, verdicts.json, problems.csv,
-    summary.json and the normalised tables as Parquet under tables/. Every file is written
-    atomically. Prints a summary: sources, per-rank step breakdown, top op types and the
-    verdicts in plain English.
+    summary.json and the normalised tables as Parquet under tables/. The whole set is written
+    aside and put in place at the end, so an interrupted run leaves the previous one; only
+    files ascendprof wrote (listed in OUT/.ascendprof-manifest.json) are ever replaced or
+    removed, and one run at a time may write to OUT. Prints a summary: sources, per-rank step
+    breakdown, top op types and the verdicts in plain English.
     """
     from ascendprof.engine.run import run_analyse
 
