@@ -213,6 +213,12 @@ class OutputDir:
                         + f"; ascendprof replaces {p} as a whole: move it away or choose "
                           f"another --output")
 
+    def clear_staging(self) -> None:
+        """Empty :attr:`staging` (before writing a set into it afresh)."""
+        if any(os.scandir(self.staging)):
+            shutil.rmtree(self.staging)
+            self.staging.mkdir()
+
     # ------------------------------------------------------------------ commit
     def commit(self) -> None:
         """Put the staged set in place of the last run's (see the module docstring). Raises

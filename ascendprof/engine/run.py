@@ -68,6 +68,7 @@ def _analyse_into(target, directory, out, sources, problems, workers, executor, 
         summary = orjson.loads((stage / "summary.json").read_bytes())
         _commit(target)
         return summary, bool(restored.get("skipped"))
+    target.clear_staging()  # what a restore that failed half-way placed there
     from ascendprof.engine import pipeline
     from ascendprof.report.files import EarlyWrite, write_outputs
     from ascendprof.report.output import write_json
