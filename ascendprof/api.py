@@ -237,12 +237,10 @@ class Collection:
         """Write every output file of ``ascendprof analyse`` into ``out`` (see the README's
         "What analyse writes"); ``options`` as the command's (fmt, tables, cache, strict,
         progress …). Returns the exit code the command would return."""
-        from ascendprof.engine.run import run_analyse
-
         options.setdefault("progress", False)
         options.setdefault("workers", self.workers)
         options.setdefault("thresholds", self.thresholds)
-        return run_analyse(self.root, Path(out), **options)
+        return analyse(self.root, out, **options)
 
     def timeline(self, *, ranks: Iterable[int] | None = None, steps: Iterable[int] | None = None,
                  window: tuple[float, float] | None = None, align: bool = False,
@@ -280,6 +278,18 @@ class Collection:
         :func:`diff`."""
         b = other.root if isinstance(other, Collection) else other
         return diff(self.root, b, ranks=ranks, workers=self.workers)
+
+
+def analyse(directory: str | os.PathLike, out: str | os.PathLike, **options) -> int:
+    """``ascendprof analyse DIRECTORY -o OUT``: the whole analysis written into ``out`` (every
+    file of the README's "What analyse writes", staged and put in place together), the summary
+    printed (``fmt`` 'text' or 'json', ``progress``). ``options``: workers, executor,
+    scheduler, tables, cache, thresholds, strict, timeline, as the command's options. Returns
+    the command's exit code; raises the project's errors (UsageError, OutputError,
+    NothingAnalysable)."""
+    from ascendprof.engine.run import run_analyse
+
+    return run_analyse(Path(directory), Path(out), **options)
 
 
 def diff(a: str | os.PathLike, b: str | os.PathLike | None = None, *,
@@ -323,4 +333,4 @@ def _frame(df) -> "pd.DataFrame":
     return df.copy() if df is not None else pd.DataFrame()
 
 
-__all__ = ["open", "diff", "Collection"]
+__all__ = ["open", "analyse", "diff", "Collection"]

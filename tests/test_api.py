@@ -125,3 +125,11 @@ def test_example_script_runs(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert "ranks: [0, 1, 2, 3]" in r.stdout and "verdicts:" in r.stdout
     assert (tmp_path / "tour" / "cluster_trace.json").stat().st_size > 0
+
+
+def test_analyse_through_the_api_writes_what_the_command_writes(both, tmp_path):
+    c, out = both
+    assert c.analyse(tmp_path / "o", cache=False) == 0
+    for name in ("cluster_step_trace_time.csv", "cluster_communication.json",
+                 "cluster_communication_matrix.json", "op_statistics.csv", "verdicts.json"):
+        assert (tmp_path / "o" / name).read_bytes() == (out / name).read_bytes(), name

@@ -174,9 +174,9 @@ def analyse(directory, out, fmt, workers, executor, scheduler, no_tables, no_cac
     removed, and one run at a time may write to OUT. Prints a summary: sources, per-rank step
     breakdown, top op types and the verdicts in plain English.
     """
-    from ascendprof.engine.run import run_analyse
+    from ascendprof import api
 
-    code = run_analyse(directory, out, fmt=fmt, workers=workers, executor=executor,
+    code = api.analyse(directory, out, fmt=fmt, workers=workers, executor=executor,
                        scheduler=scheduler, tables=not no_tables, cache=not no_cache,
                        thresholds=_parse_thresholds(thresholds), strict=strict,
                        timeline=timeline, progress=not quiet and fmt == "text")
