@@ -303,3 +303,24 @@ def test_result_file_round_trip_and_checks(cluster):
     out_of_range = orjson.loads(orjson.dumps(head))
     out_of_range["tables"][name] = [0, 1 << 40]
     refused(with_head(out_of_range))
+
+
+def test_an_unchanged_rerun_imports_neither_arrow_nor_pandas(tmp_path):
+    """The restored run stays light (~0.3 s at 16 ranks): checking and replacing the output
+    set must not pull in the analyses (whose modules import pandas and pyarrow)."""
+    import subprocess
+    import sys
+
+    c = _make(tmp_path, n=2)
+    out = tmp_path / "out"
+    run_analyse(c, out, cache=True, progress=False, fmt="json", workers=1)
+    code = ("import sys\n"
+            "from ascendprof.cli.main import main\n"
+            "try:\n"
+            f"    main(['analyse', {str(c)!r}, '-o', {str(out)!r}, '-q'])\n"
+            "except SystemExit as e:\n"
+            "    assert e.code == 0, e.code\n"
+            "print(sorted(m for m in ('pandas', 'pyarrow') if m in sys.modules))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "[]", r.stdout[-500:]

@@ -13,11 +13,11 @@ from __future__ import annotations
 import pyarrow as pa
 
 from ascendprof.analyze import data_prep, memory, moe, pipeline_stages
+from ascendprof.model.outputs import ANALYSIS_FILES
 
-#: output files, in the order they are written (report.files removes stale ones)
-FILES = ("pipeline.csv", "pipeline_stages.csv", "memory_summary.csv", "memory_top_ops.csv",
-         "memory_modules.csv", "data_preparation.csv", "dataset_pipeline.csv",
-         "moe_expert_load.csv")
+#: output files, in the order they are written (named in the registry model.outputs, which
+#: must stay light to import)
+FILES = ANALYSIS_FILES
 
 
 def _p2p(tables, rank, meta):

@@ -28,7 +28,7 @@ def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executo
     the output cannot be written, NothingAnalysable when no rank can be read.
     """
     from ascendprof.engine.outdir import OutputDir
-    from ascendprof.report.files import OUTPUT_FILES
+    from ascendprof.model.outputs import OUTPUT_FILES
     from ascendprof.scan import load_sources
 
     directory = Path(directory)

@@ -15,16 +15,8 @@ from pathlib import Path
 
 import orjson
 
-from ascendprof.analyze.extended import FILES as EXTENDED_FILES
+from ascendprof.model.outputs import OUTPUT_FILES  # noqa: F401 - the registry, re-exported
 from ascendprof.report.output import write_csv, write_frame_csv, write_json, write_json_items
-
-#: the registry of analyse's output files (besides tables/): the output directory's manifest,
-#: the check that no user file of such a name is replaced, and the input-under-output check
-#: (engine.outdir) all use it; a new output file adds its name here
-OUTPUT_FILES = ("cluster_step_trace_time.csv", "cluster_communication.json",
-                "cluster_communication_matrix.json", "communication_group.json",
-                "op_statistics.csv", "top_kernels.csv", "step_trace_check.csv", "iteration_trace.csv",
-                "verdicts.json", "problems.csv", "summary.json") + EXTENDED_FILES
 
 PROBLEM_COLUMNS = ["Rank", "Severity", "Path", "Where", "Reason", "Affects"]
 

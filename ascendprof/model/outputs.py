@@ -1,0 +1,22 @@
+"""The names of the files ``ascendprof analyse`` writes into its output directory: the one
+registry that the output set, its manifest and the ownership checks use (engine.outdir), kept
+free of heavy imports so an unchanged re-run can check its output directory without loading
+Arrow or pandas. A new output file adds its name here.
+"""
+
+from __future__ import annotations
+
+#: the cluster files (msprof-analyze names) and ascendprof's own, in the order written
+CLUSTER_FILES = ("cluster_step_trace_time.csv", "cluster_communication.json",
+                 "cluster_communication_matrix.json", "communication_group.json",
+                 "op_statistics.csv", "top_kernels.csv", "step_trace_check.csv",
+                 "iteration_trace.csv", "verdicts.json", "problems.csv", "summary.json")
+
+#: files of the pipeline, memory, data preparation and expert-load analyses
+#: (analyze.extended), in the order they are written
+ANALYSIS_FILES = ("pipeline.csv", "pipeline_stages.csv", "memory_summary.csv",
+                  "memory_top_ops.csv", "memory_modules.csv", "data_preparation.csv",
+                  "dataset_pipeline.csv", "moe_expert_load.csv")
+
+#: every output file besides tables/
+OUTPUT_FILES = CLUSTER_FILES + ANALYSIS_FILES
