@@ -253,10 +253,11 @@ def test_parallel_index_as_msprof_analyze(args, want):
 
 
 def test_stages_as_msprof_analyze():
-    """Pipeline stages from comm_group_parallel_info for 93 group sets (the Qwen3 one, edge cases
-    and random ones with up to 40 ranks, rank lists in and out of order) as msprof-analyze's own
-    StageInfoAnalysis gave them (tests/reference/stages.json), ranks in the same order, since the
-    order becomes the stage row's Index text."""
+    """Pipeline stages from comm_group_parallel_info for 95 group sets (the Qwen3 one, edge
+    cases, random ones with up to 40 ranks, rank lists in and out of order, two where the order
+    of the pp links matters) as msprof-analyze's own StageInfoAnalysis gave them
+    (tests/reference/stages.json), ranks in the same order, since the order becomes the stage
+    row's Index text."""
     cases = json.loads((REFERENCE / "stages.json").read_text())
     got = [cst.stages_from_groups({"comm_group_parallel_info": recs}) for recs, _ in cases]
     assert got == [want for _, want in cases]
@@ -367,3 +368,28 @@ def test_cluster_step_trace_by_hand_missing_steps_and_metrics():
         [5, "stage", "(2, 3)", 400.0, 4.0, 2.0]]
     assert "DP Index" not in df.columns  # no distributed_args
     assert cst.build(None, {}).empty
+
+
+def test_cluster_step_trace_parallel_columns_and_ranks_outside_stages():
+    """DP/PP/TP Index columns appear only when distributed_args place at least as many ranks as
+    there are; a rank the layout does not place gets 'NA' (as stage rows do); a rank in no
+    stage forms the stage '()' (msprof-analyze's StepTraceTimeAnalysis)."""
+    def table(ranks):
+        return S.from_lists(S.STEP_TRACE, {"rank": ranks, "step": [1] * len(ranks),
+                                           "computing_ns": [1000] * len(ranks)})
+
+    groups = {"comm_group_parallel_info": [
+        {"type": "p2p", "rank_set": [0, 1], "group_name": "a", "pg_name": "pp"},
+        {"type": "collective", "rank_set": [0], "group_name": "c", "pg_name": "dp"},
+        {"type": "collective", "rank_set": [1], "group_name": "d", "pg_name": "dp"}]}
+    two = {0: {"distributed_args": {"world_size": 2, "pipeline_model_parallel_size": 2}}}
+    # ranks 0, 1 and 2; the layout places 0 and 1 only (world 2), and rank 2 is in no stage
+    df = cst.build(table([0, 1, 2]), two, groups)
+    assert "DP Index" not in df.columns  # 2 places for 3 ranks: no columns at all
+    assert df[["Type", "Index"]].values.tolist() == [
+        ["rank", 0], ["rank", 1], ["rank", 2], ["stage", "(0,)"], ["stage", "(1,)"],
+        ["stage", "()"]]
+    # ranks 0 and 2 with world 2: rank 2 lies outside the layout
+    df = cst.build(table([0, 2]), two, groups)
+    assert df[["Index", "DP Index", "PP Index", "TP Index"]].values.tolist() == [
+        [0, 0, 0, 0], [2, "NA", "NA", "NA"], ["(0,)", "NA", "NA", "NA"], ["()", "NA", "NA", "NA"]]
