@@ -196,3 +196,52 @@ def test_top_kernels_ties_missing_keys_and_ranks_by_hand():
     assert top["Total Time(us)"].tolist() == [10.0, 10.0, 3.0, 1.0]
     assert top["Avg Time(us)"].tolist() == [10.0, 5.0, 1.5, 1.0]
     assert top["Max Time(us)"].tolist() == [10.0, 5.0, 3.0, 1.0]
+
+
+def _kernels(rows: list[tuple]) -> pa.Table:
+    """KERNELS rows (rank, op_type, accelerator_core, dur_ns, name)."""
+    from ascendprof.model import schemas as S
+
+    cols = ("rank", "op_type", "accelerator_core", "dur_ns", "name")
+    return S.from_lists(S.KERNELS, {c: [r[i] for r in rows] for i, c in enumerate(cols)})
+
+
+def test_op_statistics_rules_by_hand():
+    """Which rows count (spec §A.3: not communication, not WRITE_BACK / INVALID, a real op
+    type), the 3-decimal rounding of the profiler's op_statistic.csv, ratios of each rank's own
+    total, and the order: rank, then Total desc, then OP Type and Accelerator Core ascending."""
+    k = _kernels([
+        (0, "Add", "AI_CORE", 1000, "a"), (0, "Add", "AI_CORE", 1000, "a"),
+        (0, "Add", "AI_CORE", 1001, "a"),            # Add: 3 calls, 3001 ns
+        (0, "Mul", "AI_CORE", 3001, "m"),            # ties with Add: OP Type decides
+        (0, "Mul", "AI_VECTOR_CORE", 3001, "m"),     # ... then the core
+        (0, "Cast", None, 998, "c"),                 # no core: still an op
+        (0, "N/A", "AI_CORE", 50, "x"),              # no op type (Level0 text): left out
+        (0, None, "AI_CORE", 50, "x"),
+        (0, "Wb", "WRITE_BACK", 50, "w"), (0, "Inv", "INVALID", 50, "i"),
+        (0, "hcom_allReduce_", "COMMUNICATION", 50, "h"), (0, "x", "HCCL", 50, "h"),
+        (1, "Add", "AI_CORE", 5000, "a"),            # rank 1: one op = 100 %; larger than
+                                                     # rank 0's, still listed after rank 0
+        (2, "Add", "AI_CORE", 0, "a"),               # rank 2: total 0 ns -> ratio 0, not NaN
+    ])
+    got = op_stats.combine([op_stats.rank_partial(k)])
+    ranks = got[got["Rank"] != "cluster"]
+    rows = ranks[["Rank", "OP Type", "Accelerator Core", "Count", "Total Time(us)",
+                  "Min Time(us)", "Avg Time(us)", "Max Time(us)", "Ratio(%)"]]
+    rows = rows.astype(object).where(rows.notna(), None).values.tolist()
+    total0 = 3001 * 3 + 998  # ns of rank 0's counted ops
+    assert rows == [
+        [0, "Add", "AI_CORE", 3, 3.001, 1.0, 1.0, 1.001, round(3001 / total0 * 100, 3)],
+        [0, "Mul", "AI_CORE", 1, 3.001, 3.001, 3.001, 3.001, round(3001 / total0 * 100, 3)],
+        [0, "Mul", "AI_VECTOR_CORE", 1, 3.001, 3.001, 3.001, 3.001,
+         round(3001 / total0 * 100, 3)],
+        [0, "Cast", None, 1, 0.998, 0.998, 0.998, 0.998, round(998 / total0 * 100, 3)],
+        [1, "Add", "AI_CORE", 1, 5.0, 5.0, 5.0, 5.0, 100.0],
+        [2, "Add", "AI_CORE", 1, 0.0, 0.0, 0.0, 0.0, 0.0]]
+    assert total0 == 10001 and round(3001 / total0 * 100, 3) == 30.007  # 3 decimals
+    assert ranks["Count"].dtype.kind == "i"
+    # Avg of Add on rank 0: 3001 ns / 3 = 1000.333 ns -> 1.0 us at 3 decimals (not 1.0003)
+    cluster = got[got["Rank"] == "cluster"].set_index(["OP Type", "Accelerator Core"])
+    assert cluster.loc[("Add", "AI_CORE"), "Count"] == 5
+    assert cluster.loc[("Add", "AI_CORE"), "Avg Time(us)"] == round(8001 / 5 / 1000, 3)
+    assert cluster.loc[("Add", "AI_CORE"), "Ratio(%)"] == round(8001 / (total0 + 5000) * 100, 3)
