@@ -90,3 +90,15 @@ def test_numbers_and_plain_text_are_unchanged(analysed):
     assert csv_safe("-x") == "'-x" and csv_safe("\rA") == "'\rA"
     ops = cells(analysed / "op_statistics.csv")
     assert "FlashAttentionScoreGrad" in ops
+
+
+def test_gate_reads_the_quoted_names_back_as_the_raw_op_types(analysed):
+    """The gate compares op_statistics.csv with op types from a profiling directory (raw
+    names): the leading quote must not make '+Add' a different op type from +Add."""
+    from ascendprof.compare.gate import read_op_statistics
+
+    df = read_op_statistics(analysed / "op_statistics.csv")
+    types = set(df["op_type"])
+    for raw in TYPES.values():
+        assert raw in types, raw
+    assert not any(t.startswith("'") for t in types)

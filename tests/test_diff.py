@@ -200,3 +200,17 @@ def test_kernel_matching_falls_back_to_op_type_and_shapes():
     assert (add.name_a, add.name_b, add.a_us, add.b_us) == ("addA", "addB", 1.0, 3.0)
     assert rows["only_a:Gone"].a_us == 0.5 and rows["only_b:Fresh"].b_us == 0.8
     assert d["delta_us"].abs().tolist() == sorted(d["delta_us"].abs(), reverse=True)
+
+
+def test_output_dir_replaces_only_its_own_files(qwen3, tmp_path):
+    """-o writes its tables into a directory that may hold other files: a file of one of its
+    names that ascendprof did not write stops the command before anything is written."""
+    d = tmp_path / "d"
+    assert run(qwen3, "--ranks", "0,2", "-o", d).exit_code == 0
+    assert run(qwen3, "--ranks", "0,2", "-o", d).exit_code == 0  # its own files: replaced
+    (d / "steps.csv").write_text("my,own\n1,2\n")
+    before = (d / "diff.json").read_bytes()
+    r = run(qwen3, "--ranks", "0,2", "-o", d)
+    assert r.exit_code == 2 and "did not write" in r.output
+    assert (d / "steps.csv").read_text() == "my,own\n1,2\n"
+    assert (d / "diff.json").read_bytes() == before

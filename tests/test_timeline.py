@@ -285,3 +285,30 @@ def test_timeline_on_trace_view_and_db_exports(shared_data, tmp_path):
         got[kind] = Counter(e["pid"] for e in slices)
         assert sum(1 for e in doc["traceEvents"] if e["ph"] == "s") >= 1
     assert got["text"] == got["db"]
+
+
+def test_never_replaces_a_file_it_did_not_write(tmp_path):
+    """The trace replaces only a trace ascendprof wrote (issue #17's rule for every output):
+    a user's file, a symlink and a FIFO are refused with exit 2 before any work."""
+    import os
+
+    mine = tmp_path / "notes.json"
+    mine.write_text('{"my": "notes"}')
+    r = _run(QWEN3, "-o", mine, "-q")
+    assert r.exit_code == 2 and "did not write" in r.output
+    assert mine.read_text() == '{"my": "notes"}'
+    target = tmp_path / "target.json"
+    target.write_text("keep")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    assert _run(QWEN3, "-o", link, "-q").exit_code == 2 and target.read_text() == "keep"
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    assert _run(QWEN3, "-o", fifo, "-q").exit_code == 2
+    for fmt, name in (("chrome", "t.json"), ("perfetto", "t.pftrace")):  # its own: replaced
+        out = tmp_path / name
+        assert _run(QWEN3, "-o", out, "--format", fmt, "-q").exit_code == 0
+        first = out.stat().st_mtime_ns
+        r = _run(QWEN3, "-o", out, "--format", fmt, "--ranks", "0", "-q")
+        assert r.exit_code == 0, r.output
+        assert out.stat().st_mtime_ns >= first

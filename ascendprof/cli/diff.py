@@ -97,9 +97,42 @@ def command(a, b, ranks_text, fmt, table, top, out, workers):
 
 
 def _write_all(out: Path, result) -> None:
+    """Every table as CSV plus diff.json into ``out``; a file of those names is replaced only
+    when ascendprof wrote it (same CSV header; a diff.json with its keys), checked for all of
+    them before any is written."""
+    import os
+
+    import orjson
+
+    from ascendprof.model.errors import OutputError
     from ascendprof.report.output import write_frame_csv, write_json
 
-    for name, df in result.tables().items():
+    tables = result.tables()
+
+    def ours(path: Path, name: str) -> bool:
+        try:
+            with open(path, "rb") as f:
+                head = f.read(1 << 20)
+        except OSError:
+            return False
+        if name == "diff.json":
+            try:
+                doc = orjson.loads(head)
+            except orjson.JSONDecodeError:
+                return False
+            return isinstance(doc, dict) and {"a", "b", "explanation"} <= set(doc)
+        header = ",".join(tables[name[:-4]].columns).encode()
+        return head.split(b"\n", 1)[0].rstrip(b"\r") == header
+
+    names = [f"{n}.csv" for n in tables] + ["diff.json"]
+    for name in names:
+        path = out / name
+        if os.path.islink(path) or (path.exists() and not path.is_file()):
+            raise OutputError(f"{path}: not a regular file; choose another -o")
+        if path.exists() and path.stat().st_size and not ours(path, name):
+            raise OutputError(f"{path}: exists and ascendprof did not write it; choose "
+                              f"another -o")
+    for name, df in tables.items():
         write_frame_csv(out / f"{name}.csv", df)
     write_json(out / "diff.json", result.as_dict())
 

@@ -87,9 +87,8 @@ def command(directory, out, fmt, ranks_text, steps_text, window, align_clocks, m
     win = E.parse_window(window)
     limit = _parse_size(max_size)
     out = out or Path("cluster_trace.pftrace" if fmt == "perfetto" else "cluster_trace.json")
-    if out.exists() and out.is_dir():
-        raise UsageError(f"{out}: is a directory; give a file name with -o")
     check_output_dir(out.resolve().parent, [directory])
+    trace.check_target(out, [directory])
     c = api.open(directory, workers=workers)
     if ranks is not None and not set(ranks) & set(c.ranks):
         raise UsageError(f"--ranks {ranks_text}: none of these ranks is under {directory}")

@@ -489,8 +489,12 @@ def read_op_statistics(path: Path) -> pd.DataFrame:
         count = pd.to_numeric(df["Count"], errors="raise")
     except ValueError as e:
         raise InputError(path, f"not a number: {e}") from None
+    from ascendprof.report.output import csv_unsafe
+
     return pd.DataFrame({
-        "rank": df["Rank"].astype(int).to_numpy(), "op_type": df["OP Type"].to_numpy(),
+        "rank": df["Rank"].astype(int).to_numpy(),
+        # op types that start like a formula were written with a leading quote (csv_safe)
+        "op_type": df["OP Type"].map(csv_unsafe).to_numpy(),
         "accelerator_core": (df["Accelerator Core"] if "Accelerator Core" in df.columns
                              else pd.Series([""] * len(df))).fillna("").to_numpy(),
         "count": count.to_numpy(), "total_ns": total})

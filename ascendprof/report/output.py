@@ -283,6 +283,15 @@ def csv_safe(cell):
     return cell
 
 
+def csv_unsafe(cell):
+    """The text :func:`csv_safe` was given, from a cell read back from one of ascendprof's
+    CSV outputs: a leading ``'`` before a formula start is removed (a name that really begins
+    with ``'`` followed by one of those characters cannot be told apart and loses its quote)."""
+    if isinstance(cell, str) and len(cell) > 1 and cell[0] == "'" and cell[1] in FORMULA_START:
+        return cell[1:]
+    return cell
+
+
 def csv_safe_frame(df):
     """``df`` with :func:`csv_safe` applied to its text columns (vectorised; a copy only when
     a cell changes)."""

@@ -29,6 +29,11 @@ import pyarrow as pa
 
 from ascendprof.report.output import write_pieces
 
+#: how a Chrome trace this module wrote begins (the producer is the first otherData key)
+CHROME_SIGNATURE = b'{"displayTimeUnit":"ns","otherData":{"producer":"ascendprof '
+#: process track uuids start here (rank r -> PROCESS_UUID + r)
+PROCESS_UUID = 1_000_000
+
 #: approximate bytes one slice takes in each format (measured on the Qwen3 sample; args and
 #: names vary), for the size estimate before writing
 BYTES_PER_EVENT = {"chrome": 260, "perfetto": 150}
@@ -135,6 +140,65 @@ def _track_order(track: str) -> int:
     return 20_000 if track.startswith("Communication") else 30_000
 
 
+def written_by_us(path: Path) -> bool:
+    """Whether the regular file ``path`` is a trace this module wrote: a Chrome trace starting
+    with :data:`CHROME_SIGNATURE`, or a Perfetto trace whose first packet describes a rank's
+    process track (uuid from :data:`PROCESS_UUID`, name ``rank N…``)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    if head.startswith(CHROME_SIGNATURE):
+        return True
+    # a serialised Trace: field 1 (packet), length-delimited: 0x0a, varint length, packet
+    if not head.startswith(b"\x0a"):
+        return False
+    n, shift, i = 0, 0, 1
+    while i < len(head) and i < 6:
+        n |= (head[i] & 0x7F) << shift
+        shift += 7
+        i += 1
+        if not head[i - 1] & 0x80:
+            break
+    if i + n > len(head):
+        return False
+    try:
+        from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket
+
+        pk = TracePacket.FromString(head[i:i + n])
+    except Exception:  # noqa: BLE001 - anything unparsable is not ours
+        return False
+    d = pk.track_descriptor
+    return (pk.HasField("track_descriptor") and d.uuid >= PROCESS_UUID
+            and d.process.process_name.startswith("rank "))
+
+
+def check_target(path: Path, inputs=()) -> None:
+    """Refuse (OutputError, exit 2) a trace path ascendprof must not write: a directory, a
+    symbolic link, a FIFO or device, an existing file ascendprof did not write, one of the
+    ``inputs`` or a path inside an input directory. Called before any work."""
+    import os
+    import stat
+
+    from ascendprof.model.errors import OutputError
+    from ascendprof.report.output import check_report_path
+
+    path = Path(path)
+    check_report_path(path, inputs)
+    if os.path.islink(path):
+        raise OutputError(f"{path}: is a symbolic link; the trace is written only to a plain file")
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise OutputError(f"{path}: not a regular file; give a file name")
+    if st.st_size and not written_by_us(path):
+        raise OutputError(f"{path}: exists and ascendprof did not write it; remove it or give "
+                          f"another file name")
+
+
 def write_chrome(path: Path, events: pa.Table, joined, names, other: dict) -> Path:
     """Write ``events`` (analyze.timeline.lanes order) as Chrome trace JSON to ``path``
     (atomically). ``joined``: analyze.timeline.flows of the same table; ``names``: rank ->
@@ -160,7 +224,7 @@ def perfetto_pieces(events: pa.Table, joined: list[list[int]], names: dict[int, 
         return tr.SerializeToString()
 
     tracks = _tracks(events)
-    proc_uuid = {r: 1_000_000 + r for r in sorted({r for r, _ in tracks})}
+    proc_uuid = {r: PROCESS_UUID + r for r in sorted({r for r, _ in tracks})}
     for r, u in proc_uuid.items():
         def fill(p, r=r, u=u):
             p.track_descriptor.uuid = u
@@ -232,5 +296,5 @@ def write_perfetto(path: Path, events: pa.Table, joined, names) -> Path:
     return write_pieces(path, perfetto_pieces(events, joined, names))
 
 
-__all__ = ["write_chrome", "write_perfetto", "chrome_pieces", "perfetto_pieces",
+__all__ = ["write_chrome", "write_perfetto", "check_target", "written_by_us", "chrome_pieces", "perfetto_pieces",
            "estimate_bytes", "BYTES_PER_EVENT"]
