@@ -111,7 +111,13 @@ def command(directory, out, fmt, ranks_text, steps_text, window, align_clocks, m
     n_ranks = len(tl.names)
     members = sum(len(m) for m in tl.joined)
     size = trace.estimate_bytes(tl.events.num_rows, members, fmt)
-    echo = _console().print
+    console = _console()
+
+    def echo(*args, **kwargs):  # a reader that went away (| head) does not stop the work
+        from ascendprof.engine.lifetime import stdout_may_close
+
+        with stdout_may_close():
+            console.print(*args, **kwargs)
     echo(f"{tl.events.num_rows} slices on {n_ranks} rank(s), {len(tl.joined)} collective "
          f"instances joined; estimated size {size / 1e6:.1f} MB")
     if size > limit:
