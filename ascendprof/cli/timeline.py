@@ -97,8 +97,10 @@ def command(directory, out, fmt, ranks_text, steps_text, window, align_clocks, m
     if not quiet and n_read > 1:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+        from rich.console import Console
+
         bar = Progress(TextColumn("Reading ranks"), BarColumn(), MofNCompleteColumn(),
-                       transient=True, console=_console())
+                       transient=True, console=Console(stderr=True))
         task = bar.add_task("ranks", total=n_read)
         progress = lambda: bar.advance(task)  # noqa: E731
         bar.start()
