@@ -67,7 +67,7 @@ def _mutmut_config(mod: dict) -> str:
             '# no randomised order, no cache; hypothesis examples fixed so a run is repeatable\n'
             'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "no:randomly", "-q", "-x"]\n'
             'also_copy = ["fixtures", "benchmarks"]\n'
-            "timeout_multiplier = 30.0\ntimeout_constant = 30.0\n")
+            "timeout_multiplier = 10.0\ntimeout_constant = 20.0\n")
 
 
 def _statuses(work: Path, mutmut: str, env: dict) -> dict[str, str]:
