@@ -11,6 +11,8 @@ Exit status 1 when a bug survives in a mode where it must be killed.
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
+import json
 import os
 import re
 import shutil
@@ -71,6 +73,10 @@ def main(argv=None) -> int:
                     help="the shared data directory (default ../shared/data)")
     a = ap.parse_args(argv)
     bad = 0
+    record = {"commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, text=True,
+                                       capture_output=True).stdout.strip(),
+              "measured": _dt.datetime.now().isoformat(timespec="seconds"),
+              "stop_at_first_failure": not a.all, "bugs": []}
     for name, (rel, old, new, first) in BUGS.items():
         if a.only and a.only not in name:
             continue
@@ -92,6 +98,12 @@ def main(argv=None) -> int:
                 print(f"{name} [{mode}]: {'KILLED' if killed else 'SURVIVED'}"
                       + (f" by {len(failed)} test(s): " + ", ".join(failed) if failed else ""),
                       flush=True)
+                record["bugs"].append({"bug": name, "file": rel, "from": old, "to": new,
+                                       "mode": mode, "killed": killed, "failed": failed})
+    if not a.only:
+        out = ROOT / "mutation" / "results" / "known_bugs.json"
+        out.parent.mkdir(exist_ok=True)
+        out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     return bad
 
 

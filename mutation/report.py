@@ -34,7 +34,7 @@ def _load() -> tuple[list[dict], dict]:
 
     order = list(modules())
     res = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((HERE / "results").glob(
-        "*.json"))]
+        "*.json")) if p.name != "known_bugs.json"]
     res.sort(key=lambda r: order.index(r["name"]) if r["name"] in order else len(order))
     for r in res:  # a crash is a kill
         r["survivors"] = [s for s in r["survivors"] if s["status"] not in KILLED]
@@ -110,6 +110,7 @@ def build() -> tuple[str, list[str]]:
     missing = [m for m in __import__("run").modules() if m not in {r["name"] for r in res}]
     if missing:
         out += ["", "Not measured yet: " + ", ".join(f"`{m}`" for m in missing) + "."]
+    out += _known_bugs(problems)
     out += ["", "## Survivors", ""]
     for r in res:
         if not r["survivors"]:
@@ -124,6 +125,31 @@ def build() -> tuple[str, list[str]]:
             out += [f"- `{short}` ({s['status']}) — {note}", "", "  ```diff"]
             out += ["  " + ln for ln in s["diff"].splitlines()] + ["  ```", ""]
     return "\n".join(out).rstrip() + "\n", problems
+
+
+def _known_bugs(problems: list[str]) -> list[str]:
+    """The section on issue #23's five one-line bugs, from mutation/results/known_bugs.json
+    (mutation/known_bugs.py)."""
+    path = HERE / "results" / "known_bugs.json"
+    if not path.exists():
+        return ["", "## The five known bugs", "", "Not measured yet: run "
+                "`.venv/bin/python mutation/known_bugs.py`."]
+    kb = json.loads(path.read_text(encoding="utf-8"))
+    out = ["", "## The five known bugs", "",
+           f"`mutation/known_bugs.py` applies each one-line bug of issue #23 alone to a copy of "
+           f"commit {kb['commit'][:10]} ({kb['measured'][:10]}) and runs the test suite with and "
+           f"without `../shared/data`"
+           + (" (stopping at the first failure; `--all` lists every failing test)"
+              if kb.get("stop_at_first_failure") else "") + ".", "",
+           "| bug | change | shared data | outcome | failing test |", "|---|---|---|---|---|"]
+    for b in kb["bugs"]:
+        if not b["killed"]:
+            problems.append(f"known bug survived: {b['bug']} ({b['mode']})")
+        tests = "<br>".join(f"`{t}`" for t in b["failed"]) or "—"
+        out.append(f"| {b['bug']} | `{b['file'].removeprefix('ascendprof/')}`: `{b['from']}` → "
+                   f"`{b['to']}` | {b['mode'].removesuffix(' shared data')} | "
+                   f"{'killed' if b['killed'] else '**survived**'} | {tests} |")
+    return out
 
 
 def _stub() -> None:
