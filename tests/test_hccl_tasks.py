@@ -197,3 +197,45 @@ def test_no_master_task_leaves_times_null_and_bad_columns_raise():
         H.comm_tables(pd.DataFrame({"op_name": ["x"]}), 0)
     with pytest.raises(ValueError, match="elapse"):
         H.comm_tables(pd.DataFrame([_task("Memcpy", 0, 1)]), 0, elapse="bogus")
+
+
+@pytest.mark.parametrize("name, kind", [
+    ("hcom_send__1_1", "p2p"), ("HCOM_RECEIVE__3_0_1", "p2p"), ("hcom_batchSendRecv__8_2_1", "p2p"),
+    ("hcom_allReduce__210_0_1", "collective"), ("hcom_broadcast__1_1", "collective"),
+    ("my_send", "collective")])  # the prefix decides, not a 'send' anywhere
+def test_op_kind(name, kind):
+    assert H.op_kind(name) == kind
+
+
+def test_transport_keys_of_sdma_links_by_hand():
+    """§7.2 Bandwidth Info keys of SDMA transit tasks (Memcpy / Reduce_Inline leaving the chip):
+    HCCS_SW counts as HCCS, PCIE / HCCS / SIO as themselves, anything else as SDMA; SDMA's size
+    and time then add HCCS + PCIE + SIO. §7.3 matrix Transport Type: ON_CHIP is LOCAL, HCCS_SW is
+    HCCS, others as they are. Sizes 1..6 MB, durations 10..60 ns, one per link type."""
+    links = ["HCCS_SW", "HCCS", "PCIE", "SIO", "RESERVED", "ON_CHIP"]
+    tasks = [_task("Memcpy" if k % 2 else "Reduce_Inline", 100 * k, 10 * (k + 1), link=lk,
+                   size=(k + 1) * 1_000_000, remote=k + 1, op="hcom_allReduce__1_1")
+             for k, lk in enumerate(links)]
+    bw = H.op_bandwidth_info(tasks, "hcom_allReduce__1_1")
+    got = {k: (round(v["size_mb"], 6), v["transit_ns"]) for k, v in bw.items()}
+    # HCCS: HCCS_SW (1 MB, 10 ns) + HCCS (2, 20); PCIE (3, 30); SIO (4, 40);
+    # SDMA: RESERVED (5, 50) + HCCS + PCIE + SIO; ON_CHIP is no transit
+    assert got == {"RDMA": (0, 0), "HCCS": (3.0, 30), "PCIE": (3.0, 30), "SIO": (4.0, 40),
+                   "SDMA": (5.0 + 3 + 3 + 4, 50 + 30 + 30 + 40)}
+    assert bw["HCCS"]["dist"] == {1.0: [1, 10], 2.0: [1, 20]}
+    assert bw["SDMA"]["dist"] == {5.0: [1, 50]}  # its own packets only
+    # 3 MB in 30 ns: (3/1000) GB / (30e-9 s) = 100000 GB/s
+    assert bw["HCCS"]["bandwidth_gbps"] == 100000.0
+    matrix = {dst: v["transport"] for (_, dst), v in H.op_links(tasks, "hcom_allReduce__1_1").items()}
+    assert matrix == {1: "HCCS", 2: "HCCS", 3: "PCIE", 4: "SIO", 5: "RESERVED", 6: "LOCAL"}
+
+
+def test_a_payload_run_at_the_very_end_is_skipped():
+    rdma = dict(transport="RDMA", link="ROCE", op="hcom_allReduce__1_1")
+    tasks = [_task("Memcpy", 0, 5, size=1_000_000, op="hcom_allReduce__1_1"),
+             _task("RDMASend", 10, 5, rdma="RDMA_SEND_PAYLOAD", size=1_000_000, **rdma),
+             _task("RDMASend", 20, 5, rdma="RDMA_SEND_PAYLOAD", size=1_000_000, **rdma)]
+    t = H.op_time_info(tasks, "hcom_allReduce__1_1")
+    assert (t["transit_ns"], t["elapse_ns"]) == (5, 25)
+    assert H.op_bandwidth_info(tasks, "hcom_allReduce__1_1")["RDMA"]["size_mb"] == 0
+    assert set(H.op_links(tasks, "hcom_allReduce__1_1")) == {(0, 1)}
