@@ -41,9 +41,11 @@ def test_per_rank_means_and_first_step():
                                     "tail_ms", "total_ms"]
     assert got.values.tolist() == [[0, 1, 2.0, 4.0, 6.0, 12.0], [1, 3, 13 / 3, 20.0, 3.0,
                                                                  13 / 3 + 23.0]]
-    # skip_first drops a rank's first step only when it has more than one
+    # skip_first drops a rank's first step only when it has more than one (rank 2: two)
+    its = pd.concat([its, _its([(2, 4, 5, 5, 5), (2, 5, 1, 1, 1)])])
     got = IT.per_rank(its, skip_first=True)
-    assert got.values.tolist() == [[0, 1, 2.0, 4.0, 6.0, 12.0], [1, 2, 2.0, 20.0, 3.0, 25.0]]
+    assert got.values.tolist() == [[0, 1, 2.0, 4.0, 6.0, 12.0], [1, 2, 2.0, 20.0, 3.0, 25.0],
+                                   [2, 1, 1.0, 1.0, 1.0, 3.0]]
     empty = IT.per_rank(its.iloc[:0])
     assert empty.empty and empty.columns.tolist() == got.columns.tolist()
 
@@ -57,7 +59,8 @@ def _table(interval, fp_bp, tail):
 
 def test_findings_edges():
     quiet = [10.0, 10.0, 10.0]
-    # two ranks say nothing; three do
+    # no table or two ranks say nothing; three do
+    assert IT.findings(None) == []
     assert IT.findings(_table([10.0, 99.0], [1.0, 1.0], [1.0, 1.0])) == []
     got = IT.findings(_table([10.0, 10.0, 99.0], quiet, quiet))
     assert [(f["category"], f["ranks"]) for f in got] == [("slow_host", [2])]
@@ -75,6 +78,8 @@ def test_findings_edges():
     five = [10.0] * 5
     assert IT.findings(_table(vals, five, five), z_threshold=float(IT.robust_z(vals)[-1])) == []
     assert IT.findings(_table(vals[:4] + [at + 0.01], five, five))[0]["ranks"] == [4]
+    # sub-millisecond phases are judged like any other
+    assert IT.findings(_table([0.1, 0.1, 0.5], quiet, quiet))[0]["ranks"] == [2]
     # nothing measured: no finding (times must be positive)
     assert IT.findings(_table([0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0])) == []
 
