@@ -107,9 +107,12 @@ def build() -> tuple[str, list[str]]:
             problems.append(f"target missed: {g} {adj:.1f} % of non-equivalent < {TARGETS[g]} %")
         out.append(f"| {g} | {k} / {n} | {raw:.1f} | {k} / {n - eq} | {adj:.1f} | "
                    f"≥ {TARGETS[g]:g} % | {met} |")
-    missing = [m for m in __import__("run").modules() if m not in {r["name"] for r in res}]
+    mods = __import__("run").modules()
+    missing = [m for m in mods if m not in {r["name"] for r in res}]
     if missing:
-        out += ["", "Not measured yet: " + ", ".join(f"`{m}`" for m in missing) + "."]
+        out += ["", "Not measured yet (`make mutants MODULES=\"...\"` measures them):", ""]
+        out += [f"- `{mods[m]['path'].removeprefix('ascendprof/')}`"
+                + (f": {mods[m]['note']}" if mods[m].get("note") else "") for m in missing]
     out += _known_bugs(problems)
     out += ["", "## Survivors", ""]
     for r in res:
