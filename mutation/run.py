@@ -117,7 +117,9 @@ def run_module(name: str, mod: dict, mutmut: str) -> dict:
     survivors = [{"mutant": m, "status": s, "diff": _diff(work, mutmut, env, m)}
                  for m, s in sorted(statuses.items(), key=lambda kv: _natural(kv[0]))
                  if s not in ("killed", "timeout", "segfault", "caught by type check")]
+    blobs = {p: _git("rev-parse", f"{commit}:{p}") for p in [mod["path"], *mod["tests"]]}
     return {"module": mod["path"], "name": name, "tests": mod["tests"], "commit": commit,
+            "blobs": blobs,
             "measured": _dt.datetime.now().isoformat(timespec="seconds"),
             "seconds": round(time.monotonic() - started),
             "mutmut": subprocess.run([mutmut, "--version"], capture_output=True,
