@@ -173,7 +173,11 @@ def test_compact_ranks(ranks, text):
 
 
 def test_empty_inputs():
-    assert op_stats.top_kernels([]).empty
+    empty_partial = op_stats.kernel_partial(_kernels([(0, "Add", "HCCL", 5, "h")]))
+    assert empty_partial.num_rows == 0
+    for parts in ([], [None, empty_partial]):
+        top = op_stats.top_kernels(parts)
+        assert top.empty and list(top.columns) == op_stats.TOP_KERNELS_COLUMNS
     assert op_stats.combine([None]).empty
     empty = pa.table({"rank": pa.array([], pa.int32())})
     assert op_stats.combine([empty]).empty
@@ -223,6 +227,7 @@ def test_op_statistics_rules_by_hand():
         (1, "Add", "AI_CORE", 5000, "a"),            # rank 1: one op = 100 %; larger than
                                                      # rank 0's, still listed after rank 0
         (2, "Add", "AI_CORE", 0, "a"),               # rank 2: total 0 ns -> ratio 0, not NaN
+        (3, "Mul", "AI_CORE", 1, "m"),               # rank 3: 1 ns in all, 100 %
     ])
     got = op_stats.combine([op_stats.rank_partial(k)])
     ranks = got[got["Rank"] != "cluster"]
@@ -237,11 +242,24 @@ def test_op_statistics_rules_by_hand():
          round(3001 / total0 * 100, 3)],
         [0, "Cast", None, 1, 0.998, 0.998, 0.998, 0.998, round(998 / total0 * 100, 3)],
         [1, "Add", "AI_CORE", 1, 5.0, 5.0, 5.0, 5.0, 100.0],
-        [2, "Add", "AI_CORE", 1, 0.0, 0.0, 0.0, 0.0, 0.0]]
+        [2, "Add", "AI_CORE", 1, 0.0, 0.0, 0.0, 0.0, 0.0],
+        [3, "Mul", "AI_CORE", 1, 0.001, 0.001, 0.001, 0.001, 100.0]]
     assert total0 == 10001 and round(3001 / total0 * 100, 3) == 30.007  # 3 decimals
     assert ranks["Count"].dtype.kind == "i"
     # Avg of Add on rank 0: 3001 ns / 3 = 1000.333 ns -> 1.0 us at 3 decimals (not 1.0003)
     cluster = got[got["Rank"] == "cluster"].set_index(["OP Type", "Accelerator Core"])
     assert cluster.loc[("Add", "AI_CORE"), "Count"] == 5
     assert cluster.loc[("Add", "AI_CORE"), "Avg Time(us)"] == round(8001 / 5 / 1000, 3)
-    assert cluster.loc[("Add", "AI_CORE"), "Ratio(%)"] == round(8001 / (total0 + 5000) * 100, 3)
+    assert cluster.loc[("Add", "AI_CORE"), "Ratio(%)"] == round(8001 / (total0 + 5001) * 100, 3)
+
+
+def test_top_kernels_default_count_and_rounding():
+    # 25 kernels k00..k24 of 3 calls each, k<i> taking 3 * (1000 + i) ns: the default is the
+    # top 20 (k24 .. k05); averages keep 3 decimals: (3*1000+3*i+1) / 3 ns
+    rows = [(0, "Add", "AI_CORE", 1000 + i + (1 if j == 0 else 0), f"k{i:02d}")
+            for i in range(25) for j in range(3)]
+    top = op_stats.top_kernels([op_stats.kernel_partial(_kernels(rows))])
+    assert top["Name"].tolist() == [f"k{i:02d}" for i in range(24, 4, -1)]
+    assert top["Avg Time(us)"].iloc[0] == round((3 * 1024 + 1) / 3 / 1000, 3) == 1.024
+    assert top["Total Time(us)"].iloc[0] == 3.073
+    assert len(op_stats.top_kernels([op_stats.kernel_partial(_kernels(rows))], n=3)) == 3
