@@ -325,28 +325,50 @@ def _bw_info(bw: dict, clock: Clock, mult: int = 1) -> dict:
     return out
 
 
-def _total_op_info(ops: list[dict]) -> dict:
-    keys = ("Elapse Time(ms)", "Transit Time(ms)", "Wait Time(ms)", "Synchronization Time(ms)",
+class _TotalOpInfo:
+    """The 'Total Op Info' of one step and kind, summed op by op as they are written (so a
+    file of 10^6 ops is never held whole)."""
+
+    KEYS = ("Elapse Time(ms)", "Transit Time(ms)", "Wait Time(ms)", "Synchronization Time(ms)",
             "Idle Time(ms)")
-    ti = {k: _r(sum(o["Communication Time Info"].get(k, 0) for o in ops)) for k in keys}
-    tr, wt, sy = ti["Transit Time(ms)"], ti["Wait Time(ms)"], ti["Synchronization Time(ms)"]
-    ti["Wait Time Ratio"] = round(wt / (wt + tr), 4) if wt + tr else 0
-    ti["Synchronization Time Ratio"] = round(sy / (sy + tr), 4) if sy + tr else 0
-    bw: dict[str, dict] = {}
-    for o in ops:
+
+    def __init__(self):
+        self.n = 0
+        self.ti = {k: 0.0 for k in self.KEYS}
+        self.bw: dict[str, dict] = {}
+
+    def add(self, o: dict) -> None:
+        self.n += 1
+        t = o["Communication Time Info"]
+        for k in self.KEYS:
+            self.ti[k] += t.get(k, 0)
         for transport, b in o["Communication Bandwidth Info"].items():
-            acc = bw.setdefault(transport, {"Transit Time(ms)": 0.0, "Transit Size(MB)": 0.0,
-                                            "Size Distribution": {}})
+            acc = self.bw.setdefault(transport, {"Transit Time(ms)": 0.0, "Transit Size(MB)": 0.0,
+                                                 "Size Distribution": {}})
             acc["Transit Time(ms)"] += b.get("Transit Time(ms)", 0)
             acc["Transit Size(MB)"] += b.get("Transit Size(MB)", 0)
             for k, (c, d) in (b.get("Size Distribution") or {}).items():
                 cur = acc["Size Distribution"].setdefault(k, [0, 0.0])
                 cur[0] += c
                 cur[1] = _r(cur[1] + d)
-    for acc in bw.values():
-        acc["Transit Time(ms)"] = _r(acc["Transit Time(ms)"])
-        acc["Transit Size(MB)"] = _r(acc["Transit Size(MB)"])
-    return {"Communication Time Info": ti, "Communication Bandwidth Info": bw}
+
+    def result(self) -> dict:
+        ti = {k: _r(v) for k, v in self.ti.items()}
+        tr, wt, sy = ti["Transit Time(ms)"], ti["Wait Time(ms)"], ti["Synchronization Time(ms)"]
+        ti["Wait Time Ratio"] = round(wt / (wt + tr), 4) if wt + tr else 0
+        ti["Synchronization Time Ratio"] = round(sy / (sy + tr), 4) if sy + tr else 0
+        bw = {}
+        for transport, acc in self.bw.items():
+            bw[transport] = dict(acc, **{"Transit Time(ms)": _r(acc["Transit Time(ms)"]),
+                                         "Transit Size(MB)": _r(acc["Transit Size(MB)"])})
+        return {"Communication Time Info": ti, "Communication Bandwidth Info": bw}
+
+
+def _total_op_info(ops: list[dict]) -> dict:
+    acc = _TotalOpInfo()
+    for o in ops:
+        acc.add(o)
+    return acc.result()
 
 
 class RankWriter:
@@ -421,36 +443,47 @@ class RankWriter:
         path.write_text(buf.getvalue(), encoding="utf-8")
 
     def write_comm(self, comm_path: Path, matrix_path: Path) -> None:
+        # written op by op (orjson's compact layout, the same bytes as dumping the whole
+        # object): a file of 10^6 ops (~1 GB) is never held in memory
         copies = self.plan["comm_copies"]
         clock = self.clock(copies)
-        comm_out: dict = {}
-        for step, body in self.t.comm.items():
-            step_out = {}
-            for kind in ("p2p", "collective"):
-                ops_out: dict = {}
-                for k in range(copies):
-                    for kind_, op, v in _ops({kind: body.get(kind) or {}}):
-                        name, _, grp = op.rpartition("@")
-                        tg = self.target_group(grp)
-                        if tg is None:
-                            continue
-                        new_name = new_op_name(name, int(tg[0]), k, self.strides.get(grp, 1))
-                        ti = dict(v["Communication Time Info"])
-                        start_ns = round(ti["Start Timestamp(us)"] * 1000)
-                        ti["Start Timestamp(us)"] = _r(clock.ts(start_ns, k) / 1000, 3)
-                        for key in ("Elapse Time(ms)", "Transit Time(ms)", "Wait Time(ms)",
-                                    "Synchronization Time(ms)", "Idle Time(ms)"):
-                            if key in ti:
-                                ti[key] = _r(clock.dur(ti[key]))
-                        ops_out[f"{new_name}@{tg[0]}"] = {
-                            "Communication Time Info": ti,
-                            "Communication Bandwidth Info": _bw_info(
-                                v.get("Communication Bandwidth Info", {}), clock)}
-                if ops_out:
-                    ops_out["Total Op Info"] = _total_op_info(list(ops_out.values()))
-                step_out[kind] = ops_out
-            comm_out[step] = step_out
-        comm_path.write_bytes(orjson.dumps(comm_out))
+        dumps = orjson.dumps
+        with open(comm_path, "wb") as f:
+            f.write(b"{")
+            for si, (step, body) in enumerate(self.t.comm.items()):
+                f.write((b"," if si else b"") + dumps(step) + b":{")
+                for ki, kind in enumerate(("p2p", "collective")):
+                    f.write((b"," if ki else b"") + dumps(kind) + b":{")
+                    total, buf = _TotalOpInfo(), []
+                    for k in range(copies):
+                        for kind_, op, v in _ops({kind: body.get(kind) or {}}):
+                            name, _, grp = op.rpartition("@")
+                            tg = self.target_group(grp)
+                            if tg is None:
+                                continue
+                            new_name = new_op_name(name, int(tg[0]), k, self.strides.get(grp, 1))
+                            ti = dict(v["Communication Time Info"])
+                            start_ns = round(ti["Start Timestamp(us)"] * 1000)
+                            ti["Start Timestamp(us)"] = _r(clock.ts(start_ns, k) / 1000, 3)
+                            for key in ("Elapse Time(ms)", "Transit Time(ms)", "Wait Time(ms)",
+                                        "Synchronization Time(ms)", "Idle Time(ms)"):
+                                if key in ti:
+                                    ti[key] = _r(clock.dur(ti[key]))
+                            info = {"Communication Time Info": ti,
+                                    "Communication Bandwidth Info": _bw_info(
+                                        v.get("Communication Bandwidth Info", {}), clock)}
+                            total.add(info)
+                            buf.append((b"," if total.n > 1 else b"")
+                                       + dumps(f"{new_name}@{tg[0]}") + b":" + dumps(info))
+                        if len(buf) >= 4096:
+                            f.write(b"".join(buf))
+                            buf.clear()
+                    f.write(b"".join(buf))
+                    if total.n:
+                        f.write(b',"Total Op Info":' + dumps(total.result()))
+                    f.write(b"}")
+                f.write(b"}")
+            f.write(b"}")
 
         mat_out: dict = {}
         for step, body in self.t.matrix.items():

@@ -120,8 +120,19 @@ def read_communication(path: Path, rank: int, problems: Problems | None = None
     is not valid JSON (with byte offset) or is not a JSON object; an op or step entry of the wrong
     shape is skipped and recorded in ``problems`` when given.
     """
+    from ascendprof.readers import comm_fast
+
+    return comm_fast.read_tables(path, rank, problems)
+
+
+def read_communication_per_value(path: Path, rank: int, problems: Problems | None = None,
+                                 raw: bytes | None = None) -> dict[str, pa.Table]:
+    """:func:`read_communication` the first way: the whole file parsed by orjson, the columns
+    by Arrow's converter or value by value. The definition the fast reader
+    (:mod:`ascendprof.readers.comm_fast`) is tested against, and what it hands every file of
+    another shape than it handles (``raw``: the file's bytes when already read)."""
     path = Path(path)
-    raw = read_payload(path)
+    raw = read_payload(path) if raw is None else raw
     data = parse_json(path, raw)
     # JSON true/false are the one value Arrow's converter takes as a number where the per-value
     # rule (_num) does not: a file with any goes the per-value way
@@ -217,9 +228,19 @@ def _communication_tables(data, path: Path, rank: int, problems, typed: bool = F
     file without JSON true/false): the numeric columns may come from Arrow's converter
     (:func:`_typed_columns`), which falls back to the per-value rules
     (:func:`_per_value_columns`) by itself; False takes those rules directly."""
+    return _entry_tables(_iter_ops(data, path, problems, rank), path, rank, problems, typed)
+
+
+def _entry_tables(entries, path: Path, rank: int, problems, typed: bool = False,
+                  bad_sink: list | None = None, opinfo: list | None = None
+                  ) -> dict[str, pa.Table]:
+    """:func:`_communication_tables` of ``entries`` = (step key, kind, op key, parsed OPINFO)
+    in file order. ``bad_sink``: ops left out for their times are appended there as (count,
+    step key, field, value, name, group) instead of recorded in ``problems``; ``opinfo``: the
+    OPINFO texts of the entries as the file has them (else each parsed one is dumped)."""
     e_step_key, e_kind, e_name, e_group = [], [], [], []
     o_info, o_raw, o_bw = [], [], []  # per entry (= COMM_OPS row): time info, OPINFO, bandwidth
-    for step_key, kind, op_key, info in _iter_ops(data, path, problems, rank):
+    for j, (step_key, kind, op_key, info) in enumerate(entries):
         if type(info) is not dict:  # orjson gives plain dicts for objects
             if problems is not None:
                 problems.warn(path, f"op {op_key!r} in {step_key} is not an object; skipped",
@@ -237,17 +258,16 @@ def _communication_tables(data, path: Path, rank: int, problems, typed: bool = F
         e_name.append(name if at else op_key)
         e_group.append(group if at else "")
         o_info.append(t)
-        o_raw.append(info)
+        o_raw.append(info if opinfo is None else opinfo[j])
         o_bw.append(info.get(BANDWIDTH_INFO))
     bad = _bad_times(o_info)
     if bad:  # left out: an op whose time is not a number cannot be analysed
-        if problems is not None:
-            i, key, v = bad[0]
-            problems.add(path, f"{len(bad)} op(s) left out: a {TIME_INFO} time that is not a "
-                               f"non-negative number (e.g. {key} = {_show(v)} in "
-                               f"{e_name[i]}@{e_group[i]})",
-                         rank=rank, where=e_step_key[i], severity="skipped",
-                         affects=("communication", "communication_matrix", "verdicts"))
+        i, key, v = bad[0]
+        if bad_sink is not None:
+            bad_sink.append((len(bad), e_step_key[i], key, v, e_name[i], e_group[i]))
+        elif problems is not None:
+            report_bad_times(problems, path, rank, len(bad), e_step_key[i], key, v, e_name[i],
+                             e_group[i])
         drop = {i for i, _, _ in bad}
         keep = [i for i in range(len(o_info)) if i not in drop]
         e_step_key, e_kind, e_name, e_group, o_info, o_raw, o_bw = (
@@ -258,10 +278,22 @@ def _communication_tables(data, path: Path, rank: int, problems, typed: bool = F
     ops, bws, b_ent, sds, d_ent = cols or _per_value_columns(o_info, o_bw, path)
     ops["start_ns"] = _abs_us_column(_field(o_info, "Start Timestamp(us)"))
     # kept verbatim for cluster_communication.json (msprof-analyze copies it as is)
-    ops["opinfo_json"] = _json_column(o_raw)
+    ops["opinfo_json"] = (_json_column(o_raw) if opinfo is None else
+                          pa.array([bytes(x) for x in o_raw], pa.binary()).cast(pa.string()))
     return {S.COMM_OPS: _assemble(S.COMM_OPS, common, None, ops),
             S.COMM_BANDWIDTH: _assemble(S.COMM_BANDWIDTH, common, b_ent, bws),
             S.COMM_SIZE_DIST: _assemble(S.COMM_SIZE_DIST, common, d_ent, sds)}
+
+
+def report_bad_times(problems: Problems, path: Path, rank: int, count: int, step_key: str,
+                     key: str, value, name: str, group: str) -> None:
+    """The one problem of a file whose ``count`` ops were left out for a time that is not a
+    non-negative number (the first: ``key`` = ``value`` of ``name@group`` in ``step_key``)."""
+    problems.add(path, f"{count} op(s) left out: a {TIME_INFO} time that is not a "
+                       f"non-negative number (e.g. {key} = {_show(value)} in "
+                       f"{name}@{group})",
+                 rank=rank, where=step_key, severity="skipped",
+                 affects=("communication", "communication_matrix", "verdicts"))
 
 
 #: Communication Time Info fields an op cannot be analysed without (spec §A.5, §7.2).
