@@ -26,6 +26,7 @@ Everything takes tables and returns plain dicts / DataFrames; nothing touches fi
 
 from __future__ import annotations
 
+from array import array
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -519,8 +520,11 @@ def _sums(table: pa.Table, keys: list, columns) -> list[dict]:
     t = table.select(keys + [c for c in columns if c not in fill])
     for c, col in fill.items():
         t = t.append_column(c, col)
-    return t.group_by(keys, use_threads=False).aggregate([(c, "sum") for c in columns]) \
-        .to_pylist()
+    t = t.append_column(_ROW, pa.array(np.arange(t.num_rows)))
+    # sorted by first row: Acero's group order is not always the order of appearance
+    g = t.group_by(keys, use_threads=False).aggregate([(c, "sum") for c in columns]
+                                                      + [(_ROW, "min")])
+    return g.sort_by(f"{_ROW}_min").drop_columns([f"{_ROW}_min"]).to_pylist()
 
 
 def _step_totals(ops: pa.Table, bw: pa.Table | None, dist: pa.Table | None
@@ -528,29 +532,167 @@ def _step_totals(ops: pa.Table, bw: pa.Table | None, dist: pa.Table | None
     """(rank, kind, group) -> step key -> its 'Total Op Info' (CommunicationAnalysis totals):
     time fields summed (a field no op has is left out), ratios from the sums, per transport
     summed Transit Time / Size, Size Distribution and Bandwidth(GB/s) = MB/ms. Times in ms."""
+    return _totals_from_sums(_step_sums(ops, bw, dist))
+
+
+def _step_sums(ops: pa.Table, bw: pa.Table | None, dist: pa.Table | None) -> dict:
+    """The sums behind :func:`_step_totals`, which add up over batches of one rank's ops
+    (:func:`_add_sums`): ``{"ops": {(rank, kind, group, step key): {col: sum or None}},
+    "bw": {(..., transport): [transit ns, size MB]}, "dist": {(..., transport, size):
+    [count, dur ns]}}`` in first-appearance order."""
+    out: dict = {"ops": {}, "bw": {}, "dist": {}}
+    cols = [col for _, col in _TIME_FIELDS]
+    for r in _sums(ops, _GROUP, {col: False for col in cols}):
+        out["ops"][tuple(r[k] for k in _GROUP)] = {col: r[f"{col}_sum"] for col in cols}
+    if bw is not None and bw.num_rows:
+        for r in _sums(bw, _GROUP + ["transport"], {"transit_ns": True, "size_mb": True}):
+            out["bw"][tuple(r[k] for k in _GROUP + ["transport"])] = \
+                [r["transit_ns_sum"], r["size_mb_sum"]]
+    if dist is not None and dist.num_rows:
+        keys = _GROUP + ["transport", "packet_size_mb"]
+        for r in _sums(dist, keys, {"count": True, "dur_ns": True}):
+            out["dist"][tuple(r[k] for k in keys)] = [r["count_sum"], r["dur_ns_sum"]]
+    return out
+
+
+def _add_sums(acc: dict, more: dict) -> dict:
+    """``more`` (:func:`_step_sums` of a later batch) added into ``acc``."""
+    for key, sums in more["ops"].items():
+        have = acc["ops"].get(key)
+        if have is None:
+            acc["ops"][key] = dict(sums)
+            continue
+        for col, v in sums.items():
+            if v is not None:
+                have[col] = v if have[col] is None else have[col] + v
+    for part in ("bw", "dist"):
+        for key, (a, b) in more[part].items():
+            have = acc[part].get(key)
+            if have is None:
+                acc[part][key] = [a, b]
+            else:
+                have[0] += a
+                have[1] += b
+    return acc
+
+
+def _totals_from_sums(sums: dict) -> dict[tuple, dict[str, dict]]:
     out: dict[tuple, dict[str, dict]] = {}
-    for r in _sums(ops, _GROUP, {col: False for _, col in _TIME_FIELDS}):
-        t = _with_ratios({label: r[f"{col}_sum"] / 1e6 for label, col in _TIME_FIELDS
-                          if r[f"{col}_sum"] is not None})
-        out.setdefault((r["rank"], r["kind"], r["group"]), {})[r["step_key"]] = \
-            {TIME_INFO: t, BANDWIDTH_INFO: {}}
-    if bw is None or bw.num_rows == 0:
-        return out
-    for r in _sums(bw, _GROUP + ["transport"], {"transit_ns": True, "size_mb": True}):
-        time_ms, size = r["transit_ns_sum"] / 1e6, r["size_mb_sum"]
-        out[(r["rank"], r["kind"], r["group"])][r["step_key"]][BANDWIDTH_INFO][r["transport"]] = {
+    for (rank, kind, group, step), r in sums["ops"].items():
+        t = _with_ratios({label: r[col] / 1e6 for label, col in _TIME_FIELDS
+                          if r[col] is not None})
+        out.setdefault((rank, kind, group), {})[step] = {TIME_INFO: t, BANDWIDTH_INFO: {}}
+    for (rank, kind, group, step, transport), (transit, size) in sums["bw"].items():
+        time_ms = transit / 1e6
+        out[(rank, kind, group)][step][BANDWIDTH_INFO][transport] = {
             "Transit Time(ms)": time_ms, "Transit Size(MB)": size, "Size Distribution": {},
             "Bandwidth(GB/s)": ratio(size, time_ms)}
-    if dist is None or dist.num_rows == 0:
-        return out
-    for r in _sums(dist, _GROUP + ["transport", "packet_size_mb"],
-                   {"count": True, "dur_ns": True}):
-        entry = out[(r["rank"], r["kind"], r["group"])][r["step_key"]][BANDWIDTH_INFO] \
-            .get(r["transport"])
+    for (rank, kind, group, step, transport, size), (count, dur) in sums["dist"].items():
+        entry = out[(rank, kind, group)][step][BANDWIDTH_INFO].get(transport)
         if entry is not None:  # sizes count only under a transport the op reports
-            entry["Size Distribution"][r["packet_size_mb"]] = [r["count_sum"],
-                                                                r["dur_ns_sum"] / 1e6]
+            entry["Size Distribution"][size] = [count, dur / 1e6]
     return out
+
+
+class FragmentsBuilder:
+    """:func:`rank_fragments` of one rank's communication.json tables given batch by batch
+    (the aligned row groups of a spilled COMM_OPS / COMM_BANDWIDTH / COMM_SIZE_DIST, see
+    :mod:`ascendprof.model.bigtables`), so a file of 10^6 ops is never held whole: the OPINFOs
+    are compressed :data:`RECORDS_PER_CHUNK` at a time as they come, the totals are summed as
+    they come. :meth:`result` gives the same fragments as rank_fragments of the whole tables
+    (the float sums of Transit Size may differ in the last bits: other summation order)."""
+
+    def __init__(self):
+        self._parts: dict[tuple, dict] = {}
+        self._sums: dict = {"ops": {}, "bw": {}, "dist": {}}
+
+    def add(self, ops: pa.Table, bw: pa.Table | None, dist: pa.Table | None) -> None:
+        if ops is None or ops.num_rows == 0:
+            return
+        if not _from_communication_json(ops):
+            raise ValueError("FragmentsBuilder takes communication.json tables only")
+        _add_sums(self._sums, _step_sums(ops, bw, dist))
+        keys = ops.select(["rank", "kind", "group"])
+        first = keys.slice(0, 1).to_pylist()[0]
+        same = all(pc.all(pc.equal(keys.column(c), first[c])).as_py() for c in first) \
+            if keys.column("group").null_count == 0 and keys.column("kind").null_count == 0 \
+            else False
+        if same:
+            groups = {(first["rank"], first["kind"], first["group"]): None}
+        else:
+            groups = {}
+            for i, k in enumerate(zip(*(keys.column(c).to_pylist() for c in first))):
+                groups.setdefault(k, []).append(i)
+        for key, rows in groups.items():
+            sub = ops if rows is None else ops.take(pa.array(rows, pa.int64()))
+            self._add_group(key, sub)
+
+    def _add_group(self, key: tuple, sub: pa.Table) -> None:
+        part = self._parts.get(key)
+        if part is None:  # compact: 12 bytes and the key's JSON per op until the end
+            part = self._parts[key] = {"steps": {}, "index": array("i"), "keys": bytearray(),
+                                       "key_lengths": array("i"), "lengths": array("i"),
+                                       "chunks": [], "pending": b"", "pending_n": 0}
+        group = key[2]
+        names = sub.column("op_name").combine_chunks()
+        tail = f'@{group}"'
+        if names.null_count == 0 and not pc.any(pc.match_substring_regex(
+                names, r'["\\\x00-\x1f]')).as_py() and orjson.dumps(tail[:-1])[1:-1] == \
+                tail[:-1].encode():
+            # op key JSONs as one Arrow string array: no Python step per op
+            joined = pc.binary_join_element_wise(pa.scalar('"'), names, pa.scalar(tail), "")
+            off = np.frombuffer(joined.buffers()[1], np.int32, len(joined) + 1,
+                                joined.offset * 4)
+            data = joined.buffers()[2]
+            part["keys"] += memoryview(data)[off[0]:off[-1]]
+            part["key_lengths"].extend(np.diff(off).astype(np.int32).tolist())
+        else:
+            op_keys = [orjson.dumps(f"{n}@{group}") for n in names.to_pylist()]
+            part["keys"] += b"".join(op_keys)
+            part["key_lengths"].extend(map(len, op_keys))
+        codes = pc.dictionary_encode(sub.column("step_key").combine_chunks())
+        ids = [part["steps"].setdefault(orjson.dumps(v), len(part["steps"]))
+               for v in codes.dictionary.to_pylist()]
+        part["index"].extend(np.asarray(ids, np.int32)[codes.indices.to_numpy(
+            zero_copy_only=False)].tolist())
+        texts = sub.column("opinfo_json").combine_chunks()
+        off = np.frombuffer(texts.buffers()[1], np.int32, len(texts) + 1, texts.offset * 4)
+        view = memoryview(texts.buffers()[2])
+        part["lengths"].extend(np.diff(off).astype(np.int32).tolist())
+        k = RECORDS_PER_CHUNK
+        i, n = 0, len(texts)
+        if part["pending_n"]:  # complete the chunk the last batch left open
+            take = min(k - part["pending_n"], n)
+            part["pending"] += view[off[0]:off[take]]
+            part["pending_n"] += take
+            i = take
+            if part["pending_n"] == k:
+                part["chunks"].append(_compress(part["pending"]))
+                part["pending"], part["pending_n"] = b"", 0
+        while i + k <= n:
+            part["chunks"].append(_compress(view[off[i]:off[i + k]].tobytes()))
+            i += k
+        if i < n:
+            part["pending"] += view[off[i]:off[n]]
+            part["pending_n"] += n - i
+
+    def result(self) -> list["OpFragments"]:
+        totals = _totals_from_sums(self._sums)
+        out = []
+        for (rank, kind, group), part in self._parts.items():
+            if part["pending_n"]:
+                part["chunks"].append(_compress(bytes(part["pending"])))
+            head = b"".join(np.frombuffer(part[n], dtype=np.int32).astype("<i4").tobytes()
+                            for n in ("lengths", "key_lengths", "index"))
+            out.append(OpFragments(
+                rank=rank, kind=kind, group=group,
+                head=_compress(b"".join((head, bytes(part["keys"])))),
+                chunks=part["chunks"],
+                totals=[(orjson.dumps(step), orjson.dumps(total)) for step, total
+                        in totals.get((rank, kind, group), {}).items()],
+                count=len(part["lengths"]), steps=list(part["steps"])))
+        self._parts = {}
+        return out
 
 
 def _ms_list(ns: list) -> list:

@@ -127,14 +127,26 @@ def load(source, cache_dir: Path):
     try:
         import pyarrow.parquet as pq
 
-        tables = {name: pq.read_table(d / f"{name}.parquet") for name in entry["tables"]}
+        from ascendprof.model import bigtables
+
+        tables, spilled = {}, {}
+        for name in entry["tables"]:
+            path = d / f"{name}.parquet"
+            if name in entry.get("spilled", ()) and bigtables.spill_dir() is not None:
+                # a table too large to hold: its slim columns, the rest read in row groups
+                spilled[name] = bigtables.SpilledTable.open(path)
+                cols = bigtables.SLIM_COLUMNS.get(name)
+                if cols:
+                    tables[name] = pq.read_table(path, columns=list(cols))
+            else:
+                tables[name] = pq.read_table(path)
         problems = Problems([Problem(p["path"], p["reason"], p.get("rank"), p.get("where", ""),
                                      p.get("severity", "skipped"), tuple(p.get("affects", ())))
                              for p in entry["problems"]])
     except Exception:  # noqa: BLE001 - any damage in the cache is a miss, never an error
         return None
     return RankData(source=source, rank=entry["rank"], tables=tables, meta=entry["meta"],
-                    problems=problems, missing=list(entry["missing"]))
+                    problems=problems, missing=list(entry["missing"]), spilled=spilled)
 
 
 def store(data, cache_dir: Path, result=None) -> Path | None:
@@ -151,7 +163,8 @@ def store(data, cache_dir: Path, result=None) -> Path | None:
     entry = {
         "format": FORMAT, "fingerprint": fingerprint(data.source),
         "path": printable(data.source.path),
-        "kind": data.source.kind, "rank": data.rank, "tables": sorted(data.tables),
+        "kind": data.source.kind, "rank": data.rank, "tables": sorted(data.names()),
+        "spilled": sorted(data.spilled),
         "meta": data.meta, "missing": list(data.missing),
         "problems": [p.as_dict() for p in data.problems],
     }
@@ -160,7 +173,10 @@ def store(data, cache_dir: Path, result=None) -> Path | None:
         ensure_dir(cache_dir)
         tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=cache_dir))
         for name, t in data.tables.items():
-            (tmp / f"{name}.parquet").write_bytes(parquet_bytes(t))
+            if name not in data.spilled:
+                (tmp / f"{name}.parquet").write_bytes(parquet_bytes(t))
+        for name, sp in data.spilled.items():  # the whole table, already written
+            _link_or_copy(sp.path, tmp / f"{name}.parquet")
         (tmp / _ENTRY).write_bytes(orjson.dumps(entry, option=orjson.OPT_SERIALIZE_NUMPY))
         if result is not None:
             from ascendprof.engine import resultfile

@@ -89,12 +89,18 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
     from ascendprof.analyze import cluster_communication, op_stats, step_breakdown, verdicts
     from ascendprof.readers import read_source
 
+    from ascendprof.model import bigtables
+
     res = RankResult(source=source, rank=source.rank)
+    scratch = cache_dir if cache_dir is not None else tables_dir
     try:
-        data = cache.load(source, cache_dir) if cache_dir is not None else None
-        fresh = data is None  # read now: the entry is written with the result below
-        if fresh:
-            data = read_source(source)
+        if scratch is not None:
+            Path(scratch).mkdir(parents=True, exist_ok=True)
+        with bigtables.spilling(scratch):  # a file too large to hold is read in batches
+            data = cache.load(source, cache_dir) if cache_dir is not None else None
+            fresh = data is None  # read now: the entry is written with the result below
+            if fresh:
+                data = read_source(source)
     except InputError as e:
         res.problems.add_error(e, rank=source.rank, affects=("all",))
         return res
@@ -106,14 +112,20 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
     res.meta, res.missing = data.meta, data.missing
     res.problems.extend(data.problems)
     res.tables = {k: v for k, v in data.tables.items() if k in SMALL_TABLES}
-    if data.has(S.COMM_OPS):
+    if data.spilled:  # a large file was read in batches: give its garbage back now
+        from ascendprof.engine.executors import release_free_heap
+
+        release_free_heap()
+    if S.COMM_OPS in data.spilled:
+        res.comm_fragments, res.tables[verdicts.OP_ROWS] = _spilled_comm(data)
+    elif data.has(S.COMM_OPS):
         ops, bw = data.tables[S.COMM_OPS], data.tables.get(S.COMM_BANDWIDTH)
         res.comm_fragments = cluster_communication.rank_fragments(
             ops, bw, data.tables.get(S.COMM_SIZE_DIST))
         res.tables[verdicts.OP_ROWS] = verdicts.op_rows(ops, bw)
     res.memberships = cluster_communication.first_memberships(data.tables.get(S.COMM_OPS),
                                                               data.tables.get(S.COMM_LINKS))
-    res.table_rows = {k: v.num_rows for k, v in data.tables.items()}
+    res.table_rows = {k: data.num_rows(k) for k in data.names()}
     res.breakdown, res.breakdown_method = step_breakdown.recompute(data.tables, data.rank)
     from ascendprof.analyze import extended
 
@@ -128,12 +140,42 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
     if tables_dir is not None:
         dest = Path(tables_dir) / f"rank{data.rank}"
         # the cache entry holds the same Parquet bytes: link rather than encode twice
-        if entry is None or not cache.link_tables(entry, data.tables, dest):
-            from ascendprof.report.output import write_parquet
+        if entry is None or not cache.link_tables(entry, data.names(), dest):
+            from ascendprof.report.output import ensure_dir, write_parquet
 
             for name, t in data.tables.items():
-                write_parquet(dest / f"{name}.parquet", t)
+                if name not in data.spilled:
+                    write_parquet(dest / f"{name}.parquet", t)
+            for name, sp in data.spilled.items():  # the whole table, already on disk
+                ensure_dir(dest)
+                sp.move_to(dest / f"{name}.parquet")
+    for sp in data.spilled.values():
+        sp.release()
     return res
+
+
+def _spilled_comm(data):
+    """rank_fragments and op_rows of a rank whose communication tables are spilled: one
+    aligned row group of COMM_OPS / COMM_BANDWIDTH / COMM_SIZE_DIST at a time."""
+    from ascendprof.analyze import cluster_communication, verdicts
+    from ascendprof.model import bigtables
+
+    frags = cluster_communication.FragmentsBuilder()
+    rows = []
+    names = (S.COMM_OPS, S.COMM_BANDWIDTH, S.COMM_SIZE_DIST)
+    for b in bigtables.aligned_batches({n: data.spilled.get(n) for n in names}):
+        ops = b.get(S.COMM_OPS)
+        if ops is None or ops.num_rows == 0:
+            continue
+        frags.add(ops, b.get(S.COMM_BANDWIDTH), b.get(S.COMM_SIZE_DIST))
+        rows.append(verdicts.op_rows(ops, b.get(S.COMM_BANDWIDTH)))
+    op_rows = (pa.concat_tables(rows).unify_dictionaries().combine_chunks() if rows
+               else verdicts.op_rows(data.tables[S.COMM_OPS].slice(0, 0)))
+    from ascendprof.engine.executors import release_free_heap
+
+    result = frags.result()
+    release_free_heap()
+    return result, op_rows
 
 
 @dataclass

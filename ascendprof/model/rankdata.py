@@ -30,10 +30,24 @@ class RankData:
     meta: dict = field(default_factory=dict)
     problems: Problems = field(default_factory=Problems)
     missing: list[str] = field(default_factory=list)
+    spilled: dict = field(default_factory=dict)
 
     def get(self, name: str) -> pa.Table | None:
         return self.tables.get(name)
 
     def has(self, name: str) -> bool:
         t = self.tables.get(name)
+        if t is None and name in self.spilled:
+            return self.spilled[name].num_rows > 0
         return t is not None and t.num_rows > 0
+
+    def num_rows(self, name: str) -> int:
+        """Rows of table ``name`` (of the whole table when spilled)."""
+        if name in self.spilled:
+            return self.spilled[name].num_rows
+        t = self.tables.get(name)
+        return 0 if t is None else t.num_rows
+
+    def names(self) -> list[str]:
+        """Every table the rank has, in memory or spilled."""
+        return list(dict.fromkeys([*self.tables, *self.spilled]))

@@ -97,11 +97,12 @@ def _clean(col: pa.ChunkedArray | pa.Array) -> pa.Array:
     return pc.if_else(pc.is_in(s, pa.array(_MISSING)), pa.scalar(None, pa.string()), s)
 
 
-def _check(path: Path, name: str, s: pa.Array, pattern: str, what: str) -> None:
+def _check(path: Path, name: str, s: pa.Array, pattern: str, what: str, row0: int = 0) -> None:
     bad = pc.and_(pc.is_valid(s), pc.invert(pc.match_substring_regex(s, pattern)))
     if pc.any(bad).as_py():
         i = pc.index(bad, True).as_py()
-        raise InputError(path, f"column {name!r}: {what}: {s[i].as_py()!r}", where=f"data row {i + 1}")
+        raise InputError(path, f"column {name!r}: {what}: {s[i].as_py()!r}",
+                         where=f"data row {row0 + i + 1}")
 
 
 def _typed(col: pa.Array, kind: str) -> pa.Array | None:
@@ -123,9 +124,10 @@ def _typed(col: pa.Array, kind: str) -> pa.Array | None:
     return None
 
 
-def _convert(path: Path, name: str, col, kind: str) -> pa.Array:
+def _convert(path: Path, name: str, col, kind: str, row0: int = 0) -> pa.Array:
     """One CSV column (text, or already typed by read_csv) -> typed Arrow array (see module doc).
-    Raises InputError naming the column and the data row of a bad cell."""
+    Raises InputError naming the column and the data row of a bad cell (``row0``: the data
+    rows before this column's first, when the file is read in batches)."""
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks()
     if not pa.types.is_string(col.type):
@@ -147,7 +149,7 @@ def _convert(path: Path, name: str, col, kind: str) -> pa.Array:
             return s.cast(pa.int64())
         except pa.ArrowInvalid:
             pass
-        _check(path, name, s, _INT_RE, "not an integer")
+        _check(path, name, s, _INT_RE, "not an integer", row0)
         try:  # integral values written with decimals ("40.0")
             return pc.replace_substring_regex(s, r"\.0*$", "").cast(pa.int64())
         except (pa.ArrowInvalid, OverflowError):
@@ -156,25 +158,25 @@ def _convert(path: Path, name: str, col, kind: str) -> pa.Array:
         try:
             return s.cast(pa.float64())
         except pa.ArrowInvalid:
-            _check(path, name, s, _NUM_RE, "not a number")
+            _check(path, name, s, _NUM_RE, "not a number", row0)
             raise InputError(path, f"column {name!r}: not a number") from None
     if kind == NS:
         try:
             return us_column_to_ns(s)
         except (ValueError, pa.ArrowInvalid) as e:
-            _check(path, name, s, _NUM_RE, "not a number")
+            _check(path, name, s, _NUM_RE, "not a number", row0)
             raise InputError(path, f"column {name!r}: {e}") from None
     raise ValueError(f"unknown kind {kind!r}")
 
 
 def _build(path: Path, raw: pa.Table, rank: int, columns: dict[str, tuple[str, str]],
-           table: str, extra: dict[str, pa.Array] | None = None) -> pa.Table:
+           table: str, extra: dict[str, pa.Array] | None = None, row0: int = 0) -> pa.Table:
     """Convert the ``columns`` (csv name -> (schema column, kind)) present in ``raw`` and conform."""
     arrays = {"rank": pa.array(np.full(raw.num_rows, rank, dtype=np.int32))}
     present = set(raw.column_names)  # column_names builds a new list on every access
     for csv_name, (out, kind) in columns.items():
         if csv_name in present:
-            arrays[out] = _convert(path, csv_name, raw.column(csv_name), kind)
+            arrays[out] = _convert(path, csv_name, raw.column(csv_name), kind, row0)
     arrays.update(extra or {})
     return S.conform(table, pa.table(arrays) if arrays else pa.table({}))
 
@@ -234,6 +236,147 @@ def read_kernel_details(path: Path, rank: int, bad_rows: list | None = None) -> 
                 continue
             pmu[S.PMU_PREFIX + name] = _convert(path, name, raw.column(name), FLOAT)
     return _build(path, raw, rank, KERNEL_COLUMNS, S.KERNELS, pmu)
+
+
+class _Again(Exception):
+    """Read the file again with other column types (see read_kernel_details_spilled)."""
+
+
+def read_kernel_details_spilled(path: Path, rank: int, bad_rows: list | None = None,
+                                negative: list | None = None):
+    """:func:`read_kernel_details` for a file too large to hold: read in batches of
+    ~16 MB of text, each converted as the whole file would be and written as one row group of
+    a spilled Parquet file (:mod:`ascendprof.model.bigtables`). Returns ``(slim KERNELS,
+    SpilledTable)``, or None when the file needs the whole-file read (duplicated headers).
+
+    Same tables as the whole-file read: a column whose cells turn out not to be numbers is
+    read again as text (the whole-file read demotes it the same way), an unknown column whose
+    first cell is text is left out. Rows with a negative duration are left out as
+    :func:`ascendprof.readers.values.check` does; ``negative`` gets ``[count, example row]``
+    for its report. Raises InputError as read_kernel_details does."""
+    from ascendprof.model import bigtables
+    from ascendprof.readers.textio import csv_header, open_csv_stream
+
+    path = Path(path)
+    header = csv_header(path)
+    names = [KERNEL_ALIASES.get(n.strip(), n.strip()) for n in header]
+    if len(set(names)) != len(names) or len(set(header)) != len(header):
+        return None
+    missing = [c for c in KERNEL_REQUIRED if c not in names]
+    if missing:
+        raise InputError(path, f"missing column(s) {', '.join(missing)}")
+    types = {**_KERNEL_TYPES, **{n: pa.string() for n in KERNEL_IGNORED}}
+    col_types = {raw: types.get(fin, pa.float64()) for raw, fin in zip(header, names)}
+    dropped: set[str] = set()
+    decided: set[str] = set()  # unknown columns whose first value was seen to be a number
+    threads = [True]  # parse on Arrow's threads until a row cut short needs its line number
+    for _ in range(2 * len(header) + 3):
+        writer = None
+        try:
+            slim, writer = _kernel_batches(path, rank, header, names, col_types, dropped,
+                                           decided, bad_rows, negative, open_csv_stream,
+                                           threads)
+            return slim, writer.close()
+        except _Again:
+            if writer is not None:
+                writer.abort()
+            continue
+        except BaseException:
+            if writer is not None:
+                writer.abort()
+            raise
+    raise InputError(path, "malformed CSV: column types do not settle")
+
+
+def _kernel_batches(path, rank, header, names, col_types, dropped, decided, bad_rows,
+                    negative, open_csv_stream, threads):
+    import re
+
+    from ascendprof.model import bigtables
+    from ascendprof.readers.textio import _COLUMN_RE
+
+    if bad_rows is not None:
+        bad_rows.clear()
+    if negative is not None:
+        negative[:] = [0, None]
+    keep = [h for h, n in zip(header, names) if n not in dropped]
+    rename = {h: n for h, n in zip(header, names)}
+    reader = None
+    writer, parts, row0 = None, [], 0
+    state = [writer]
+    try:
+        while True:
+            try:
+                if reader is None:  # (opening reads and converts the first block)
+                    reader = open_csv_stream(path, {h: col_types[h] for h in keep}, bad_rows,
+                                             keep, threads[0])
+                try:
+                    batch = reader.read_next_batch()
+                except StopIteration:
+                    if writer is not None:
+                        break
+                    batch = reader.schema.empty_table().to_batches() or None
+                    batch = batch[0] if batch else pa.RecordBatch.from_pylist(
+                        [], schema=reader.schema)  # header only: the columns, no rows
+                if threads[0] and bad_rows:  # their line numbers: read without threads
+                    threads[0] = False
+                    raise _Again
+            except (pa.ArrowInvalid, ValueError) as e:
+                m = _COLUMN_RE.search(str(e))
+                msg = str(e).splitlines()[0]
+                if "invalid UTF8" in msg or "UTF-8" in msg:
+                    raise InputError(path, "not UTF-8 text") from None
+                if m and int(m.group(1)) < len(keep) and col_types[keep[int(m.group(1))]] \
+                        != pa.string():
+                    col_types[keep[int(m.group(1))]] = pa.string()
+                    raise _Again from None
+                raise InputError(path, f"malformed CSV: {msg}") from None
+            raw = pa.Table.from_batches([batch]).rename_columns(
+                [rename[c] for c in batch.schema.names])
+            pmu = {}
+            for name in raw.column_names:
+                if name in KERNEL_COLUMNS or name in KERNEL_IGNORED:
+                    continue
+                col = raw.column(name)
+                if name not in decided and pa.types.is_string(col.type):
+                    cells = _clean(col).drop_null()
+                    if len(cells):
+                        if not pc.match_substring_regex(cells[:1], _NUM_RE)[0].as_py():
+                            if row0:  # batches with this column were written: start again
+                                dropped.add(name)
+                                raise _Again
+                            dropped.add(name)
+                            continue
+                        decided.add(name)
+                elif name not in decided and pc.count(col).as_py():
+                    decided.add(name)
+                if name in dropped:
+                    continue
+                pmu[S.PMU_PREFIX + name] = _convert(path, name, col, FLOAT, row0)
+            kernels = _build(path, raw, rank, KERNEL_COLUMNS, S.KERNELS, pmu, row0)
+            row0 += raw.num_rows
+            neg = pc.fill_null(pc.less(kernels["dur_ns"], 0), False)
+            n = pc.sum(neg.cast(pa.int64())).as_py() or 0
+            if n:
+                if negative is not None:
+                    if negative[1] is None:
+                        negative[1] = kernels.filter(neg).slice(0, 1).to_pylist()[0]
+                    negative[0] += n
+                kernels = kernels.filter(pc.invert(neg))
+            if writer is None:
+                writer = state[0] = bigtables.SpillWriter(S.KERNELS, kernels.schema)
+            elif kernels.schema != writer.schema:
+                raise _Again  # a column's type changed between batches: read it all again
+            writer.write(kernels)
+            parts.append(bigtables.slim(S.KERNELS, kernels))
+            if batch.num_rows == 0:
+                break
+    except BaseException:
+        if state[0] is not None:
+            state[0].abort()
+        raise
+    slim = pa.concat_tables(parts).combine_chunks() if len(parts) > 1 else parts[0]
+    return slim, writer
 
 
 def _is_text_column(col) -> bool:
@@ -588,11 +731,23 @@ def read_output_dir(source) -> "RankData":  # noqa: F821 (import below avoids a 
     present = {p.name for p in out.iterdir() if p.is_file()}
     data.missing = [f for f in ANALYSIS_INPUTS if f not in present]
 
+    from ascendprof.model import bigtables
+
     for fname, (table, parse) in CSV_PARSERS.items():
         if fname not in present:
             continue
         bad: list = []
         try:
+            if fname == KERNEL_DETAILS and bigtables.should_spill(out / fname):
+                negative: list = [0, None]
+                got = read_kernel_details_spilled(out / fname, rank, bad, negative)
+                if got is not None:
+                    data.tables[table], data.spilled[table] = got
+                    if negative[0]:
+                        from ascendprof.readers.values import report_negative_durations
+
+                        report_negative_durations(data, table, *negative)
+                    continue
             data.tables[table] = parse(out / fname, rank, bad_rows=bad)
         except InputError as e:
             data.problems.add_error(e, rank=rank, affects=AFFECTS[fname])
@@ -604,7 +759,15 @@ def read_output_dir(source) -> "RankData":  # noqa: F821 (import below avoids a 
             data.problems.warn(out / fname, "header only, no data rows", rank=rank)
 
     comm_mod = "ascendprof.readers.communication"
-    if COMMUNICATION in present:
+    if COMMUNICATION in present and bigtables.should_spill(out / COMMUNICATION):
+        got = _call_external(data.problems, rank, out / COMMUNICATION,
+                             "ascendprof.readers.ascend_output", "read_communication_spilled",
+                             out / COMMUNICATION, rank, data.problems)
+        if got is not None:
+            tables, spilled = got
+            data.tables.update(tables)
+            data.spilled.update(spilled)
+    elif COMMUNICATION in present:
         got = _call_external(data.problems, rank, out / COMMUNICATION, comm_mod,
                              "read_communication", out / COMMUNICATION, rank, data.problems)
         for name, t in (got or {}).items():
@@ -639,4 +802,59 @@ def read_output_dir(source) -> "RankData":  # noqa: F821 (import below avoids a 
                 data.tables[S.STEPS] = steps
         elif kernels["step"].null_count == kernels.num_rows:
             data.tables[S.KERNELS] = assign_steps(kernels, data.tables[S.STEPS])
+            if S.KERNELS in data.spilled:  # the file on disk gets the same steps
+                data.spilled[S.KERNELS] = _respill(
+                    data.spilled[S.KERNELS], lambda t: assign_steps(t, data.tables[S.STEPS]))
     return data
+
+
+def _respill(spilled, fn):
+    """A spilled table with ``fn`` applied to each of its row groups (a new file)."""
+    from ascendprof.model import bigtables
+
+    writer = None
+    try:
+        for batch in spilled.iter_batches():
+            batch = fn(batch)
+            if writer is None:
+                writer = bigtables.SpillWriter(S.KERNELS, batch.schema)
+            writer.write(batch)
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
+    if writer is None:
+        return spilled
+    spilled.release()
+    return writer.close()
+
+
+def read_communication_spilled(path: Path, rank: int, problems: Problems | None = None):
+    """communication.json too large to hold, read in batches (comm_fast.iter_tables) into
+    spilled COMM_OPS / COMM_BANDWIDTH / COMM_SIZE_DIST with aligned row groups
+    (:mod:`ascendprof.model.bigtables`). Returns ``({COMM_OPS: slim table}, {name:
+    SpilledTable})``; a file the streaming reader hands back (comm_fast.Reread) is read whole
+    and returned as ``(tables, {})``. Raises InputError."""
+    from ascendprof.model import bigtables
+    from ascendprof.readers import comm_fast
+    from ascendprof.readers.communication import read_communication_per_value
+
+    writers: dict = {}
+    parts = []
+    try:
+        for batch in comm_fast.iter_tables(path, rank, problems, whole_file_bytes=0):
+            for name, t in batch.items():
+                if name not in writers:
+                    writers[name] = bigtables.SpillWriter(name, t.schema)
+                writers[name].write(t)
+            parts.append(bigtables.slim(S.COMM_OPS, batch[S.COMM_OPS]))
+    except comm_fast.Reread:
+        for w in writers.values():
+            w.abort()
+        return read_communication_per_value(path, rank, problems), {}
+    except BaseException:
+        for w in writers.values():
+            w.abort()
+        raise
+    slim = pa.concat_tables(parts).combine_chunks() if len(parts) > 1 else parts[0]
+    return {S.COMM_OPS: slim}, {name: w.close() for name, w in writers.items()}

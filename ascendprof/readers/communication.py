@@ -413,6 +413,16 @@ def _typed_columns(o_info: list[dict], o_bw: list):
         bw.validate(full=True)
     except (pa.ArrowException, OverflowError, TypeError, ValueError):
         return None
+    return typed_columns_of(times, bw)
+
+
+def typed_columns_of(times: list, bw: pa.MapArray):
+    """The part of :func:`_typed_columns` after the conversion: ``times`` the fields of the
+    ops' Time Info in :data:`_TIME_TYPE` order (one array each, null where absent), ``bw``
+    their Bandwidth Info as a :data:`_BANDWIDTH_TYPE` array (null where absent). Also used by
+    comm_fast with arrays DuckDB decoded. None when a value needs the per-value way."""
+    import pyarrow.compute as pc
+
     ops = {col: _ms_to_ns(a) for (col, _), a in zip(_OP_MS, times)}
     ops.update((col, a) for (col, _), a in zip(_OP_RATIOS, times[len(_OP_MS):]))
     # a transport whose value is null adds no row (the per-value way skips non-objects)

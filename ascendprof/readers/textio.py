@@ -229,6 +229,50 @@ def _read_typed(data: bytes, header: list[str], finals: list[str], types: dict, 
     return None
 
 
+#: block size of a CSV read in batches (:func:`open_csv_stream`)
+STREAM_BLOCK_BYTES = 16 << 20
+
+
+def csv_header(path: Path) -> list[str]:
+    """The header names of a CSV as written (first line, UTF-8 BOM dropped). Raises
+    InputError when the file cannot be read, is empty or the header is malformed."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 16)
+            while b"\n" not in head:
+                more = f.read(1 << 16)
+                if not more:
+                    break
+                head += more
+    except OSError as e:
+        raise InputError(path, f"cannot read: {e.strerror or e}") from None
+    if head.startswith(b"\xef\xbb\xbf"):
+        head = head[3:]
+    if not head.strip():
+        raise InputError(path, "empty file")
+    line = head.split(b"\n", 1)[0].rstrip(b"\r")
+    try:
+        return _header_names(line)
+    except ValueError as e:
+        raise InputError(path, f"malformed CSV: {e}") from None
+
+
+def open_csv_stream(path: Path, column_types: dict, bad_rows: list | None = None,
+                    include_columns=None, threads: bool = True):
+    """A pyarrow CSV stream reader over ``path`` (record batches of ~:data:`STREAM_BLOCK_BYTES`
+    of text), typed as :func:`read_csv` with ``types`` reads it (:data:`MISSING_CELLS` null),
+    parsed on Arrow's threads unless ``threads`` is False; rows of the wrong width are skipped
+    into ``bad_rows`` when given (on threads their line numbers are unknown, None).
+    Conversion errors surface while iterating (pyarrow.ArrowInvalid)."""
+    import pyarrow.csv as pacsv
+
+    opts = _csv_options(column_types, MISSING_CELLS, THREADED_CSV_BYTES, bad_rows)
+    opts["read_options"] = pacsv.ReadOptions(block_size=STREAM_BLOCK_BYTES, use_threads=threads)
+    if include_columns is not None:
+        opts["convert_options"].include_columns = list(include_columns)
+    return pacsv.open_csv(path, **opts)
+
+
 def _header_names(line: bytes) -> list[str]:
     import csv
 

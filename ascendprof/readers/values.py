@@ -39,8 +39,11 @@ _FILE_OF = {S.KERNELS: r"kernel_details\.csv$|op_summary.*\.csv$|_profiler(_\d+)
 def check(data) -> None:
     """Fix ``data.tables`` in place as the module doc says and record one problem per fix in
     ``data.problems`` (severity ``skipped``: a value or row was left out)."""
+    spilled = getattr(data, "spilled", {})  # fixed batch by batch by their reader
     for name in (S.KERNELS, S.TIMELINE):
         t = data.tables.get(name)
+        if name in spilled:
+            continue
         if t is not None and t.num_rows and "dur_ns" in t.column_names:
             neg = pc.fill_null(pc.less(t["dur_ns"], 0), False)
             n = pc.sum(neg.cast(pa.int64())).as_py() or 0
@@ -54,7 +57,7 @@ def check(data) -> None:
     for name, cols, unit, div in ((S.STEP_TRACE, STEP_TIME_COLUMNS, "us", 1e3),
                                   (S.COMM_OPS, COMM_TIME_COLUMNS, "ms", 1e6)):
         t = data.tables.get(name)
-        if t is None or not t.num_rows:
+        if t is None or not t.num_rows or name in spilled:
             continue
         for label, col in cols:
             if col not in t.column_names:
@@ -75,6 +78,14 @@ def check(data) -> None:
                                 f"negative", ("step_breakdown", "verdicts") if name == S.STEP_TRACE
                     else ("communication", "verdicts"), where)
         data.tables[name] = t
+
+
+def report_negative_durations(data, name: str, count: int, example: dict) -> None:
+    """The problem :func:`check` records for ``count`` rows of ``name`` with a negative
+    duration (``example``: the first, as a row dict), for a reader that left them out itself."""
+    _report(data, name, f"{count} row(s) with a negative duration left out (e.g. "
+                        f"{example.get('name')!r}: {example['dur_ns'] / 1000:.3f} us)",
+            ("step_breakdown", "op_statistics"))
 
 
 def _report(data, table: str, reason: str, affects, where: str = "") -> None:

@@ -1,0 +1,232 @@
+"""Tables too large to hold: kept in a Parquet file, read back in row groups.
+
+A reader that meets an input file of :data:`SPILL_BYTES` or more (a 1 GB kernel_details.csv or
+communication.json) while the engine has opened a spill directory (:func:`spilling`) reads it
+in batches, writes every batch as one row group of a Parquet file there (a
+:class:`SpilledTable`) and keeps in memory only a *slim* table: the columns the per-rank
+analyses read (:data:`SLIM_COLUMNS`). Peak memory then grows with the slim columns, not with the
+file. Tables read from one file in the same batches have aligned row groups
+(:func:`aligned_batches`: row group i of each holds the rows of the same ops), so a per-op
+reduction can run batch by batch. Outside :func:`spilling` (library use, the gate, the timeline)
+nothing is spilled and every table is whole in memory, as before.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import weakref
+from contextlib import contextmanager
+from pathlib import Path
+
+import pyarrow as pa
+
+from ascendprof.model import schemas as S
+
+#: an input file of this size or more is read in batches and its table kept on disk
+SPILL_BYTES = 64 << 20
+#: the columns of a spilled table that stay in memory (what the per-rank analyses read);
+#: a table not named here keeps none (only batch-wise consumers read it)
+SLIM_COLUMNS = {
+    S.KERNELS: ("rank", "step", "device_id", "start_ns", "dur_ns", "name", "op_type",
+                "accelerator_core", "input_shapes"),
+    S.COMM_OPS: tuple(f.name for f in S.SCHEMAS[S.COMM_OPS] if f.name != "opinfo_json"),
+}
+
+_dir: list[Path | None] = [None]
+
+
+@contextmanager
+def spilling(directory: Path | None):
+    """Let readers spill large tables into ``directory`` (None: a temporary directory) for
+    the duration of the block."""
+    before = _dir[0]
+    _dir[0] = Path(directory) if directory is not None else Path(tempfile.gettempdir())
+    try:
+        yield
+    finally:
+        _dir[0] = before
+
+
+def spill_dir() -> Path | None:
+    """Where readers may spill now (None: keep every table in memory)."""
+    return _dir[0]
+
+
+def should_spill(path: Path) -> bool:
+    """Whether the input file ``path`` is large enough to spill its table, and spilling is on."""
+    if _dir[0] is None:
+        return False
+    try:
+        big = os.stat(path).st_size >= SPILL_BYTES
+    except OSError:
+        return False
+    if big:
+        _large_blocks_mapped()
+    return big
+
+
+def slim(name: str, table: pa.Table) -> pa.Table | None:
+    """The in-memory part of a spilled ``table`` (None when the table keeps no columns)."""
+    cols = SLIM_COLUMNS.get(name)
+    if not cols:
+        return None
+    return table.select([c for c in cols if c in table.column_names])
+
+
+class SpilledTable:
+    """A table in a Parquet file, one row group per written batch.
+
+    ``path`` is the file; while ``owned`` the file is a temporary one and is removed when this
+    object is collected (or :meth:`release` is called), unless it was moved away with
+    :meth:`move_to`."""
+
+    def __init__(self, path: Path, schema: pa.Schema, num_rows: int, owned: bool):
+        self.path, self.schema, self.num_rows = Path(path), schema, num_rows
+        self._finalizer = weakref.finalize(self, _remove, str(path)) if owned else None
+
+    @classmethod
+    def open(cls, path: Path) -> "SpilledTable":
+        """A Parquet file kept elsewhere (e.g. a cache entry), not removed by this object."""
+        import pyarrow.parquet as pq
+
+        _large_blocks_mapped()
+        meta = pq.read_metadata(path)
+        return cls(path, meta.schema.to_arrow_schema(), meta.num_rows, owned=False)
+
+    @property
+    def num_row_groups(self) -> int:
+        import pyarrow.parquet as pq
+
+        return pq.read_metadata(self.path).num_row_groups
+
+    def iter_batches(self, columns=None):
+        """The table's row groups in order, as tables (all columns unless ``columns``)."""
+        import pyarrow.parquet as pq
+
+        f = pq.ParquetFile(self.path)
+        for i in range(f.num_row_groups):
+            yield f.read_row_group(i, columns=columns)
+
+    def read(self, columns=None) -> pa.Table:
+        import pyarrow.parquet as pq
+
+        return pq.read_table(self.path, columns=columns)
+
+    def move_to(self, dest: Path) -> None:
+        """Put the file at ``dest`` (renamed when on the same file system, else copied); it is
+        no longer temporary."""
+        dest = Path(dest)
+        try:
+            os.replace(self.path, dest)
+        except OSError:
+            import shutil
+
+            shutil.copyfile(self.path, dest)
+            self.release()
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        self.path = dest
+
+    def release(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer()
+
+    def __getstate__(self):  # a temporary file belongs to the process that wrote it
+        return {"path": str(self.path), "schema": self.schema, "num_rows": self.num_rows}
+
+    def __setstate__(self, state):
+        self.path, self.schema = Path(state["path"]), state["schema"]
+        self.num_rows, self._finalizer = state["num_rows"], None
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _large_blocks_mapped() -> None:
+    """Have glibc serve every allocation of 256 KB or more with its own mapping, returned to
+    the system when freed. By default the threshold grows with the largest block freed, so
+    the many-MB batches of a spilled file end up in the heap, which keeps their pages after
+    they are freed (measured: ~300 MB of a 1 GB communication.json's peak). Only a process
+    that reads a file this large pays the extra mappings."""
+    import sys
+
+    if _mapped[0] or not sys.platform.startswith("linux"):
+        return
+    _mapped[0] = True
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).mallopt(-3, 256 << 10)  # M_MMAP_THRESHOLD
+    except (OSError, AttributeError):
+        pass
+
+
+_mapped = [False]
+
+
+class SpillWriter:
+    """Writes one table batch by batch (one row group each) to a temporary Parquet file in
+    the spill directory; :meth:`close` returns the :class:`SpilledTable`."""
+
+    def __init__(self, name: str, schema: pa.Schema):
+        import pyarrow.parquet as pq
+
+        _large_blocks_mapped()
+
+        from ascendprof.report.output import PARQUET_OPTIONS
+
+        d = spill_dir() or Path(tempfile.gettempdir())
+        fd, path = tempfile.mkstemp(prefix=f".{name}.", suffix=".parquet.spill", dir=d)
+        os.close(fd)
+        self.path, self.schema, self.rows = Path(path), schema, 0
+        self._finalizer = weakref.finalize(self, _remove, path)
+        self._writer = pq.ParquetWriter(path, schema, **PARQUET_OPTIONS)
+
+    def write(self, table: pa.Table) -> None:
+        self._writer.write_table(table.cast(self.schema) if table.schema != self.schema
+                                 else table, row_group_size=max(1, table.num_rows))
+        self.rows += table.num_rows
+
+    def close(self) -> SpilledTable:
+        self._writer.close()
+        self._finalizer.detach()
+        return SpilledTable(self.path, self.schema, self.rows, owned=True)
+
+    def abort(self) -> None:
+        try:
+            self._writer.close()
+        finally:
+            self._finalizer()
+
+
+def aligned_batches(tables: dict[str, "SpilledTable | pa.Table | None"], columns=None):
+    """Row group i of every table in ``tables`` (written from the same batches), as
+    ``{name: table}`` per i; a table that is not spilled comes whole, once. ``columns``:
+    ``{name: [columns]}`` to read only those."""
+    columns = columns or {}
+    iters = {}
+    whole = {}
+    for name, t in tables.items():
+        if isinstance(t, SpilledTable):
+            iters[name] = t.iter_batches(columns.get(name))
+        elif t is not None:
+            whole[name] = t
+    if not iters:
+        if whole:
+            yield whole
+        return
+    while True:
+        batch = {}
+        for name, it in iters.items():
+            nxt = next(it, None)
+            if nxt is not None:
+                batch[name] = nxt
+        if not batch:
+            return
+        yield batch
