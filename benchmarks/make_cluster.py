@@ -680,11 +680,65 @@ def build(n: int, out: Path, *, template: str = "qwen3", kernels_per_rank: int |
     return manifest
 
 
+DB_TEMPLATES = {"torch_npu-db-level1": "torch_npu-2rank-levels/db/level1",
+                "torch_npu-db-level2": "torch_npu-2rank-levels/db/level2"}
+
+
+def build_db(n: int, out: Path, *, template: str = "torch_npu-db-level1",
+             data: Path | None = None, progress=None) -> dict:
+    """An N-rank cluster of torch_npu db exports: rank r is a copy of the real rank r % 2
+    (``rank<r>_ascend_pt/ASCEND_PROFILER_OUTPUT/{ascend_pytorch_profiler_<r>.db,
+    analysis.db}`` and ``profiler_info_<r>.json``) with its rank id set to r in the file names,
+    profiler_info and the db's RANK_DEVICE_MAP (device r % 8). Contents are otherwise the
+    real ones: every rank reports the template's communication group, so the cluster has one
+    group of all ranks. For the db side of the benchmark (the peer's db path writes
+    cluster_analysis.db)."""
+    import sqlite3
+
+    if data is None:
+        env = os.environ.get("ASCENDPROF_SHARED_DATA")
+        data = Path(env) if env else HERE.parent.parent / "shared" / "data"
+    base = Path(data) / DB_TEMPLATES[template]
+    if not base.is_dir():
+        raise SystemExit(f"make_cluster: {base} not found (set ASCENDPROF_SHARED_DATA)")
+    tmpl = [base / f"rank{i}_ascend_pt" for i in (0, 1)]
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for r in range(n):
+        t = tmpl[r % 2]
+        d = out / f"rank{r}_ascend_pt"
+        o = d / OUT_SUB
+        o.mkdir(parents=True, exist_ok=True)
+        info_src = next(t.glob("profiler_info*.json"))
+        info = json.loads(info_src.read_text())
+        info["rank_id"] = r
+        (d / f"profiler_info_{r}.json").write_bytes(orjson.dumps(info, option=orjson.OPT_INDENT_2))
+        src_db = next((t / OUT_SUB).glob("ascend_pytorch_profiler_*.db"))
+        dst_db = o / f"ascend_pytorch_profiler_{r}.db"
+        shutil.copyfile(src_db, dst_db)
+        os.chmod(dst_db, 0o644)
+        con = sqlite3.connect(dst_db)
+        try:
+            con.execute("UPDATE RANK_DEVICE_MAP SET rankId = ?, deviceId = ?", (r, r % 8))
+            con.commit()
+        finally:
+            con.close()
+        if (t / OUT_SUB / "analysis.db").is_file():
+            shutil.copyfile(t / OUT_SUB / "analysis.db", o / "analysis.db")
+            os.chmod(o / "analysis.db", 0o644)
+        if progress:
+            progress(r)
+    manifest = {"ranks": n, "template": template}
+    (out / MANIFEST).write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
+    return manifest
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("ranks", type=int, help="number of ranks to generate")
     ap.add_argument("out", type=Path, help="output directory (created; must be empty or absent)")
-    ap.add_argument("--template", choices=sorted(TEMPLATES), default="qwen3")
+    ap.add_argument("--template", choices=sorted(TEMPLATES) + sorted(DB_TEMPLATES),
+                    default="qwen3", help="real ranks to clone (torch_npu-db-*: db exports)")
     ap.add_argument("--kernels-per-rank", type=int, default=None,
                     help="kernel_details.csv rows per rank (default: as the template); also "
                          "sizes trace_view.json at ~1.5 kB per kernel when the template has one")
@@ -703,8 +757,12 @@ def main(argv=None) -> int:
         if not (a.force and (a.out / MANIFEST).is_file()):
             ap.error(f"{a.out} is not empty (use --force to replace an earlier make_cluster output)")
         for p in a.out.iterdir():
-            if p.name == MANIFEST or re.fullmatch(r"rank_\d+_ascend_pt", p.name):
+            if p.name == MANIFEST or re.fullmatch(r"rank_?\d+_ascend_pt", p.name):
                 shutil.rmtree(p) if p.is_dir() else p.unlink()
+    if a.template in DB_TEMPLATES:
+        m = build_db(a.ranks, a.out, template=a.template, data=a.data)
+        print(f"{a.out}: {m['ranks']} ranks of {a.template}", file=sys.stderr)
+        return 0
     m = build(a.ranks, a.out, template=a.template, kernels_per_rank=a.kernels_per_rank,
               comm_ops_per_rank=a.comm_ops_per_rank, tp=a.tp, pp=a.pp, seed=a.seed, data=a.data)
     print(f"{a.out}: {m['ranks']} ranks, TP{m['tp']} PP{m['pp']} DP{m['dp']}, repeat {m['repeat']}",
