@@ -386,8 +386,12 @@ def _duck():
             con = duckdb.connect()
             con.execute(f"SET threads={max(1, os.cpu_count() or 1)}")
             # hand freed memory back instead of keeping up to 128 MB (or 512 MB in bulk)
-            con.execute("SET allocator_flush_threshold = '8MB'")
-            con.execute("SET allocator_bulk_deallocation_flush_threshold = '8MB'")
+            for setting in ("allocator_flush_threshold", "allocator_bulk_deallocation_flush_"
+                                                         "threshold"):
+                try:
+                    con.execute(f"SET {setting} = '8MB'")
+                except Exception:  # noqa: BLE001 - an older DuckDB without the setting
+                    pass
             _DUCK.append(con)
         except Exception:  # noqa: BLE001 - an optional speed-up
             _DUCK.append(None)
@@ -746,12 +750,10 @@ class _Scanner:
 
     def blocks(self):
         """Yield an :class:`_Entries` (with ``doc``) per block that holds ops."""
+        from ascendprof.readers.textio import open_regular
+
         path = self.path
-        try:
-            f = open(path, "rb")
-        except OSError as e:
-            raise InputError(path, f"cannot read: {e.strerror or e}") from None
-        with f:
+        with open_regular(path) as f:  # a regular file only (never a FIFO or device)
             buf = f.read(self.block_bytes)
             offset = 0
             if buf.startswith(b"\xef\xbb\xbf"):

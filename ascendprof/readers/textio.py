@@ -237,7 +237,7 @@ def csv_header(path: Path) -> list[str]:
     """The header names of a CSV as written (first line, UTF-8 BOM dropped). Raises
     InputError when the file cannot be read, is empty or the header is malformed."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             head = f.read(1 << 16)
             while b"\n" not in head:
                 more = f.read(1 << 16)
