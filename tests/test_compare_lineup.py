@@ -199,6 +199,29 @@ def test_inputs_of_another_shape_warn_and_fail_with_same_shape(qwen3, tmp_path):
     assert r.exit_code == 2
 
 
+def test_shape_warnings_reach_the_junit_and_markdown_reports(tmp_path):
+    # CI views show the reports, not stderr: the warning must be beside the verdict there
+    import xml.etree.ElementTree as ET
+
+    junit, md = tmp_path / "gate.xml", tmp_path / "gate.md"
+    r = cli("gate", OLD_MSA, OLD_RUN, "--junit", junit, "--markdown", md)
+    assert r.exit_code in (0, 1), r.output
+    suite = ET.parse(junit).getroot().find("testsuite")
+    warned = [p.get("value") for p in suite.iter("property") if p.get("name") == "warning"]
+    assert any(w.startswith("the ranks differ: baseline has 16") for w in warned)
+    assert "the ranks differ" in suite.find("system-err").text
+    text = md.read_text()
+    assert "**Warnings**" in text and "the ranks differ: baseline has 16" in text
+    assert text.index("**Warnings**") < text.index("| verdict |")
+    # the same collection twice: no warning anywhere
+    junit2, md2 = tmp_path / "same.xml", tmp_path / "same.md"
+    assert cli("gate", OLD_RUN, OLD_RUN, "--junit", junit2, "--markdown", md2).exit_code == 0
+    suite = ET.parse(junit2).getroot().find("testsuite")
+    assert suite.find("system-err") is None
+    assert not [p for p in suite.iter("property") if p.get("name") == "warning"]
+    assert "Warnings" not in md2.read_text()
+
+
 def test_same_shape_passes_for_the_same_collection(qwen3):
     r = cli("gate", qwen3, qwen3, "--same-shape", "--format", "json")
     assert r.exit_code == 0, r.output

@@ -2,7 +2,10 @@
 
 JUnit: one ``<testsuite name="ascendprof gate">`` with one ``<testcase>`` per rule and scope key
 (classname = rule, e.g. ``Computing@rank``; name = scope key, e.g. ``rank 2``); a failed check
-carries ``<failure>``, a check one side lacks ``<skipped>``. A report file is replaced atomically
+carries ``<failure>``, a check one side lacks ``<skipped>``. Shape warnings (the inputs differ
+in ranks, groups or op types and only what both have was compared) go into the suite's
+``<system-err>`` and a ``warning`` property each (JUnit), and a "Warnings" list under the
+verdict line (Markdown), so a CI view shows them beside the verdict. A report file is replaced atomically
 only when ascendprof wrote it (it starts with :data:`JUNIT_SIGNATURE` / :data:`MARKDOWN_SIGNATURE`);
 FIFOs, devices, symlinks and files of others are written through, appended to (Markdown) or
 refused (report.output.write_report).
@@ -55,6 +58,7 @@ def junit_xml(result) -> str:
            '    <properties>',
            f'      <property name="baseline" value={quoteattr(result.baseline)}/>',
            f'      <property name="current" value={quoteattr(result.current)}/>',
+           *[f'      <property name="warning" value={quoteattr(w)}/>' for w in result.warnings],
            '    </properties>']
     for r in rows:
         msg = check_message(r)
@@ -70,6 +74,9 @@ def junit_xml(result) -> str:
             out.append("    </testcase>")
         else:
             out.append(head + f">\n      <system-out>{escape(msg)}</system-out>\n    </testcase>")
+    if result.warnings:
+        out.append("    <system-err>" + escape("\n".join(f"warning: {w}" for w in result.warnings))
+                   + "</system-err>")
     out += ["  </testsuite>", "</testsuites>", ""]
     return "\n".join(out)
 
@@ -92,6 +99,8 @@ def markdown(result, *, all_checks: bool = True) -> str:
     lines = [f"## ascendprof gate: {'❌ regression' if result.regression else '✅ no regression'}",
              "", f"Baseline `{result.baseline}` · current `{result.current}`", "",
              result.summary_line(), "",
+             *([f"**Warnings** (only what both inputs have was compared):", "",
+                *[f"- ⚠ {_md_cell(w)}" for w in result.warnings], ""] if result.warnings else []),
              "| verdict | metric | scope | baseline | current | change | limit | spread (current) |",
              "|---|---|---|---:|---:|---:|---:|---|"]
     for r in result.checks.itertuples(index=False):
