@@ -85,16 +85,6 @@ STAGE_DEVICE = "device read"
 STAGE_NONE = "none"
 
 
-def _rank_table(t, rank):
-    if t is None or t.num_rows == 0:
-        return None
-    if "rank" in t.column_names and t["rank"].null_count == 0:
-        mm = pc.min_max(t["rank"]).as_py()
-        if mm["min"] != rank or mm["max"] != rank:
-            t = t.filter(pc.equal(t["rank"], rank))
-    return t if t.num_rows else None
-
-
 # ---------------------------------------------------------------------------------------------
 # the dataset pipeline
 
@@ -151,9 +141,9 @@ def _mean(values) -> float | None:
 
 def _step_waits(tables, rank):
     """(steps, step_ms, wait_ms, source, preparing_ms, loader_ms, measured)."""
-    its = _rank_table(tables.get(S.ITERATIONS), rank)
-    st = _rank_table(tables.get(S.STEP_TRACE), rank)
-    tl = _rank_table(tables.get(S.TIMELINE), rank)
+    its = S.of_rank(tables.get(S.ITERATIONS), rank)
+    st = S.of_rank(tables.get(S.STEP_TRACE), rank)
+    tl = S.of_rank(tables.get(S.TIMELINE), rank)
     loader: dict = {}
     if tl is not None:
         lt = tl.filter(pc.equal(pc.fill_null(tl["track"], ""), "dataloader"))
@@ -260,10 +250,10 @@ def rank_data_prep(tables: dict, rank: int, meta: dict | None = None) -> dict[st
     only when the rank has the data)."""
     out = {}
     n, step_ms, wait_ms, source, prep_ms, loader_ms, measured = _step_waits(tables, rank)
-    qt = _rank_table(tables.get(S.DATASET_QUEUE), rank)
+    qt = S.of_rank(tables.get(S.DATASET_QUEUE), rank)
     qs = _queues(qt.to_pandas() if qt is not None else None)
     stage, evidence = bottleneck_stage(qs, step_ms)
-    ops = _rank_table(tables.get(S.DATASET_OPS), rank)
+    ops = S.of_rank(tables.get(S.DATASET_OPS), rank)
     op_name = ""
     if ops is not None:
         flagged = flag_operators(ops.to_pandas())

@@ -89,16 +89,6 @@ def _abs_us(ns) -> str | None:
     return f"{ns // 1000}.{ns % 1000:03d}"
 
 
-def _rank_table(t, rank):
-    if t is None or t.num_rows == 0:
-        return None
-    if "rank" in t.column_names and t["rank"].null_count == 0:
-        mm = pc.min_max(t["rank"]).as_py()
-        if mm["min"] != rank or mm["max"] != rank:
-            t = t.filter(pc.equal(t["rank"], rank))
-    return t if t.num_rows else None
-
-
 # ---------------------------------------------------------------------------------------------
 # per rank
 
@@ -249,12 +239,12 @@ def rank_memory(tables: dict, rank: int, meta: dict | None = None) -> dict[str, 
     """The rank's memory partials: {MEMORY_PEAKS, MEMORY_OPS, MEMORY_MODULES: table}, each only
     when its input exists. ``meta`` may carry ``memory_capacity_mb``."""
     out = {}
-    rec = _rank_table(tables.get(S.MEMORY_RECORD), rank)
-    ops = _rank_table(tables.get(S.OPERATOR_MEMORY), rank)
-    static = _rank_table(tables.get(getattr(S, "STATIC_OP_MEM", "static_op_mem")), rank)
+    rec = S.of_rank(tables.get(S.MEMORY_RECORD), rank)
+    ops = S.of_rank(tables.get(S.OPERATOR_MEMORY), rank)
+    static = S.of_rank(tables.get(getattr(S, "STATIC_OP_MEM", "static_op_mem")), rank)
     cap = (meta or {}).get("memory_capacity_mb")
     if rec is not None:
-        out[MEMORY_PEAKS] = peaks(rec, ops, _rank_table(tables.get(S.STEPS), rank),
+        out[MEMORY_PEAKS] = peaks(rec, ops, S.of_rank(tables.get(S.STEPS), rank),
                                   float(cap) if cap else None)
     end = None
     if rec is not None:
@@ -263,7 +253,7 @@ def rank_memory(tables: dict, rank: int, meta: dict | None = None) -> dict[str, 
         t = top_operators(ops, static, end)
         if t.num_rows:
             out[MEMORY_OPS] = t
-    mod = _rank_table(tables.get(S.NPU_MODULE_MEM), rank)
+    mod = S.of_rank(tables.get(S.NPU_MODULE_MEM), rank)
     if mod is not None:
         t = modules(mod)
         if t.num_rows:

@@ -103,16 +103,6 @@ def p2p_kind(name: str) -> str:
 # per rank
 
 
-def _rank_table(t, rank):
-    if t is None or t.num_rows == 0:
-        return None
-    if "rank" in t.column_names and t["rank"].null_count == 0:
-        mm = pc.min_max(t["rank"]).as_py()
-        if mm["min"] != rank or mm["max"] != rank:
-            t = t.filter(pc.equal(t["rank"], rank))
-    return t if t.num_rows else None
-
-
 def _np(col, fill=0):
     return np.asarray(pc.fill_null(col, fill).to_numpy(zero_copy_only=False))
 
@@ -148,8 +138,8 @@ def rank_p2p_ops(tables: dict, rank: int) -> pa.Table | None:
     """
     from ascendprof.model.tasks import comm_rows
 
-    kernels = _rank_table(tables.get(S.KERNELS), rank)
-    ops = _rank_table(tables.get(S.COMM_OPS), rank)
+    kernels = S.of_rank(tables.get(S.KERNELS), rank)
+    ops = S.of_rank(tables.get(S.COMM_OPS), rank)
     src = None
     if kernels is not None:
         k = kernels.filter(pc.and_(comm_rows(kernels["accelerator_core"], kernels["name"]),
@@ -163,7 +153,7 @@ def rank_p2p_ops(tables: dict, rank: int) -> pa.Table | None:
         if o.num_rows:
             src = (o, "op_name", "elapse_ns", "communication.json")
     if src is None:
-        tl = _rank_table(tables.get(S.TIMELINE), rank)
+        tl = S.of_rank(tables.get(S.TIMELINE), rank)
         if tl is not None:
             t = tl.filter(pc.and_(pc.equal(pc.fill_null(tl["track"], ""), "communication"),
                                   pc.match_substring_regex(pc.fill_null(tl["thread"], ""),
@@ -193,7 +183,7 @@ def rank_p2p_ops(tables: dict, rank: int) -> pa.Table | None:
                 groups[i] = got[0] if got[0] is not None else groups[i]
                 waits[i] = got[1]
     exposed = _exposed(steps, starts, durs, kernels,
-                       _rank_table(tables.get(S.STEP_TRACE), rank))
+                       S.of_rank(tables.get(S.STEP_TRACE), rank))
     order = sorted(range(len(names)), key=lambda i: (steps[i] is not None,
                                                      steps[i] if steps[i] is not None else 0,
                                                      int(starts[i])))

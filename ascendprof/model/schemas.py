@@ -210,6 +210,21 @@ SCHEMAS: dict[str, pa.Schema] = {
 }
 
 
+def of_rank(table: pa.Table | None, rank: int) -> pa.Table | None:
+    """The rows of ``rank`` in ``table`` (any schema with a ``rank`` column), or None when there
+    are none. A table with a null rank, or without the column, is taken as the rank's whole (the
+    readers fill it per rank); the filter runs only when other ranks are present."""
+    import pyarrow.compute as pc
+
+    if table is None or table.num_rows == 0:
+        return None
+    if "rank" in table.column_names and table["rank"].null_count == 0:
+        mm = pc.min_max(table["rank"]).as_py()
+        if mm["min"] != rank or mm["max"] != rank:
+            table = table.filter(pc.equal(table["rank"], rank))
+    return table if table.num_rows else None
+
+
 def empty(name: str) -> pa.Table:
     """An empty table with the schema of ``name``."""
     return SCHEMAS[name].empty_table()
