@@ -21,7 +21,10 @@ from ascendprof.model import schemas as S
 from ascendprof.analyze import verdicts as V
 
 COLS = ["rank", "step_key", "kind", "group", "elapse_ns", "wait_ns", "idle_ns", "op",
-        "transfer_ns", "waited_for", "peer_wait_ns", "other_ns"]
+        "transfer_ns", "waited_for", "peer_wait_ns", "absent_wait_ns", "other_ns",
+        "unattributed_ns", "complete"]
+NUM = ("elapse_ns", "transfer_ns", "peer_wait_ns", "absent_wait_ns", "other_ns",
+       "unattributed_ns", "wait_ns", "idle_ns")
 
 
 def _keyed(table: pa.Table) -> pd.DataFrame:
@@ -42,9 +45,13 @@ def bandwidth_transit(comm_bandwidth: pa.Table) -> pd.Series:
     return bw.groupby(["rank", "step_key", "op", "group"])["transit_ns"].sum(min_count=0)
 
 
-def oracle(comm_ops: pa.Table, comm_bandwidth: pa.Table | None = None) -> pd.DataFrame:
+def oracle(comm_ops: pa.Table, comm_bandwidth: pa.Table | None = None,
+           sizes: dict | None = None) -> pd.DataFrame:
     """The split by its definition, on text keys: COMM_OPS, and COMM_BANDWIDTH for the transfer
-    of ops that report no Transit Time."""
+    of ops that report no Transit Time; ``sizes`` {group: members} where known. An instance is
+    complete when all its members are present (p2p: 2; a group of unknown size: 2 or more);
+    without that, the last present arrival's own Wait Time is waiting on absent members and
+    the rest is unattributed."""
     ops = _keyed(comm_ops)
     for c in ("elapse_ns", "transit_ns", "wait_ns", "sync_ns", "idle_ns"):
         ops[c] = ops[c].fillna(0).astype("int64")
@@ -64,17 +71,27 @@ def oracle(comm_ops: pa.Table, comm_bandwidth: pa.Table | None = None) -> pd.Dat
     shortest = inst["elapse_ns"].transform("min")
     first_min = inst["elapse_ns"].transform("idxmin")
     waited = ops["rank"].to_numpy()[first_min.to_numpy()]
+    last_wait = ops["wait_ns"].to_numpy()[first_min.to_numpy()]
     room = ops["elapse_ns"] - ops["transfer_ns"]
     own = members >= 2
-    peer = (ops["elapse_ns"] - shortest).clip(lower=0).where(own, ops["wait_ns"])
+    peer = (ops["elapse_ns"] - shortest).clip(lower=0).where(own, 0)
     peer = pd.concat([peer, room], axis=1).min(axis=1)
     ok = own & (peer > 0) & (waited != ops["rank"])
+    size = ops["group"].map(lambda g: (sizes or {}).get(g, 0)).astype("int64")
+    expected = size.where(size > 0, members.clip(lower=2)).where(ops["kind"] != "p2p", 2)
+    complete = members >= expected
+    rest = room - peer
+    absent = pd.Series(last_wait, index=ops.index).clip(lower=0)
+    absent = pd.concat([absent, rest], axis=1).min(axis=1).where(~complete, 0)
     return pd.DataFrame({
         "rank": ops["rank"].astype("int32"), "step_key": ops["step_key"], "kind": ops["kind"],
         "group": ops["group"], "elapse_ns": ops["elapse_ns"], "wait_ns": ops["wait_ns"],
         "idle_ns": ops["idle_ns"], "op": ops["op"], "transfer_ns": ops["transfer_ns"],
         "waited_for": pd.Series(waited, index=ops.index).where(ok, -1).astype("int64"),
-        "peer_wait_ns": peer.astype("int64"), "other_ns": (room - peer).astype("int64")})
+        "peer_wait_ns": peer.astype("int64"), "absent_wait_ns": absent.astype("int64"),
+        "other_ns": rest.where(complete, 0).astype("int64"),
+        "unattributed_ns": (rest - absent).where(~complete, 0).astype("int64"),
+        "complete": complete.astype(bool)})
 
 
 def _plain(df: pd.DataFrame) -> pd.DataFrame:
@@ -86,9 +103,9 @@ def _plain(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def check(comm_ops: pa.Table, comm_bandwidth=None) -> pd.DataFrame:
-    got = V.split_op_time(V.op_rows(comm_ops, comm_bandwidth))
-    pd.testing.assert_frame_equal(_plain(got), _plain(oracle(comm_ops, comm_bandwidth)),
+def check(comm_ops: pa.Table, comm_bandwidth=None, sizes=None) -> pd.DataFrame:
+    got = V.split_op_time(V.op_rows(comm_ops, comm_bandwidth), sizes)
+    pd.testing.assert_frame_equal(_plain(got), _plain(oracle(comm_ops, comm_bandwidth, sizes)),
                                   check_dtype=True)
     return got
 
@@ -120,15 +137,24 @@ def test_by_hand():
                  elapse_ns=4 * ms, transit_ns=3 * ms, wait_ns=1 * ms, sync_ns=0, idle_ns=0),
             dict(rank=2, step_key="step1", kind="p2p", op_name="send_1", group="pp",
                  elapse_ns=5 * ms, transit_ns=0, wait_ns=2 * ms, sync_ns=0, idle_ns=0)]
+    cols = ["peer_wait_ns", "waited_for", "absent_wait_ns", "other_ns", "unattributed_ns"]
     got = check(_ops(rows))
     # rank 0: 10 - 4 = 6 ms waiting for rank 1 (the first of the two shortest members);
     # other = 10 - 1 - 6 = 3 ms
-    assert got.loc[0, ["peer_wait_ns", "waited_for", "other_ns"]].tolist() == [6 * ms, 1, 3 * ms]
+    assert got.loc[0, cols].tolist() == [6 * ms, 1, 0, 3 * ms, 0]
     # ranks 1 and 2 are the shortest: no peer wait, nobody waited for
     assert got.loc[1:2, "peer_wait_ns"].tolist() == [0, 0]
     assert got.loc[1:2, "waited_for"].tolist() == [-1, -1]
-    # the send has no other member: its own Wait Time (2 ms), other = 5 - 0 - 2 = 3 ms
-    assert got.loc[3, ["peer_wait_ns", "waited_for", "other_ns"]].tolist() == [2 * ms, -1, 3 * ms]
+    # the send's other member is not collected: its own Wait Time (2 ms) is waiting on it,
+    # the remaining 5 - 0 - 2 = 3 ms cannot be attributed
+    assert got.loc[3, cols].tolist() == [0, -1, 2 * ms, 0, 3 * ms]
+    # group g has 4 members, one not collected: rank 1 (arrived last of the three present,
+    # Wait Time 3 ms) waited 3 ms on it, so did everyone; rank 0: 6 ms for rank 1, 3 ms on the
+    # absent member (10 - 1 - 6 - 3 = 0 left); rank 2: 1 ms transfer-room left after 3 ms absent
+    got = check(_ops(rows), sizes={"g": 4})
+    assert got.loc[0, cols].tolist() == [6 * ms, 1, 3 * ms, 0, 0]
+    assert got.loc[1, cols].tolist() == [0, -1, 3 * ms, 0, 0]
+    assert got.loc[2, cols].tolist() == [0, -1, 1 * ms, 0, 0]
 
 
 def test_real_ranks(qwen3):
@@ -171,9 +197,10 @@ _row = st.fixed_dictionaries({
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(_row, min_size=1, max_size=40), st.booleans())
-def test_random_tables(rows, with_bw):
-    check(_ops(rows), _bandwidth(rows) if with_bw else None)
+@given(st.lists(_row, min_size=1, max_size=40), st.booleans(),
+       st.sampled_from([None, {"g1": 3}, {"g1": 1, "g2": 6}]))
+def test_random_tables(rows, with_bw, sizes):
+    check(_ops(rows), _bandwidth(rows) if with_bw else None, sizes)
 
 
 @pytest.mark.parametrize("chunks", [1, 3])
@@ -196,33 +223,33 @@ def _expected_totals(frame: pd.DataFrame, flagged: dict):
     f = frame.copy()
     for c in ("step_key", "kind", "group", "op"):
         f[c] = f[c].astype(object).where(f[c].notna(), None)
-    n_steps = f.groupby("rank")["step_key"].nunique()
+    n_steps = f.groupby("rank")["step_key"].nunique(dropna=False)
     comp = f[f["kind"].notna()].groupby(["rank", "kind", "group"]).agg(
-        **{c: (c, "sum") for c in ("elapse_ns", "transfer_ns", "peer_wait_ns", "other_ns",
-                                   "wait_ns", "idle_ns")}, n_ops=("elapse_ns", "size"))
+        **{c: (c, "sum") for c in NUM}, n_ops=("elapse_ns", "size"))
     comp = comp.reset_index()
-    for c in ("elapse_ns", "transfer_ns", "peer_wait_ns", "other_ns", "wait_ns", "idle_ns"):
+    for c in NUM:
         comp[c] = comp[c] / comp["rank"].map(n_steps)
-    waited, op_elapse = {}, {}
+    w = f[f["waited_for"] >= 0]
+    blame = {(int(a), int(b), g or ""): int(v) for (a, b, g), v in
+             w.groupby(["rank", "waited_for", w["group"].fillna("")])["peer_wait_ns"].sum()
+             .items()}
+    op_elapse = {}
     for stage, ranks in flagged.items():
         mine = f[f["rank"].isin(ranks)]
-        w = mine[mine["waited_for"] >= 0]
-        waited[stage] = {int(k): int(v) for k, v in
-                         w.groupby("waited_for")["peer_wait_ns"].sum().items()}
         op_elapse[stage] = {k: int(v) for k, v in mine.groupby("op")["elapse_ns"].sum().items()}
-    return comp, waited, op_elapse
+    return comp, blame, op_elapse
 
 
 def _check_totals(batches: list, flagged: dict) -> None:
     totals = V.op_totals(lambda: iter(batches), flagged)
-    comp, waited, op_elapse = _expected_totals(V.split_op_time(pa.concat_tables(batches)),
-                                               flagged)
+    comp, blame, op_elapse = _expected_totals(V.split_op_time(pa.concat_tables(batches)),
+                                              flagged)
     got = totals.components({}).drop(columns="group_name")
     got["rank"] = got["rank"].astype("int64")
     comp["rank"] = comp["rank"].astype("int64")
     pd.testing.assert_frame_equal(got.reset_index(drop=True),
                                   comp[got.columns].reset_index(drop=True), check_dtype=False)
-    assert totals.waited == waited
+    assert totals.blame == blame
     assert {stage: totals.op_elapse(stage) for stage in flagged} == op_elapse
 
 
@@ -230,7 +257,7 @@ def _check_totals(batches: list, flagged: dict) -> None:
 def test_streamed_totals_equal_the_per_row_split(qwen3, monkeypatch, batch_rows):
     """op_totals over one rank at a time (or all together) holds what pandas sums from the
     per-row split of all ranks at once."""
-    monkeypatch.setattr(V, "_BATCH_ROWS", batch_rows)
+    monkeypatch.setattr(V.opsplit, "_BATCH_ROWS", batch_rows)
     t = qwen_tables(qwen3)
     rank = t[S.COMM_OPS].column("rank")
     batches = [V.op_rows(t[S.COMM_OPS].filter(pa.compute.equal(rank, r)), t[S.COMM_BANDWIDTH])
@@ -245,7 +272,7 @@ def test_streamed_totals_equal_the_per_row_split(qwen3, monkeypatch, batch_rows)
 def test_streamed_totals_on_random_tables(rows, batch_rows, by_rank):
     import pyarrow.compute as pc
 
-    V._BATCH_ROWS, saved = batch_rows, V._BATCH_ROWS
+    V.opsplit._BATCH_ROWS, saved = batch_rows, V.opsplit._BATCH_ROWS
     try:
         # ranks in ascending order (as the pipeline sends them)
         rows = sorted(rows, key=lambda r: r["rank"])
@@ -259,7 +286,7 @@ def test_streamed_totals_on_random_tables(rows, batch_rows, by_rank):
         _check_totals(batches, {"even": [r for r in ranks if r % 2 == 0],
                                 "odd": [r for r in ranks if r % 2]})
     finally:
-        V._BATCH_ROWS = saved
+        V.opsplit._BATCH_ROWS = saved
 
 
 def test_real_data_parallel_ops_by_hand(qwen3):

@@ -1,0 +1,152 @@
+"""Verdicts: what limits the job, where, and what to look at next - one causal story.
+
+Triage follows the MindSpore / MindStudio Insight guide (seed 000 "定界、分析问题"): compute,
+schedule or communication; shares of the step rank the problems, absolute times per step
+confirm them (../shared/design/causal-verdicts.md). Rules, thresholds and their sources, and
+what each cannot see: docs/verdicts.md.
+
+- :mod:`.facts`: what the rules read (step values, stages, groups and their collected members,
+  the op-time split and the wait-for graph, links);
+- :mod:`.opsplit`: the op-time split (transfer / waiting for a peer / waiting on ranks not
+  collected / the rest) and the per-rank op rows the workers send (:data:`OP_ROWS`);
+- :mod:`.rules`: the causes (collection, slow rank / schedule / compute, stage, slow group and
+  slow link, legacy iteration trace);
+- :mod:`.story`: symptoms attached to their causes; communication that no cause explains.
+
+Inputs (a :class:`ascendprof.engine.pipeline.ClusterAnalysis`): ``step_trace`` / ``breakdown``
+(STEP_TRACE schema, ns), the ranks' :data:`OP_ROWS` (``op_row_batches``) or else
+``concat("comm_ops")`` and ``concat("comm_bandwidth")``, ``concat("comm_links")``,
+``concat("op_statistic")``, ``concat("iterations")``, ``metadata`` (profiler_metadata.json,
+spec §A.13), ``ranks`` / ``sources`` (what was collected). Output: a list of verdict dicts
+(:data:`VERDICT_KEYS`). Nothing here reads files.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from ascendprof.analyze.cluster_communication import double_hash
+from ascendprof.analyze.verdicts import rules, story
+from ascendprof.analyze.verdicts.facts import (Facts, _leave_one_out_median, group_directory,
+                                               link_table, rank_means, ranks_text, stages,
+                                               step_frame)
+from ascendprof.analyze.verdicts.model import (SEVERITY_ORDER, SYMPTOM_KEYS, VERDICT_KEYS,
+                                               make_verdict, symptom)
+from ascendprof.analyze.verdicts.opsplit import (OP_ROWS, OpInstances, OpTotals, op_rows,
+                                                 op_totals, split_op_time)
+from ascendprof.analyze.verdicts.thresholds import NAMES as _NAMES
+from ascendprof.analyze.verdicts.thresholds import (BLAME_RATIO, COMM_SHARE_PCT,
+                                                    CRITICAL_FACTOR, EXCESS_OF_STEP_PCT,
+                                                    MIN_EXCESS_MS, SLOW_LINK_BW_RATIO,
+                                                    SLOW_LINK_MIN_MB, SLOW_RANK_MAD_Z, WAIT_RATIO,
+                                                    thresholds)
+
+_RULES: dict[str, object] = {}
+
+
+def register_rule(name: str, fn=None):
+    """Add a rule function to :func:`derive`: ``fn(ca, th) -> list of verdict dicts``
+    (:func:`make_verdict`); a function that also takes a ``facts`` parameter gets the
+    :class:`~.facts.Facts` the built-in rules read (step values, groups, wait-for graph).
+    Usable as a decorator (``@register_rule("data")``). Rules run after the built-in ones, in
+    registration order; registering a name again replaces that rule. A contributed verdict may
+    set ``caused_by`` to the id of another verdict to be attached under it as a symptom, and
+    ``_late`` (a set of ranks) to have the waits of other ranks for those ranks attached to it.
+    A rule that raises loses its own verdicts only (the error is recorded in ``ca.problems``).
+    """
+    def add(f):
+        _RULES[str(name)] = f
+        return f
+    return add(fn) if fn is not None else add
+
+
+def registered_rules() -> dict:
+    """{name: rule function} of the contributed rules, in the order they run."""
+    return dict(_RULES)
+
+
+def _contributed(ca, th: dict, facts: Facts) -> list[dict]:
+    out = []
+    for name, rule in _RULES.items():
+        try:
+            takes_facts = "facts" in inspect.signature(rule).parameters
+            got = rule(ca, th, facts=facts) if takes_facts else rule(ca, th)
+            out += [dict(v) for v in (got or [])]
+        except Exception as e:  # noqa: BLE001 - a contributed rule must not lose the others
+            ca.problems.warn("verdicts", f"verdict rule {name!r} failed: "
+                                         f"{type(e).__name__}: {e}")
+    return out
+
+
+def _finish(out: list[dict]) -> list[dict]:
+    """Unique ids; verdicts with ``caused_by`` naming another verdict moved under its
+    ``symptoms``; internal keys (leading ``_``) dropped; most severe first (stable)."""
+    seen: dict[str, int] = {}
+    for v in out:
+        base = v.get("id") or f"{v.get('category')}:{v.get('scope')}"
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        v["id"] = base if n == 0 else f"{base}#{n + 1}"
+        for k in VERDICT_KEYS:
+            v.setdefault(k, [] if k in ("groups", "symptoms") else None)
+    by_id = {v["id"]: v for v in out}
+    kept = []
+    for v in out:
+        cause = by_id.get(v.get("caused_by") or "")
+        if cause is not None and cause is not v and not cause.get("caused_by"):
+            cause["symptoms"].append({k: v.get(k) for k in SYMPTOM_KEYS})
+        else:
+            v["caused_by"] = None
+            kept.append(v)
+    for v in kept:
+        for k in [k for k in v if k.startswith("_")]:
+            del v[k]
+    kept.sort(key=lambda v: SEVERITY_ORDER.get(v["severity"], 3))
+    return [{k: v[k] for k in VERDICT_KEYS} | {k: v[k] for k in v if k not in VERDICT_KEYS}
+            for v in kept]
+
+
+def derive(ca, th: dict) -> list[dict]:
+    """All verdicts for one :class:`~ascendprof.engine.pipeline.ClusterAnalysis`, most severe
+    first.
+
+    Each verdict is a dict with the keys :data:`VERDICT_KEYS` (docs/verdicts.md, "The verdict
+    format"; built by :func:`make_verdict`): ``id``, ``category``, ``severity``
+    ("critical"|"warning"|"info"), ``scope``, ``ranks`` (global ranks the cause is on),
+    ``groups``, ``message``, ``evidence`` (numbers with unit-bearing keys, per step means, and
+    ``step_values``: which step values were used per rank), ``symptoms`` (consequences attached
+    to this cause), ``threshold``, ``next_step`` and ``caused_by``. ``th`` comes from
+    :func:`thresholds`. The built-in rules run first, then the contributed ones
+    (:func:`register_rule`). Never raises for missing tables: each analysis runs on what
+    exists; a cluster with data and no warning gets one "balanced" info verdict.
+    """
+    f = Facts(ca, th)
+    causes = rules.collection_verdicts(f)
+    found = rules.imbalance_verdicts(f)
+    causes += found
+    outliers = {r for v in found if v["category"] == "slow_rank" for r in v["ranks"]}
+    causes += rules.stage_verdicts(f, outliers)
+    causes += rules.link_verdicts(f)
+    causes += rules.iteration_verdicts(f)
+    causes += _contributed(ca, th, f)
+    out = story.assemble(f, causes)
+    if not [v for v in out if v.get("severity") in ("warning", "critical")] and (
+            not f.steps.empty or not f.comp.empty):
+        ranks = f.ranks_with_steps() or f.collected
+        out.append(make_verdict(
+            "balanced", "cluster", ranks, "info",
+            "No pipeline stage, rank, group or link stands out and nothing explains a large "
+            "share of communication: the ranks doing the same work take the same time.",
+            "Look at the top kernels and op statistics for single-rank optimisation.",
+            evidence={"n_ranks": len(ranks),
+                      "n_steps": int(f.steps["step"].nunique()) if not f.steps.empty else 0,
+                      "step_values": f.step_sources(ranks)},
+            threshold=dict(th), id="balanced"))
+    return _finish(out)
+
+
+__all__ = ["thresholds", "derive", "make_verdict", "symptom", "register_rule",
+           "registered_rules", "VERDICT_KEYS", "SYMPTOM_KEYS", "Facts", "double_hash",
+           "group_directory", "stages", "step_frame", "rank_means", "link_table", "ranks_text",
+           "OpInstances", "OpTotals", "op_rows", "op_totals", "split_op_time", "OP_ROWS",
+           "_leave_one_out_median"] + list(_NAMES)

@@ -1,0 +1,420 @@
+"""What the verdict rules read, derived once per cluster: step values per rank, pipeline
+stages, communication groups and which of their members were collected, the op-time split and
+the wait-for graph (who waits for whom), and the links. Tables in, frames out; no files.
+
+Communication group ids. The profiler writes a group as a number after ``@`` in op names
+(``hcom_allReduce__170_1_1@3985310491373102170``). It is the 64-bit "double hash" of the
+``parallel_group_info`` key in profiler_metadata.json (``"group_name_20"`` → 3985310491373102170):
+two 32-bit polynomial hashes of the key's characters with multipliers 29 and 131, the first in
+the high word. Checked on fixtures/qwen3-4rank-pp2dp2: every group id in communication.json maps to
+a key of some rank's parallel_group_info (e.g. pp of ranks 0,2 = group_name_19 =
+3985310405473756128); msprof-analyze joins the two the same way. ``global_ranks`` lists the
+group's global ranks in group-rank order, which maps the group-local src/dst of
+communication_matrix.json to global ranks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ascendprof.analyze.cluster_communication import double_hash
+from ascendprof.analyze.verdicts import opsplit
+
+#: Group names (parallel_group_info ``group_name``) that denote the pipeline-parallel group.
+PP_GROUP_NAMES = ("pp", "pipeline", "pipeline_parallel", "pipeline_model_parallel")
+
+
+def group_directory(metadata: dict[int, dict]) -> dict[str, dict]:
+    """Communication groups named in profiler_metadata.json ``parallel_group_info`` (§A.13).
+
+    Returns ``{group id as the COMM tables write it: {"key", "name", "global_ranks"}}``; each
+    group is listed under its numeric id (double hash of the key) and under the key itself.
+    """
+    out: dict[str, dict] = {}
+    for meta in metadata.values():
+        pgi = (meta or {}).get("parallel_group_info") or {}
+        if not isinstance(pgi, dict):
+            continue
+        for key, info in pgi.items():
+            if not isinstance(info, dict):
+                continue
+            ranks = [int(r) for r in info.get("global_ranks") or []]
+            entry = {"key": str(key), "name": str(info.get("group_name") or key),
+                     "global_ranks": ranks}
+            out.setdefault(str(double_hash(str(key))), entry)
+            out.setdefault(str(key), entry)
+    return out
+
+
+def stages(metadata: dict[int, dict]) -> dict[int, int]:
+    """rank -> pipeline-parallel stage (0-based), from the ``pp`` group of parallel_group_info.
+
+    The stage is the rank's position in the pp group's ``global_ranks``. Empty when no rank's
+    metadata names a pipeline group of more than one rank.
+    """
+    out: dict[int, int] = {}
+    for meta in metadata.values():
+        pgi = (meta or {}).get("parallel_group_info") or {}
+        for info in pgi.values() if isinstance(pgi, dict) else ():
+            if not isinstance(info, dict):
+                continue
+            if str(info.get("group_name", "")).lower() not in PP_GROUP_NAMES:
+                continue
+            ranks = [int(r) for r in info.get("global_ranks") or []]
+            if len(ranks) < 2:
+                continue
+            for pos, r in enumerate(ranks):
+                out.setdefault(r, pos)
+    return out
+
+
+def step_frame(step_trace, breakdown) -> pd.DataFrame:
+    """Per rank and step: ``computing_ns, cno_ns, overlapped_ns, free_ns, bubble_ns, total_ns``.
+
+    Reported values (``step_trace``, STEP_TRACE schema) are used for every rank that has them;
+    the recomputed ``breakdown`` fills ranks without reported rows (``source`` says which).
+    ``total_ns`` = Computing + Communication(Not Overlapped) + Free, the partition of the step's
+    device time (spec §7.1.c). Empty frame when neither table has rows.
+    """
+    parts = []
+    for table, source in ((step_trace, "reported"), (breakdown, "recomputed")):
+        if table is None or table.num_rows == 0:
+            continue
+        df = table.to_pandas()
+        if parts:
+            df = df[~df["rank"].isin(parts[0]["rank"].unique())]
+        df = df.assign(source=source)
+        parts.append(df)
+    cols = ["rank", "step", "computing_ns", "cno_ns", "overlapped_ns", "free_ns", "bubble_ns",
+            "total_ns", "source"]
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    df = pd.concat(parts, ignore_index=True)
+    df = df.rename(columns={"comm_not_overlapped_ns": "cno_ns"})
+    for c in ("computing_ns", "cno_ns", "overlapped_ns", "free_ns", "bubble_ns"):
+        df[c] = pd.to_numeric(df[c], errors="coerce").fillna(0).astype("int64")
+    df["total_ns"] = df["computing_ns"] + df["cno_ns"] + df["free_ns"]
+    df["step"] = pd.to_numeric(df["step"], errors="coerce").fillna(-1).astype("int64")
+    df["rank"] = df["rank"].astype("int64")
+    return df[cols]
+
+
+def rank_means(steps: pd.DataFrame) -> pd.DataFrame:
+    """Mean per step of every part, per rank (index rank), plus ``n_steps``, ``source``
+    ("reported" or "recomputed": which step values were used) and share columns
+    ``computing_pct, free_pct, cno_pct`` (% of total_ns)."""
+    num = ["computing_ns", "cno_ns", "overlapped_ns", "free_ns", "bubble_ns", "total_ns"]
+    g = steps.groupby("rank")
+    m = g[num].mean()
+    m["n_steps"] = g.size()
+    m["source"] = g["source"].first()
+    tot = m["total_ns"].where(m["total_ns"] > 0)
+    for c, p in (("computing_ns", "computing_pct"), ("free_ns", "free_pct"), ("cno_ns", "cno_pct")):
+        m[p] = (100.0 * m[c] / tot).fillna(0.0)
+    return m
+
+
+def link_table(comm_links, directory: dict[str, dict]) -> pd.DataFrame:
+    """Per communication group, src→dst link and transport: size, transit time and bandwidth.
+
+    Uses the ``<type>-total@<group>`` entries of communication_matrix.json (sums over the op
+    instances of one op type, spec §A.6) when a rank/step/op type has them, otherwise sums every
+    entry. LOCAL links (on-chip copies, src = dst) are left out: they are not links between ranks.
+    Columns: ``group, group_name, src_local, dst_local, src_rank, dst_rank, transport, reported_by,
+    size_mb, transit_ns, bandwidth_gbps, ranks_known``; sizes and times are means per step;
+    ``src_rank/dst_rank`` are global when the group is in ``directory`` (else the local numbers).
+    """
+    cols = ["group", "group_name", "src_local", "dst_local", "src_rank", "dst_rank", "transport",
+            "reported_by", "size_mb", "transit_ns", "bandwidth_gbps", "ranks_known"]
+    if comm_links is None or comm_links.num_rows == 0:
+        return pd.DataFrame(columns=cols)
+    lk = comm_links.to_pandas()
+    lk["transport"] = lk["transport"].fillna("").astype(str).str.upper()
+    lk = lk[(lk["transport"] != "LOCAL") & (lk["src_rank"] != lk["dst_rank"])].copy()
+    if lk.empty:
+        return pd.DataFrame(columns=cols)
+    key = lk["link_key"].fillna("").astype(str)
+    lk["group"] = lk["group"].fillna("").astype(str)
+    lk["op_type"] = key.str.split("@").str[0].str.rsplit("-", n=1).str[0]
+    lk["is_total"] = key.str.split("@").str[0].str.endswith("-total")
+    lk["step_key"] = lk["step_key"].fillna("").astype(str)
+    unit = ["rank", "step_key", "group", "op_type"]
+    has_total = lk.groupby(unit)["is_total"].transform("any")
+    lk = lk[lk["is_total"] | ~has_total]
+    lk["size_mb"] = pd.to_numeric(lk["size_mb"], errors="coerce").fillna(0.0)
+    lk["transit_ns"] = pd.to_numeric(lk["transit_ns"], errors="coerce").fillna(0)
+    n_steps = lk.groupby("rank")["step_key"].nunique().rename("n_step_keys")
+    g = lk.groupby(["group", "src_rank", "dst_rank", "transport", "rank"], as_index=False)[
+        ["size_mb", "transit_ns"]].sum()
+    g = g.merge(n_steps, left_on="rank", right_index=True)
+    g["size_mb"] /= g["n_step_keys"]
+    g["transit_ns"] /= g["n_step_keys"]
+    g = g.rename(columns={"src_rank": "src_local", "dst_rank": "dst_local", "rank": "reported_by"})
+    # MB / ms = GB/s (10^6 B / 10^-3 s = 10^9 B/s), as the profiler computes it (§7.3)
+    g["bandwidth_gbps"] = (g["size_mb"] / (g["transit_ns"] / 1e6)).where(g["transit_ns"] > 0)
+
+    def to_global(group, local):
+        ranks = directory.get(group, {}).get("global_ranks") or []
+        return ranks[int(local)] if 0 <= int(local) < len(ranks) else int(local)
+
+    g["ranks_known"] = g["group"].map(lambda x: bool(directory.get(x, {}).get("global_ranks")))
+    g["src_rank"] = [to_global(a, b) for a, b in zip(g["group"], g["src_local"])]
+    g["dst_rank"] = [to_global(a, b) for a, b in zip(g["group"], g["dst_local"])]
+    g["group_name"] = g["group"].map(lambda x: directory.get(x, {}).get("name", x))
+    return g[cols]
+
+
+
+def _leave_one_out_median(values: np.ndarray) -> np.ndarray:
+    """``out[i]`` = median of ``values`` without element ``i`` (mean of the two middle values
+    when n - 1 is even, like pandas' median), for all i from one sort. Needs n >= 2."""
+    n = len(values)
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n)
+
+    def nth_of_rest(k: int) -> np.ndarray:  # k-th smallest once element i is removed
+        idx = np.full(n, k, dtype=np.int64)
+        return ordered[idx + (idx >= pos)]
+
+    rest = n - 1
+    if rest % 2:
+        return nth_of_rest(rest // 2)
+    return (nth_of_rest(rest // 2 - 1) + nth_of_rest(rest // 2)) / 2
+
+
+def group_sizes_from_links(comm_links) -> dict[str, int]:
+    """{group id: highest group-local rank in communication_matrix.json + 1}: how many members
+    the group has at least (each rank's file names the group-local ranks it sends to, §A.6)."""
+    if comm_links is None or comm_links.num_rows == 0:
+        return {}
+    df = comm_links.select(["group", "src_rank", "dst_rank"]).to_pandas()
+    df["group"] = df["group"].fillna("").astype(str)
+    hi = df[["src_rank", "dst_rank"]].max(axis=1)
+    return {str(g): int(v) + 1 for g, v in hi.groupby(df["group"]).max().items() if g}
+
+
+@dataclass
+class GroupInfo:
+    """One communication group: ``id`` as in communication.json, ``name`` its parallel-group
+    name (None when the profiler wrote none), ``global_ranks`` (None when unknown), ``size``
+    (number of members when known), ``collected`` (its collected global ranks)."""
+
+    id: str
+    name: str | None = None
+    key: str | None = None
+    global_ranks: list[int] | None = None
+    size: int | None = None
+    collected: list[int] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return self.name or f"group {self.id}"
+
+    @property
+    def absent(self) -> list[int]:
+        """Global ranks of the members not collected (known only with global_ranks)."""
+        if self.global_ranks is None:
+            return []
+        have = set(self.collected)
+        return [r for r in self.global_ranks if r not in have]
+
+    @property
+    def n_absent(self) -> int:
+        if self.global_ranks is not None:
+            return len(self.absent)
+        return max(0, (self.size or 0) - len(self.collected))
+
+    def ref(self) -> dict:
+        """The verdict format's group entry."""
+        return {"name": self.label, "id": self.id,
+                "global_ranks": list(self.global_ranks if self.global_ranks is not None
+                                     else self.collected)}
+
+    def text(self) -> str:
+        """'pp (ranks 0, 2)' or 'group 175… (8 members; collected: ranks 0, 1)'."""
+        if self.global_ranks is not None:
+            return f"{self.label} ({ranks_text(self.global_ranks)})"
+        size = f"{self.size} members; " if self.size else ""
+        return f"{self.label} ({size}collected: {ranks_text(self.collected)})"
+
+
+def ranks_text(ranks) -> str:
+    """'rank 3', 'ranks 0, 1' or, for runs of 3 or more, 'ranks 0–31, 40'."""
+    ranks = sorted({int(r) for r in ranks})
+    if not ranks:
+        return "no ranks"
+    parts, i = [], 0
+    while i < len(ranks):
+        j = i
+        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
+            j += 1
+        parts += [f"{ranks[i]}–{ranks[j]}"] if j - i >= 2 else [str(r) for r in ranks[i:j + 1]]
+        i = j + 1
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(parts)
+
+
+class Facts:
+    """Everything the rules read about one cluster (``ca``: engine.pipeline.ClusterAnalysis, or
+    any object with its attributes ``step_trace``, ``breakdown``, ``metadata``, ``concat``,
+    optionally ``op_row_batches``, ``ranks``, ``sources``, ``problems``), with thresholds
+    ``th``. Times are ns per step (means over the rank's steps) unless a name says otherwise.
+
+    Attributes: ``steps`` (step_frame), ``means`` (rank_means, index rank; None without step
+    values), ``stage_of`` {rank: stage}, ``collected`` (sorted ranks in the analysis),
+    ``unreadable`` (ranks found but not readable), ``world_size`` (None when unknown),
+    ``absent`` (sorted global ranks expected but not collected), ``groups`` {id: GroupInfo},
+    ``comp`` (OpTotals.components with ``group_name``), ``blame`` (the wait-for graph:
+    ``waiter, waited_for, group, group_name, peer_wait_ns``), ``links`` (link_table),
+    ``totals`` (OpTotals), ``missing_files`` {rank: [files]}, ``levels`` {rank: profiler level}.
+    """
+
+    def __init__(self, ca, th: dict):
+        self.ca, self.th = ca, th
+        meta = ca.metadata or {}
+        self.directory = group_directory(meta)
+        self.stage_of = stages(meta)
+        self.steps = step_frame(ca.step_trace, ca.breakdown)
+        self.means = rank_means(self.steps) if not self.steps.empty else None
+        results = list(getattr(ca, "ranks", None) or [])
+        self.collected = sorted({int(r.rank) for r in results}) or (
+            sorted(int(r) for r in self.means.index) if self.means is not None else [])
+        found = {int(s.rank) for s in (getattr(ca, "sources", None) or [])
+                 if getattr(s, "rank", None) is not None}
+        self.unreadable = sorted(found - set(self.collected)) if results else []
+        self.missing_files = {int(r.rank): list(r.missing or []) for r in results}
+        self.levels = {int(r.rank): getattr(r.source, "profiler_level", None) for r in results
+                       if getattr(r, "source", None) is not None}
+        self.world_size = max((int(((m or {}).get("distributed_args") or {}).get("world_size")
+                                   or 0) for m in meta.values()), default=0) or None
+        links_raw = ca.concat("comm_links")
+        sizes = {gid: len(info["global_ranks"]) for gid, info in self.directory.items()
+                 if info["global_ranks"]}
+        for gid, n in group_sizes_from_links(links_raw).items():
+            sizes[gid] = max(n, sizes.get(gid, 0))
+        self.flagged = self._comm_flagged()
+        self.totals = opsplit.op_totals(_op_batches(ca), self.flagged, sizes)
+        self.groups = self._groups(sizes)
+        names = {gid: g.label for gid, g in self.groups.items()}
+        self.comp = self.totals.components(names)
+        self.blame = self.totals.blame_frame()
+        self.blame["group_name"] = [names.get(g, g) for g in self.blame["group"]]
+        self.links = link_table(links_raw, self.directory)
+        expected = set(range(self.world_size or 0))
+        for g in self.groups.values():
+            expected.update(g.global_ranks or ())
+        self.absent = sorted(expected - set(self.collected))
+
+    # -- construction
+
+    def _comm_flagged(self) -> dict:
+        """{stage (None without stages): ranks} whose Communication(Not Overlapped) share of the
+        step passes ``comm_share_pct``."""
+        if self.means is None:
+            return {}
+        thr = self.th["comm_share_pct"]
+        out: dict = {}
+        for r in self.means.index:
+            if self.means.loc[r, "cno_pct"] >= thr:
+                out.setdefault(self.stage_of.get(int(r)), []).append(int(r))
+        return out
+
+    def _groups(self, sizes: dict[str, int]) -> dict[str, GroupInfo]:
+        have = set(self.collected)
+        out: dict[str, GroupInfo] = {}
+        for gid, info in self.directory.items():
+            if gid == info["key"]:
+                continue  # listed under its id and its key: once, by id
+            ranks = list(info["global_ranks"])
+            out[gid] = GroupInfo(gid, info["name"], info["key"], ranks, len(ranks) or None,
+                                 [r for r in ranks if r in have])
+        members: dict[str, set] = {}
+        for (rank, _kind, gid) in self.totals.comp:
+            if gid:
+                members.setdefault(gid, set()).add(int(rank))
+        for gid, ranks in members.items():
+            g = out.setdefault(gid, GroupInfo(gid, size=sizes.get(gid)))
+            if g.global_ranks is None:
+                g.collected = sorted(set(g.collected) | ranks)
+                if g.size is not None:
+                    g.size = max(g.size, len(g.collected))
+        return out
+
+    # -- queries
+
+    def ranks_with_steps(self) -> list[int]:
+        return [] if self.means is None else sorted(int(r) for r in self.means.index)
+
+    def same_work_sets(self) -> dict:
+        """Ranks that do the same work: {stage: ranks} with pipeline stages, else {None: all}
+        (ranks with step values only)."""
+        ranks = self.ranks_with_steps()
+        if not self.stage_of:
+            return {None: ranks} if ranks else {}
+        out: dict = {}
+        for r in ranks:
+            out.setdefault(self.stage_of.get(r), []).append(r)
+        return out
+
+    def median_step_ns(self, ranks=None) -> float:
+        m = self.means if ranks is None else self.means.loc[list(ranks)]
+        return float(m["total_ns"].median())
+
+    def excess_threshold_ns(self, ranks=None) -> float:
+        """The confirmation threshold in ns: ``excess_of_step_pct`` of the median step of
+        ``ranks`` (all ranks when None), at least ``min_excess_ms``."""
+        return max(self.th["excess_of_step_pct"] / 100.0 * self.median_step_ns(ranks),
+                   self.th["min_excess_ms"] * 1e6)
+
+    def step_sources(self, ranks) -> dict[str, str]:
+        """{rank: "reported" | "recomputed"}: which step values a verdict used for each rank."""
+        if self.means is None:
+            return {}
+        return {str(int(r)): str(self.means.loc[r, "source"]) for r in sorted(set(ranks))
+                if r in self.means.index}
+
+    def waits_for(self, late: set, waiters: set | None = None) -> pd.DataFrame:
+        """Rows of the wait-for graph where a rank outside ``late`` (and in ``waiters`` when
+        given) waits for a rank in ``late``."""
+        b = self.blame
+        sel = b["waited_for"].isin(late) & ~b["waiter"].isin(late)
+        if waiters is not None:
+            sel &= b["waiter"].isin(waiters)
+        return b[sel]
+
+    def max_wait_for(self, rank: int) -> float:
+        """The most any single rank waits per step for ``rank`` (ns, over all groups)."""
+        b = self.blame[(self.blame["waited_for"] == rank) & (self.blame["waiter"] != rank)]
+        return float(b.groupby("waiter")["peer_wait_ns"].sum().max()) if len(b) else 0.0
+
+    def has_peer_data(self, rank: int) -> bool:
+        """True when ``rank`` has communication ops in a group with another collected member
+        (so whether its peers wait for it can be seen)."""
+        if self.comp.empty:
+            return False
+        mine = set(self.comp.loc[self.comp["rank"] == rank, "group"])
+        return any(len(self.groups[g].collected) >= 2 for g in mine if g in self.groups)
+
+    def group_of(self, gid: str) -> GroupInfo:
+        return self.groups.get(gid) or GroupInfo(gid)
+
+    def crosses_stages(self, gid: str) -> bool:
+        """True when the group's collected members sit in more than one pipeline stage."""
+        g = self.group_of(gid)
+        return len({self.stage_of.get(r) for r in g.collected}) > 1
+
+
+def _op_batches(ca):
+    """A callable giving the op_rows of every rank, one table per rank in rank order (the
+    workers' OP_ROWS, through ``ca.op_row_batches`` when the cluster has it), else one table
+    built from the full COMM_OPS / COMM_BANDWIDTH tables (tests, tools)."""
+    batches = getattr(ca, "op_row_batches", None)
+    if batches is not None and any(True for _ in batches()):
+        return batches
+    rows = opsplit.op_rows(ca.concat("comm_ops"), ca.concat("comm_bandwidth"))
+    parts = [rows] if rows is not None and rows.num_rows else []
+    return lambda: iter(parts)
