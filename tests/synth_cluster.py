@@ -336,9 +336,6 @@ class Cluster:
                 p.append(("op", end_ops[("world", world.key)]))
                 if sh.dp > 1:
                     p.append(("op", end_ops[("dp", self.group_of("dp", r).key)]))
-                gap = sp.host_gap_ms.get(r, 0.0) * MS / (4 * (sp.microbatches or 4 * sh.pp))
-                if gap:
-                    p.append(("gap", gap))
                 p.append(("compute", "ApplyAdamWV2", "ApplyAdamWV2", sp.optimizer_ms))
         return progs
 

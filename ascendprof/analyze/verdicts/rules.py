@@ -148,7 +148,10 @@ def imbalance_verdicts(f: Facts) -> list[dict]:
             med = float(vals.median())
             mad = float((vals - med).abs().median())
             z = {r: (0.6745 * (vals[r] - med) / mad if mad > 0 else float("inf")) for r in heavy}
-            blamed = {r: f.max_wait_for(r) for r in heavy}
+            # waited for more than the ranks doing the same work (pipelines make peers wait
+            # for every stage's ranks as the pipeline fills and drains)
+            usual = float(pd.Series([f.max_wait_for(p) for p in peers]).median())
+            blamed = {r: max(0.0, f.max_wait_for(r) - usual) for r in heavy}
             seen = {r: f.has_peer_data(r) for r in heavy}
             if label == "Free":
                 heavy = [r for r in heavy if not seen[r]
