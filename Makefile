@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo test bench scan clean mutants mutation-report
+.PHONY: install demo test bench scan clean mutants mutation-report verdict-matrix
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ mutants:
 
 mutation-report:
 	$(BIN)/python mutation/report.py
+
+# the verdict matrix: every case -> expected -> got, rewritten into docs/verdicts.md
+verdict-matrix:
+	$(BIN)/python tests/verdict_cases.py --doc docs/verdicts.md
 
 clean:
 	rm -rf ascendprof_output build dist *.egg-info .pytest_cache .mutants

@@ -72,8 +72,8 @@ class Spec:
     """One cluster to generate. Times in ms, factors multiply.
 
     ``stage_scale``: compute of every rank of a stage x f (stage imbalance);
-    ``compute_scale``: compute of one rank x f (slow rank); ``host_gap_ms``: a host gap before
-    every compute kernel of a rank (host-bound: Free); ``early_start``: {rank: (ms, "wait" |
+    ``compute_scale``: compute of one rank x f (slow rank); ``host_gap_ms``: extra host gaps
+    of a rank per step, spread over its micro-batch kernels (host-bound: Free); ``early_start``: {rank: (ms, "wait" |
     "free")} the rank starts its step earlier and spends the time waiting in its first op
     ("wait") or idle after a first tiny kernel ("free") - unequal step lengths, nobody waits for
     it; ``link_scale``: {(src, dst): f} bandwidth of one directed link; ``group_scale``:
@@ -88,6 +88,7 @@ class Spec:
     compute_ms: float = 90.0  # forward + backward per step and rank (1 : 2)
     preparing_ms: float = 2.0
     optimizer_ms: float = 3.0
+    launch_gap_ms: float = 0.03  # host launch gap before every compute kernel (Free)
     stage_scale: dict = field(default_factory=dict)
     compute_scale: dict = field(default_factory=dict)
     host_gap_ms: dict = field(default_factory=dict)
@@ -98,7 +99,7 @@ class Spec:
     noise: float = 0.0
     seed: int = 0
     tp_mb: float = 4.0
-    p2p_mb: float = 8.0
+    p2p_mb: float = 2.0
     dp_mb: float = 60.0
     embd_mb: float = 16.0
     world_mb: float = 0.004
@@ -286,7 +287,7 @@ class Cluster:
                 next_r = sh.rank(t, d, s + 1) if s < sh.pp - 1 else None
                 tpg = self.group_of("tp", r)
                 fms, bms = compute_ms(r, s) / 3 / m, compute_ms(r, s) * 2 / 3 / m
-                gap = sp.host_gap_ms.get(r, 0.0) * MS / (4 * m)  # per compute kernel
+                gap = (sp.host_gap_ms.get(r, 0.0) / (4 * m) + sp.launch_gap_ms) * MS
                 p = progs[r]
 
                 def kern(name, op_type, ms):

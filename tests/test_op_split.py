@@ -22,9 +22,9 @@ from ascendprof.analyze import verdicts as V
 
 COLS = ["rank", "step_key", "kind", "group", "elapse_ns", "wait_ns", "idle_ns", "op",
         "transfer_ns", "waited_for", "peer_wait_ns", "absent_wait_ns", "other_ns",
-        "unattributed_ns", "complete"]
+        "unattributed_ns", "late_ns", "complete"]
 NUM = ("elapse_ns", "transfer_ns", "peer_wait_ns", "absent_wait_ns", "other_ns",
-       "unattributed_ns", "wait_ns", "idle_ns")
+       "unattributed_ns", "wait_ns", "idle_ns", "late_ns")
 
 
 def _keyed(table: pa.Table) -> pd.DataFrame:
@@ -70,6 +70,7 @@ def oracle(comm_ops: pa.Table, comm_bandwidth: pa.Table | None = None,
     members = inst["rank"].transform("nunique")
     shortest = inst["elapse_ns"].transform("min")
     first_min = inst["elapse_ns"].transform("idxmin")
+    total = inst["elapse_ns"].transform("sum")
     waited = ops["rank"].to_numpy()[first_min.to_numpy()]
     last_wait = ops["wait_ns"].to_numpy()[first_min.to_numpy()]
     room = ops["elapse_ns"] - ops["transfer_ns"]
@@ -91,6 +92,9 @@ def oracle(comm_ops: pa.Table, comm_bandwidth: pa.Table | None = None,
         "peer_wait_ns": peer.astype("int64"), "absent_wait_ns": absent.astype("int64"),
         "other_ns": rest.where(complete, 0).astype("int64"),
         "unattributed_ns": (rest - absent).where(~complete, 0).astype("int64"),
+        # how much later than the other members it arrived: their mean elapse - its own
+        "late_ns": ((total - ops["elapse_ns"]) // (members - 1).clip(lower=1)
+                    - ops["elapse_ns"]).where(own, 0).astype("int64"),
         "complete": complete.astype(bool)})
 
 

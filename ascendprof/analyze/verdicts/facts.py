@@ -391,6 +391,13 @@ class Facts:
         b = self.blame[(self.blame["waited_for"] == rank) & (self.blame["waiter"] != rank)]
         return float(b.groupby("waiter")["peer_wait_ns"].sum().max()) if len(b) else 0.0
 
+    def lateness(self, rank: int) -> float:
+        """How much later than the other members ``rank`` arrives at its communication ops, ns
+        per step (summed over its ops; opsplit ``late_ns``)."""
+        if self.comp.empty:
+            return 0.0
+        return float(self.comp.loc[self.comp["rank"] == rank, "late_ns"].sum())
+
     def has_peer_data(self, rank: int) -> bool:
         """True when ``rank`` has communication ops in a group with another collected member
         (so whether its peers wait for it can be seen)."""

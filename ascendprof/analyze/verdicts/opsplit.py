@@ -165,6 +165,7 @@ class OpInstances:
         self.shortest = np.zeros(0, np.int64)
         self.first_rank = np.zeros(0, np.int64)
         self.shortest_wait = np.zeros(0, np.int64)
+        self.elapse_sum = np.zeros(0, np.int64)
         self.members = np.zeros(0, np.int64)
         self._seen: dict[int, np.ndarray] = {}  # rank -> its instance ids so far (sorted)
 
@@ -191,6 +192,7 @@ class OpInstances:
             self.shortest = np.r_[self.shortest, np.full(grow, np.iinfo(np.int64).max)]
             self.first_rank = np.r_[self.first_rank, np.full(grow, -1, np.int64)]
             self.shortest_wait = np.r_[self.shortest_wait, np.zeros(grow, np.int64)]
+            self.elapse_sum = np.r_[self.elapse_sum, np.zeros(grow, np.int64)]
             self.members = np.r_[self.members, np.zeros(grow, np.int64)]
         rank = rows.column("rank").to_numpy().astype(np.int64)
         elapse = rows.column("elapse_ns").to_numpy()
@@ -202,6 +204,7 @@ class OpInstances:
         self.shortest[ids[first][better]] = elapse[first][better]
         self.first_rank[ids[first][better]] = rank[first][better]
         self.shortest_wait[ids[first][better]] = wait[first][better]
+        np.add.at(self.elapse_sum, ids, elapse.astype(np.int64))
         for r in np.unique(rank).tolist():
             mine = np.unique(ids[rank == r]).astype(np.int32)
             before = self._seen.get(r)
@@ -213,8 +216,10 @@ class OpInstances:
     def split(self, rows, ids: np.ndarray, sizes: dict | None = None) -> dict[str, np.ndarray]:
         """Pass 2 for one batch once every batch was added: per row ``rank``, ``elapse_ns``,
         ``wait_ns``, ``idle_ns``, ``transfer_ns``, ``waited_for`` (-1 when none or unknown),
-        ``peer_wait_ns``, ``absent_wait_ns``, ``other_ns``, ``unattributed_ns`` (int64) and
-        ``complete`` (bool: every member of the op is collected).
+        ``peer_wait_ns``, ``absent_wait_ns``, ``other_ns``, ``unattributed_ns``, ``late_ns``
+        (int64) and ``complete`` (bool: every member of the op is collected). ``late_ns``: how
+        much later than the other present members (on average) this rank arrived = their mean
+        elapse − its elapse (floor division; 0 without another member).
 
         ``sizes``: {group id: number of members} where known (parallel_group_info, the group
         ranks of communication_matrix.json). A p2p op has 2 members; a collective of a group of
@@ -238,11 +243,14 @@ class OpInstances:
         waited_for[~(peer & (peer_wait > 0) & (waited_for != rank))] = -1
         rest = room - peer_wait
         absent = np.where(complete, 0, np.clip(self.shortest_wait[ids], 0, rest))
+        others = (self.elapse_sum[ids] - elapse) // np.maximum(members - 1, 1)
+        late = np.where(peer, others - elapse, 0)
         return {"rank": rank, "elapse_ns": elapse, "wait_ns": wait,
                 "idle_ns": rows.column("idle_ns").to_numpy(), "transfer_ns": transfer,
                 "waited_for": waited_for, "peer_wait_ns": peer_wait, "absent_wait_ns": absent,
                 "other_ns": np.where(complete, rest, 0),
-                "unattributed_ns": np.where(complete, 0, rest - absent), "complete": complete}
+                "unattributed_ns": np.where(complete, 0, rest - absent), "late_ns": late,
+                "complete": complete}
 
 
 def split_op_time(rows, sizes: dict | None = None) -> pd.DataFrame:
@@ -277,7 +285,7 @@ class OpTotals:
     """
 
     NUM = ("elapse_ns", "transfer_ns", "peer_wait_ns", "absent_wait_ns", "other_ns",
-           "unattributed_ns", "wait_ns", "idle_ns")
+           "unattributed_ns", "wait_ns", "idle_ns", "late_ns")
 
     def __init__(self, flagged: dict | None = None):
         self.stage_of = {r: st for st, ranks in (flagged or {}).items() for r in ranks}

@@ -14,6 +14,7 @@ Thresholds and their sources: thresholds.py and docs/verdicts.md.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from ascendprof.analyze.verdicts.facts import Facts, _leave_one_out_median, ranks_text
@@ -148,10 +149,12 @@ def imbalance_verdicts(f: Facts) -> list[dict]:
             med = float(vals.median())
             mad = float((vals - med).abs().median())
             z = {r: (0.6745 * (vals[r] - med) / mad if mad > 0 else float("inf")) for r in heavy}
-            # waited for more than the ranks doing the same work (pipelines make peers wait
-            # for every stage's ranks as the pipeline fills and drains)
-            usual = float(pd.Series([f.max_wait_for(p) for p in peers]).median())
-            blamed = {r: max(0.0, f.max_wait_for(r) - usual) for r in heavy}
+            # how much later than the others it arrives at its communication ops, compared
+            # with the ranks doing the same work (pipelines make every stage arrive late at
+            # some ops as the pipeline fills and drains)
+            lates = pd.Series({p: f.lateness(p) for p in peers}, dtype=float)
+            usual = pd.Series(_leave_one_out_median(lates.to_numpy()), index=lates.index)
+            blamed = {r: max(0.0, lates[r] - usual[r]) for r in heavy}
             seen = {r: f.has_peer_data(r) for r in heavy}
             if label == "Free":
                 heavy = [r for r in heavy if not seen[r]
@@ -193,7 +196,8 @@ def _rank_verdict(f, unit, peers, label, where, vals, base, excess, z, blamed, s
                                       for x in unit},
                "robust_z": {str(x): (None if z[x] == float("inf") else round(z[x], 2))
                             for x in unit},
-               "max_peer_wait_for_it_ms": {str(x): ms(blamed[x]) for x in unit},
+               "arrives_late_ms": {str(x): ms(blamed[x]) for x in unit},
+               "max_peer_wait_for_it_ms": {str(x): ms(f.max_wait_for(x)) for x in unit},
                "peer_waits_visible": {str(x): bool(seen[x]) for x in unit}})
     top = max(excess[x] for x in unit)
     sev = severity(top, thr, th["critical_factor"])
@@ -227,7 +231,8 @@ def _rank_verdict(f, unit, peers, label, where, vals, base, excess, z, blamed, s
             nxt = (f"Compare the op statistics of {ranks_text(unit)} with {ranks_text(others)}: "
                    f"uneven batch or sequence lengths, or more layers / experts on these ranks.")
     else:
-        vis = (f"its peers wait up to {ms(max(blamed[x] for x in unit)):.1f} ms per step for it"
+        vis = (f"it arrives {ms(max(blamed[x] for x in unit)):.1f} ms per step later than its "
+               f"peers at their communication ops"
                if all(seen[x] for x in unit) else
                "whether its peers wait for it cannot be seen (no communication data with them)")
         cat = "schedule"
@@ -280,7 +285,7 @@ def stage_verdicts(f: Facts, outliers: set) -> list[dict]:
         return []
     hr = rows[heavy]["ranks"]
     waits = f.waits_for(set(hr))
-    waits = waits[[f.crosses_stages(g) for g in waits["group"]]]
+    waits = waits[np.array([f.crosses_stages(g) for g in waits["group"]], dtype=bool)]
     wait_text = []
     for s in sorted(rows):
         if s == heavy:
@@ -340,47 +345,22 @@ def link_verdicts(f: Facts) -> list[dict]:
     if lk.empty:
         return []
     ratio_thr = th["slow_link_bw_ratio"]
+    thr_used = {"slow_link_bw_ratio": ratio_thr, "slow_link_min_mb": th["slow_link_min_mb"]}
     named = {gid for gid, g in f.groups.items() if g.name}
     lk["family"] = [n if gid in named else "" for gid, n in zip(lk["group"], lk["group_name"])]
-    out, slow_groups = [], set()
+    slow_groups: dict[str, list] = {}  # group id -> [(transport, bw, base, n siblings, links)]
     for (transport, family), sub in lk[lk["family"] != ""].groupby(["transport", "family"]):
         med = sub.groupby("group")["bandwidth_gbps"].median()
         if len(med) < 2:
             continue
         for gid, bw in med.items():
             base = float(med.drop(gid).median())
-            if base <= 0 or bw / base >= ratio_thr:
-                continue
-            slow_groups.add(gid)
-            g = f.group_of(gid)
-            mine = sub[sub["group"] == gid]
-            ranks = g.global_ranks if g.global_ranks is not None else g.collected
-            ev = {"transport": transport, "group": g.label, "group_id": gid,
-                  "group_ranks": ranks, "bandwidth_gbps": round(float(bw), 4),
-                  "sibling_groups_median_gbps": round(base, 4),
-                  "bandwidth_ratio": round(float(bw / base), 3),
-                  "n_sibling_groups": int(len(med) - 1),
-                  "links": {f"{int(a)}->{int(b)}": round(float(x), 4) for a, b, x in
-                            zip(mine["src_rank"], mine["dst_rank"], mine["bandwidth_gbps"])},
-                  "size_mb_per_step": round(float(mine["size_mb"].sum()), 3)}
-            msg = (f"Slow group: {g.text()} moves data over {transport} at {bw:.2f} GB/s "
-                   f"(median of its {len(mine)} links), {bw / base:.0%} of the {base:.2f} GB/s "
-                   f"of the other {len(med) - 1} {family} groups: the whole group's path is "
-                   f"slow, not one link.")
-            nxt = (f"Check the {transport} path the ranks of {g.label} ({ranks_text(ranks)}) "
-                   f"share: switch ports and their error counters, NIC / HCCS configuration "
-                   f"({'HCCL_RDMA_TC, HCCL_RDMA_SL, ' if transport == 'RDMA' else ''}link "
-                   f"degradation), and run a bandwidth test between two of its ranks.")
-            v = make_verdict("slow_group", "group", ranks,
-                             severity(bw / base, ratio_thr, th["critical_factor"], below=True),
-                             msg, nxt, evidence=ev, groups=[g.ref()],
-                             threshold={"slow_link_bw_ratio": ratio_thr,
-                                        "slow_link_min_mb": th["slow_link_min_mb"]},
-                             id=f"slow_group:{g.label}:{gid}")
-            v["_groups"] = {gid}
-            v["_rank_key"] = 1.0 - bw / base
-            out.append(v)
-    rest = lk[~lk["group"].isin(slow_groups)]
+            if base > 0 and bw / base < ratio_thr:
+                slow_groups.setdefault(gid, []).append(
+                    (transport, float(bw), base, int(len(med) - 1), sub[sub["group"] == gid]))
+    out = [_slow_group(f, gid, found, ratio_thr, thr_used) for gid, found in slow_groups.items()]
+    rest = lk[~lk["group"].isin(set(slow_groups))]
+    slow_links: dict[tuple, list] = {}  # one physical link (ends, transport) -> its rows
     for transport, tdf in rest.groupby("transport"):
         if len(tdf) < 2:
             continue
@@ -392,37 +372,82 @@ def link_verdicts(f: Facts) -> list[dict]:
         ratio_s = tdf["bandwidth_gbps"] / base_s.where(base_s > 0)
         for idx in tdf.index[ratio_s < ratio_thr]:
             row = tdf.loc[idx]
-            base, ratio = float(base_s[idx]), float(ratio_s[idx])
-            g = f.group_of(row["group"])
-            src, dst = int(row["src_rank"]), int(row["dst_rank"])
             known = bool(row["ranks_known"])
-            ev = {"transport": transport, "group": g.label, "group_id": row["group"],
-                  "src_rank": src, "dst_rank": dst, "src_group_rank": int(row["src_local"]),
-                  "dst_group_rank": int(row["dst_local"]),
-                  "reported_by_rank": int(row["reported_by"]),
-                  "bandwidth_gbps": round(float(row["bandwidth_gbps"]), 4),
-                  "baseline_median_gbps": round(base, 4),
-                  "baseline": "group name" if use_fam[idx] else "transport",
-                  "bandwidth_ratio": round(ratio, 3), "size_mb": round(float(row["size_mb"]), 3),
-                  "transit_ms": ms(row["transit_ns"]), "global_ranks_known": known}
-            rk = "" if known else " (group-local rank numbers)"
-            msg = (f"Slow {transport} link {src}→{dst}{rk} in {g.text()}: "
-                   f"{row['bandwidth_gbps']:.2f} GB/s, {ratio:.0%} of the median {base:.2f} GB/s "
-                   f"of comparable {transport} links; the transfer itself is slow, whatever the "
-                   f"waiting.")
-            nxt = (f"Check the {transport} path between ranks {src} and {dst}: link health and "
-                   f"error counters, lane degradation, and for RDMA the NIC, switch port and "
-                   f"retransmissions; rerun a bandwidth test between these two devices.")
-            v = make_verdict("slow_link", "link", sorted({src, dst}) if known else [],
-                             severity(ratio, ratio_thr, th["critical_factor"], below=True),
-                             msg, nxt, evidence=ev, groups=[g.ref()],
-                             threshold={"slow_link_bw_ratio": ratio_thr,
-                                        "slow_link_min_mb": th["slow_link_min_mb"]},
-                             id=f"slow_link:{transport}:{src}->{dst}@{row['group']}")
-            v["_groups"] = {row["group"]}
-            v["_rank_key"] = 1.0 - ratio
-            out.append(v)
+            key = ((int(row["src_rank"]), int(row["dst_rank"]), transport) if known else
+                   (int(row["src_local"]), int(row["dst_local"]), transport, row["group"]))
+            slow_links.setdefault(key, []).append(
+                (row, float(base_s[idx]), float(ratio_s[idx]),
+                 "group name" if use_fam[idx] else "transport"))
+    out += [_slow_link(f, rows, ratio_thr, thr_used) for rows in slow_links.values()]
     return out
+
+
+def _slow_group(f: Facts, gid: str, found: list, ratio_thr: float, thr_used: dict) -> dict:
+    th = f.th
+    g = f.group_of(gid)
+    ranks = g.global_ranks if g.global_ranks is not None else g.collected
+    found.sort(key=lambda x: x[1] / x[2])
+    transport, bw, base, n_sib, mine = found[0]
+    per = {t: {"bandwidth_gbps": round(b, 4), "sibling_groups_median_gbps": round(bs, 4),
+               "bandwidth_ratio": round(b / bs, 3), "n_sibling_groups": n,
+               "links": {f"{int(a)}->{int(c)}": round(float(x), 4) for a, c, x in
+                         zip(m["src_rank"], m["dst_rank"], m["bandwidth_gbps"])},
+               "size_mb_per_step": round(float(m["size_mb"].sum()), 3)}
+           for t, b, bs, n, m in found}
+    ev = {"group": g.label, "group_id": gid, "group_ranks": ranks, "transport": transport,
+          "bandwidth_gbps": round(bw, 4), "sibling_groups_median_gbps": round(base, 4),
+          "bandwidth_ratio": round(bw / base, 3), "by_transport": per}
+    also = [t for t, *_ in found[1:]]
+    msg = (f"Slow group: {g.text()} moves data over {transport} at {bw:.2f} GB/s (median of "
+           f"its {len(mine)} links), {bw / base:.0%} of the {base:.2f} GB/s of the other {n_sib} "
+           f"{g.label} groups" + (f" (and over {', '.join(also)} too)" if also else "")
+           + ": the whole group's path is slow, not one link.")
+    nxt = (f"Check the {transport} path the ranks of {g.label} ({ranks_text(ranks)}) share: "
+           f"switch ports and their error counters, NIC / HCCS configuration "
+           f"({'HCCL_RDMA_TC, HCCL_RDMA_SL, ' if transport == 'RDMA' else ''}link degradation), "
+           f"and run a bandwidth test between two of its ranks.")
+    v = make_verdict("slow_group", "group", ranks,
+                     severity(bw / base, ratio_thr, th["critical_factor"], below=True), msg, nxt,
+                     evidence=ev, groups=[g.ref()], threshold=thr_used,
+                     id=f"slow_group:{g.label}:{gid}")
+    v["_groups"] = {gid}
+    v["_rank_key"] = 1.0 - bw / base
+    return v
+
+
+def _slow_link(f: Facts, rows: list, ratio_thr: float, thr_used: dict) -> dict:
+    """One verdict for one physical link, slow in every group that reports it."""
+    th = f.th
+    rows.sort(key=lambda x: x[2])
+    row, base, ratio, basis = rows[0]
+    transport = row["transport"]
+    groups = [f.group_of(r["group"]) for r, *_ in rows]
+    src, dst = int(row["src_rank"]), int(row["dst_rank"])
+    known = bool(row["ranks_known"])
+    ev = {"transport": transport, "group": groups[0].label, "group_id": row["group"],
+          "groups": [g.label for g in groups], "src_rank": src, "dst_rank": dst,
+          "src_group_rank": int(row["src_local"]), "dst_group_rank": int(row["dst_local"]),
+          "reported_by_rank": int(row["reported_by"]),
+          "bandwidth_gbps": round(float(row["bandwidth_gbps"]), 4),
+          "baseline_median_gbps": round(base, 4), "baseline": basis,
+          "bandwidth_ratio": round(ratio, 3), "size_mb": round(float(row["size_mb"]), 3),
+          "transit_ms": ms(row["transit_ns"]), "global_ranks_known": known}
+    rk = "" if known else " (group-local rank numbers)"
+    where = " and ".join(g.text() for g in groups)
+    msg = (f"Slow {transport} link {src}→{dst}{rk} in {where}: {row['bandwidth_gbps']:.2f} GB/s, "
+           f"{ratio:.0%} of the median {base:.2f} GB/s of comparable {transport} links; the "
+           f"transfer itself is slow, whatever the waiting.")
+    nxt = (f"Check the {transport} path between ranks {src} and {dst}: link health and error "
+           f"counters, lane degradation, and for RDMA the NIC, switch port and retransmissions; "
+           f"rerun a bandwidth test between these two devices.")
+    v = make_verdict("slow_link", "link", sorted({src, dst}) if known else [],
+                     severity(ratio, ratio_thr, th["critical_factor"], below=True), msg, nxt,
+                     evidence=ev, groups=[g.ref() for g in groups], threshold=thr_used,
+                     id=f"slow_link:{transport}:{src}->{dst}" + ("" if known else
+                                                                  f"@{row['group']}"))
+    v["_groups"] = {r["group"] for r, *_ in rows}
+    v["_rank_key"] = 1.0 - ratio
+    return v
 
 
 # --------------------------------------------------------------------------- legacy

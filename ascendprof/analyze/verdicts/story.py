@@ -194,6 +194,12 @@ def _communication(f: Facts, causes: list[dict], cause_of: dict[int, dict]) -> l
         elapse = t["elapse_ns"]
         sev = severity(top, th["comm_share_pct"], th["critical_factor"])
         if elapse <= 0:
+            if stage is not None and obs["stage"] is not None:
+                _attach(stage, f, obs, f"{lead}; without per-op communication data it cannot "
+                        f"be split, but in a pipeline with a heavier stage the other stages "
+                        f"waiting for it (and the pipeline draining) is the expected part of "
+                        f"it.", 0.0)
+                continue
             out.append(_unknown(f, obs, lead, sev, thr_used))
             continue
         wait = t["peer_wait_ns"] + t["absent_wait_ns"]
@@ -273,9 +279,14 @@ def _unknown(f: Facts, obs, lead, sev, thr_used) -> dict:
            if missing else "there are no per-op communication times")
     msg = (f"{lead}; whether it is waiting for a slower rank or data transfer cannot be told: "
            f"{why}.")
-    nxt = ("Collect with communication analysis on (profiler level 1 or higher: "
-           "communication.json) to split this time into transfer and waiting; meanwhile compare "
-           "the communication ops of all ranks on the timeline.")
+    if not levels or "Level0" in levels:
+        nxt = ("Collect with communication analysis on (profiler level 1 or higher: "
+               "communication.json) to split this time into transfer and waiting; meanwhile "
+               "compare the communication ops of all ranks on the timeline.")
+    else:
+        nxt = (f"Copy the {', '.join(missing) or 'communication files'} the profiler wrote for "
+               f"{ranks_text(obs['ranks'])} (or re-export them) to split this time into "
+               f"transfer and waiting.")
     ev = _split_ev(f, obs)
     ev.update({"cause": "unknown", "missing_files": missing, "profiler_levels": levels})
     return make_verdict("communication", "stage" if obs["stage"] is not None else "rank",

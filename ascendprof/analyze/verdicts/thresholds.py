@@ -21,10 +21,11 @@ MIN_EXCESS_MS = 1.0
 #: 0.6745·(x − median)/MAD reaches this (Iglewicz and Hoaglin's usual 3.5); a larger
 #: part of the set above the threshold is a split of the set (category "compute").
 SLOW_RANK_MAD_Z = 3.5
-#: Extra Free on a rank is a schedule problem only when its peers wait for it: the most any
-#: peer waits for it per step must reach this fraction of its excess (ours: in synchronous
-#: training the whole excess is waited for; a half leaves room for partial overlap). Without
-#: per-op communication data the check cannot run and the verdict says so.
+#: Extra Free on a rank is a schedule problem only when it makes the rank late: it must arrive
+#: at its communication ops later than the other members (per step, beyond what the ranks
+#: doing the same work show) by this fraction of its extra Free (ours: in synchronous training
+#: the whole excess delays it; a half leaves room for partial overlap). Without per-op
+#: communication data the check cannot run and the verdict says so.
 BLAME_RATIO = 0.5
 #: Communication(Not Overlapped) share of the step on a rank above which its communication is
 #: examined (ours: seed 000 names "long" without a number; at 30 % communication is the
