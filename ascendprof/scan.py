@@ -97,6 +97,14 @@ class Source:
     #: read trace_view.json even when kernel_details.csv / communication.json carry the facts
     #: the analyses need (analyse --timeline); part of the cache fingerprint
     read_timeline: bool = False
+    #: who wrote it: "torch_npu", "mindspore", "legacy_mindspore" or "cann" (runs.py)
+    framework: str | None = None
+    #: collection end (ns since the epoch; profiler_info end_info / PROF_ end_info), if known
+    end_ns: int | None = None
+    #: host name (``{host}_{pid}_{timestamp}_ascend_pt`` directory names, PROF_ info.json)
+    host: str | None = None
+    #: the run (collection) it belongs to: runs.group_runs names it
+    run: str | None = None
 
     @property
     def label(self) -> str:
@@ -302,6 +310,18 @@ def _obj(v) -> dict:
     return v if isinstance(v, dict) else {}
 
 
+#: ``{worker_name}_{timestamp}_ascend_pt``; worker_name defaults to ``{hostname}_{pid}``
+_WORKER_DIR_RE = re.compile(r"^(?P<host>.+?)_(?P<pid>\d+)_(?P<ts>\d{14,17})_ascend_(pt|ms)$")
+
+
+def _epoch_ns(v) -> int | None:
+    """A collection time as ns since the epoch: torch_npu writes ns, CANN end_info µs."""
+    v = int_text(v) if isinstance(v, str) else v
+    if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+        return None
+    return v * 1000 if v < 10**17 else v
+
+
 def _rank_value(v) -> int | None:
     """A rank id from metadata (int or decimal text) when it is a plausible int32 >= 0."""
     if isinstance(v, str):
@@ -346,7 +366,11 @@ def _framework_source(d: Path, name: str, problems: Problems) -> Source | None:
             return None
         kind = PROF
     files = _list_files(d, max_depth=2 if kind != PROF else 4, problems=problems)
-    src = Source(path=str(d), kind=kind, rank=None, files=files, mtime=_mtime(d))
+    src = Source(path=str(d), kind=kind, rank=None, files=files, mtime=_mtime(d),
+                 framework="mindspore" if is_ms else "torch_npu")
+    m = _WORKER_DIR_RE.match(name)
+    if m:
+        src.host = m.group("host")
     if kind in (MS_TEXT, TORCH_TEXT) and has_db:
         src.also.append(DB)
     info = None
@@ -366,6 +390,7 @@ def _framework_source(d: Path, name: str, problems: Problems) -> Source | None:
         exp = _obj(_obj(info.get("config")).get("experimental_config"))
         src.profiler_level = _text(exp.get("_profiler_level") or exp.get("profiler_level")
                                    or info.get("profiler_level"))
+        src.end_ns = _epoch_ns(_obj(info.get("end_info")).get("collectionTimeEnd"))
     if src.rank is None:
         meta_path = d / "profiler_metadata.json"
         meta = _load_json_quiet(meta_path, problems) if meta_path.is_file() else None
@@ -443,7 +468,7 @@ def _prof_source(d: Path, problems: Problems) -> Source | None:
                      severity="skipped", affects=("all",))
         return None
     src = Source(path=str(d), kind=PROF if has_out else RAW_CANN, rank=None, files=files,
-                 mtime=_mtime(d))
+                 mtime=_mtime(d), framework="cann")
     devices = sorted({_rank_value(m.group(1)) for f in files
                       for m in [re.match(r"^device_(\d+)/", f)] if m} - {None})
     if len(devices) > 1:
@@ -457,6 +482,11 @@ def _prof_source(d: Path, problems: Problems) -> Source | None:
             if r is not None:
                 src.rank, src.rank_origin = r, f"{f} rank_id"
             src.cann_version = _text(info.get("cannVersion") or info.get("version"))
+            src.host = _text(info.get("hostname"))
+            end = f.replace("info.json.", "end_info.")
+            if end in files:
+                src.end_ns = _epoch_ns(_obj(_load_json_quiet(d / end, problems)).get(
+                    "collectionTimeEnd"))
             break
     if src.device_id is None and devices:
         src.device_id = devices[0]
@@ -494,7 +524,8 @@ def _legacy_sources(d: Path, filenames: list[str], problems: Problems) -> list[S
     for rank in sorted(primary):
         files = sorted(by_rank[rank])
         src = Source(path=str(d), kind=LEGACY_MS, rank=rank, device_id=rank,
-                     rank_origin="file name suffix", files=files, mtime=_mtime(d))
+                     rank_origin="file name suffix", files=files, mtime=_mtime(d),
+                     framework="legacy_mindspore")
         src.analyses = allowed_analyses(src)
         out.append(src)
     return out
@@ -525,7 +556,8 @@ def _raw_job_source(d: Path, filenames: list[str], problems: Problems) -> Source
                         "only host framework text or step-trace markers, which ascendprof does not "
                         "decode", severity="skipped", affects=("all",))
         return None
-    src = Source(path=str(d), kind=RAW_CANN, rank=None, files=files, mtime=_mtime(d))
+    src = Source(path=str(d), kind=RAW_CANN, rank=None, files=files, mtime=_mtime(d),
+                 framework="cann")
     for f in files:
         m = re.search(r"\.(\d+)\.slice_\d+$", os.path.basename(f))
         if m and _RAW_DEVICE_RE.match(os.path.basename(f)) and _rank_value(m.group(1)) is not None:
@@ -610,14 +642,54 @@ def one_per_rank(found: list[Source], problems: Problems) -> list[Source]:
     return out
 
 
-def load_sources(root: Path, problems: Problems | None = None) -> list[Source]:
-    """:func:`scan` ``root`` and keep one source per rank (:func:`one_per_rank`). Raises
-    NothingAnalysable when none is left (with what was skipped). Light: no Arrow import, so a
-    re-run that restores its outputs from the cache starts fast."""
+class MultipleRuns(UsageError):
+    """The directory holds several runs (different jobs or collections); ``runs`` lists them
+    (runs.Run). Exit 2 with one line naming them and how to pick one."""
+
+    def __init__(self, root, runs, hint: str):
+        self.runs = runs
+        names = "; ".join(r.describe() for r in runs)
+        super().__init__(f"{root} holds {len(runs)} separate runs (different jobs, not one "
+                         f"cluster): {names}. {hint}")
+
+
+#: how to pick one run, for commands without --run (diff, gate)
+PICK_BY_PATH = "Give the path of one of them."
+
+
+def runs_of(root: Path, problems: Problems | None = None) -> tuple[list[Source], list]:
+    """:func:`scan` ``root`` and group the sources by run (:func:`ascendprof.runs.group_runs`):
+    (sources, runs)."""
+    from ascendprof.runs import group_runs
+
+    found = scan(Path(root), problems)
+    return found, group_runs(found, root)
+
+
+def load_sources(root: Path, problems: Problems | None = None, *, run: str | None = None,
+                 hint: str = PICK_BY_PATH) -> list[Source]:
+    """:func:`scan` ``root``, keep the sources of one run and one source per rank
+    (:func:`one_per_rank`).
+
+    ``run`` picks a run by name, path or number (``ascendprof scan`` lists them); without it,
+    a root holding several runs raises :class:`MultipleRuns` (exit 2; ``hint`` says how to
+    pick one). Raises UsageError for an unknown ``run``, NothingAnalysable when no source is
+    left (with what was skipped). Light: no Arrow import, so a re-run that restores its outputs
+    from the cache starts fast."""
     from ascendprof.model.errors import NothingAnalysable
+    from ascendprof.runs import pick
 
     problems = problems if problems is not None else Problems()
-    sources = one_per_rank(scan(Path(root), problems), problems)
+    found, runs = runs_of(root, problems)
+    if run is not None:
+        chosen = pick(runs, run)
+        if chosen is None:
+            known = ", ".join(r.name for r in runs) or "none"
+            raise UsageError(f"{root}: no run {run!r} (runs: {known})")
+        found = chosen.sources
+    elif len(runs) > 1:
+        raise MultipleRuns(root, runs, hint)
+    sources = one_per_rank(found, problems)
     if not sources:
         why = problems.brief()
         raise NothingAnalysable(f"{root}: no profiling data found (looked for *_ascend_pt, "

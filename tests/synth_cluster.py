@@ -33,6 +33,7 @@ import csv
 import io
 import json
 import random
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,6 +97,7 @@ class Spec:
     link_scale: dict = field(default_factory=dict)
     group_scale: dict = field(default_factory=dict)
     missing: frozenset = frozenset()
+    epoch_ns: int = 0  # shifts the cluster's wall clock (another job, another time)
     noise: float = 0.0
     seed: int = 0
     tp_mb: float = 4.0
@@ -455,7 +457,7 @@ def _comm_json(cl: Cluster, r: int) -> dict:
                 continue
             el = o.end - o.arrive
             idle = el - o.transit - o.wait
-            t = {"Start Timestamp(us)": (EPOCH_NS + o.arrive) / 1000,
+            t = {"Start Timestamp(us)": (EPOCH_NS + cl.spec.epoch_ns + o.arrive) / 1000,
                  "Elapse Time(ms)": _ms(el), "Transit Time(ms)": _ms(o.transit),
                  "Wait Time(ms)": _ms(o.wait), "Synchronization Time(ms)": _ms(o.sync),
                  "Idle Time(ms)": _ms(idle),
@@ -526,12 +528,14 @@ def _kernel_csv(cl: Cluster, r: int) -> str:
         core = "AI_CORE" if k.op_type.startswith("MatMul") else (
             "MIX_AIC" if "Flash" in k.op_type else "AI_VECTOR_CORE")
         rows.append((k.start, [k.step, r, 4294967295, 0, 2, k.name, k.op_type, "dynamic", core,
-                               _us(EPOCH_NS + k.start) + "\t", _us(k.dur), "0", 24, 0, "NO",
+                               _us(EPOCH_NS + cl.spec.epoch_ns + k.start) + "\t", _us(k.dur),
+                               "0", 24, 0, "NO",
                                '"4096,4096"', "BF16", "ND", '"4096,4096"', "BF16", "ND", "N/A"]))
     for o in cl.ops[r]:
         head = o.inst.name.split("__")[0]
         rows.append((o.arrive, [o.step, r, 4294967295, "N/A", "N/A", o.inst.name, head + "_",
-                                "N/A", "COMMUNICATION", _us(EPOCH_NS + o.arrive) + "\t",
+                                "N/A", "COMMUNICATION",
+                                _us(EPOCH_NS + cl.spec.epoch_ns + o.arrive) + "\t",
                                 _us(o.end - o.arrive), "0"] + ["N/A"] * 10))
     rows.sort(key=lambda x: x[0])
     buf = io.StringIO()
@@ -572,13 +576,14 @@ def _profiler_info(cl: Cluster, r: int) -> dict:
                                                "_export_type": ["text"]}},
             "start_info": {"syscnt_enable": True, "freq": 100, "start_cnt": 1000 + r,
                            "start_monotonic": 5_000_000_000 + r},
-            "end_info": {"collectionTimeEnd": EPOCH_NS + end + 1_000_000,
+            "end_info": {"collectionTimeEnd": EPOCH_NS + cl.spec.epoch_ns + end + 1_000_000,
                          "MonotonicTimeEnd": 5_000_000_000 + end},
             "torch_npu_version": "2.1.0.post12", "cann_version": "8.0.RC3", "rank_id": r}
 
 
-def rank_dir_name(r: int) -> str:
-    return f"node{r // NODE_SIZE:02d}_{40000 + r}_20250601120000{r % 1000:03d}_ascend_pt"
+def rank_dir_name(r: int, epoch_ns: int = 0) -> str:
+    ts = time.strftime("%Y%m%d%H%M%S", time.gmtime((EPOCH_NS + epoch_ns) // 10**9))
+    return f"node{r // NODE_SIZE:02d}_{40000 + r}_{ts}{r % 1000:03d}_ascend_pt"
 
 
 def write(spec: Spec, root: Path) -> Cluster:
@@ -589,7 +594,7 @@ def write(spec: Spec, root: Path) -> Cluster:
     for r in range(spec.shape.n):
         if r in spec.missing:
             continue
-        d = root / rank_dir_name(r)
+        d = root / rank_dir_name(r, spec.epoch_ns)
         (d / OUT).mkdir(parents=True, exist_ok=True)
         (d / f"profiler_info_{r}.json").write_text(json.dumps(_profiler_info(cl, r)))
         (d / "profiler_metadata.json").write_text(json.dumps(_metadata(cl, r)))

@@ -89,12 +89,16 @@ def scan(directory, fmt):
     For each: path, kind (torch_npu text, MindSpore text, db export, PROF_, raw CANN, legacy
     MindSpore), rank and where it came from, device id, versions, profiler level, steps, files
     present and the analyses they allow. Nothing is parsed beyond small metadata files.
+
+    Sources are grouped by run: the collections of different jobs (different producers,
+    versions, levels, collection times or steps) found under DIRECTORY. 'analyse' takes one run
+    at a time (its path, or --run NAME; --each-run for all).
     """
     from ascendprof.model.problems import Problems
-    from ascendprof.scan import scan as do_scan
+    from ascendprof.scan import runs_of
 
     problems = Problems()
-    sources = do_scan(directory, problems)
+    sources, runs = runs_of(directory, problems)
     from ascendprof.engine.lifetime import stdout_may_close
 
     with stdout_may_close():
@@ -104,12 +108,13 @@ def scan(directory, fmt):
             from ascendprof.model.problems import printable
 
             doc = {"root": printable(directory), "sources": [s.as_dict() for s in sources],
+                   "runs": [r.as_dict() for r in runs],
                    "problems": [p.as_dict() for p in problems]}
             click.echo(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
         else:
             from ascendprof.report.terminal import print_scan
 
-            print_scan(sources, problems)
+            print_scan(sources, problems, runs=runs)
     if not sources:
         sys.exit(EXIT_NOTHING)
 
@@ -159,10 +164,16 @@ def _parse_thresholds(items) -> dict:
                    "already carry what the analyses need (slower; the step breakdown is then "
                    "recomputed from the device timeline). Without it trace_view.json is read "
                    "only when those files lack facts, and summary.json 'not_read' says why.")
+@click.option("--run", "run", metavar="NAME",
+              help="When DIRECTORY holds several runs (different jobs or collections, as "
+                   "'ascendprof scan' lists them): analyse this one (its name, path or number).")
+@click.option("--each-run", is_flag=True,
+              help="When DIRECTORY holds several runs: analyse each into its own folder under "
+                   "--output (named after the run).")
 @click.option("--strict", is_flag=True, help="Exit 3 if anything had to be skipped.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def analyse(directory, out, fmt, workers, executor, scheduler, no_tables, no_cache, thresholds,
-            timeline, strict, quiet):
+            timeline, run, each_run, strict, quiet):
     """Analyse every rank under DIRECTORY and write the cluster results to --output.
 
     Writes cluster_step_trace_time.csv, cluster_communication.json,
@@ -173,13 +184,33 @@ def analyse(directory, out, fmt, workers, executor, scheduler, no_tables, no_cac
     files ascendprof wrote (listed in OUT/.ascendprof-manifest.json) are ever replaced or
     removed, and one run at a time may write to OUT. Prints a summary: sources, per-rank step
     breakdown, top op types and the verdicts in plain English.
+
+    Ranks of different runs (jobs or collections) are never mixed: when DIRECTORY holds
+    several, analyse exits 2 naming them, unless --run picks one or --each-run asks for all.
     """
     from ascendprof import api
 
-    code = api.analyse(directory, out, fmt=fmt, workers=workers, executor=executor,
-                       scheduler=scheduler, tables=not no_tables, cache=not no_cache,
-                       thresholds=_parse_thresholds(thresholds), strict=strict,
-                       timeline=timeline, progress=not quiet and fmt == "text")
+    kwargs = dict(fmt=fmt, workers=workers, executor=executor, scheduler=scheduler,
+                  tables=not no_tables, cache=not no_cache,
+                  thresholds=_parse_thresholds(thresholds), strict=strict, timeline=timeline,
+                  progress=not quiet and fmt == "text")
+    if run is not None and each_run:
+        raise click.BadParameter("--run and --each-run exclude each other", param_hint="--run")
+    if not each_run:
+        sys.exit(api.analyse(directory, out, run=run, **kwargs))
+    from ascendprof.scan import runs_of
+
+    if not directory.exists():
+        from ascendprof.model.errors import UsageError
+
+        raise UsageError(f"{directory}: no such file or directory")
+    _, runs = runs_of(directory)
+    code = 0
+    for r in runs:
+        sub = out / (r.name.replace(os.sep, "_").replace("#", "-") if r.name != "." else "run")
+        if fmt == "text":
+            click.echo(f"== run {r.describe()} -> {sub}")
+        code = max(code, api.analyse(directory, sub, run=r.name, **kwargs))
     sys.exit(code)
 
 

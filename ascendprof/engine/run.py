@@ -12,9 +12,14 @@ from ascendprof.report.output import check_output_dir
 from ascendprof.model.problems import Problems, printable
 
 
+#: how to pick one run when a directory holds several (the analyse command's options)
+PICK_RUN = ("Analyse one: give its path, or --run NAME (or its number); --each-run analyses "
+            "each into its own folder under --output.")
+
+
 def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executor="local",
                 scheduler=None, tables=True, cache=True, thresholds=None, strict=False,
-                timeline=False, progress=True) -> int:
+                timeline=False, progress=True, run: str | None = None) -> int:
     """Run the whole analysis of ``directory`` into ``out``; returns the exit code.
 
     The outputs are written into a staging directory inside ``out`` and put in place together
@@ -25,7 +30,9 @@ def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executo
     instead of recomputing them (before Arrow or pandas is even imported). ``timeline``: read
     trace_view.json even when not needed. Raises UsageError for a missing input or an output
     inside the input (or an input under the output's own files), OutputError (exit 2) when
-    the output cannot be written, NothingAnalysable when no rank can be read.
+    the output cannot be written, NothingAnalysable when no rank can be read,
+    scan.MultipleRuns (exit 2) when ``directory`` holds several runs and ``run`` does not pick
+    one.
     """
     from ascendprof.engine.outdir import OutputDir
     from ascendprof.model.outputs import OUTPUT_FILES
@@ -36,7 +43,7 @@ def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executo
         raise UsageError(f"{directory}: no such file or directory")
     out = check_output_dir(out, [directory], OUTPUT_FILES)
     problems = Problems()
-    sources = load_sources(directory, problems)
+    sources = load_sources(directory, problems, run=run, hint=PICK_RUN)
     if timeline:
         from dataclasses import replace
 

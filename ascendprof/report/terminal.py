@@ -39,27 +39,45 @@ def _scan_row(s) -> tuple[str, ...]:
             printable(s.path))
 
 
-def print_scan(sources, problems, out=None) -> None:
+def print_scan(sources, problems, out=None, runs=None) -> None:
     """One row per source (rank, kind, device, level, versions, steps, analyses, path), then the
     problems. A rich boxed table on a terminal for up to :data:`RICH_SCAN_MAX_ROWS` sources,
     else plain aligned columns, one line per source (fast, and easy to grep). ``out`` (a text
-    stream, default stdout) forces the plain form."""
-    rows = [_scan_row(s) for s in sources]
+    stream, default stdout) forces the plain form. With several ``runs`` (runs.Run), sources are
+    listed run by run with a Run column (the run's number), and the runs are listed after."""
+    columns = _SCAN_COLUMNS
+    if runs and len(runs) > 1:
+        number = {r.name: i for i, r in enumerate(runs, 1)}
+        sources = [s for r in runs for s in r.sources]
+        rows = [(str(number.get(s.run, "?")),) + _scan_row(s) for s in sources]
+        columns = ("Run",) + _SCAN_COLUMNS
+    else:
+        rows = [_scan_row(s) for s in sources]
     problems = list(problems)
     stream = out or sys.stdout
+    _print_sources(sources, rows, columns, problems, out, stream)
+    if runs and len(runs) > 1:
+        stream.write(f"{len(runs)} runs (different jobs or collections; analyse one at a time: "
+                     f"its path, or analyse --run NAME, or --each-run):\n")
+        for i, r in enumerate(runs, 1):
+            stream.write(f"  {i:>3}  {r.describe()}\n")
+        stream.flush()
+
+
+def _print_sources(sources, rows, columns, problems, out, stream) -> None:
     if out is None and len(rows) <= RICH_SCAN_MAX_ROWS and stream.isatty():
         from rich.table import Table
 
         con = _console()
         t = Table(title=f"{len(sources)} profiling source(s)", show_lines=False)
-        for c in _SCAN_COLUMNS:
+        for c in columns:
             t.add_column(c, overflow="fold")
         for r in rows:
             t.add_row(*r)
         con.print(t)
         _print_problems(con, problems)
         return
-    stream.write(_plain_table(f"{len(sources)} profiling source(s)", _SCAN_COLUMNS, rows))
+    stream.write(_plain_table(f"{len(sources)} profiling source(s)", columns, rows))
     if problems:
         stream.write(f"{len(problems)} note(s) on the input:\n")
         for p in problems[:50]:
