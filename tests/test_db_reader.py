@@ -302,14 +302,17 @@ def test_corrupt_analysis_db_next_to_good_profiler_db_is_a_problem(shared_data, 
 
 def test_mixed_tree_uses_text_once_and_says_so(shared_data, tmp_path):
     """Text and db copies of the same two ranks side by side: each rank is analysed once, from
-    the text export, and the dropped db copy is named in a warning."""
+    the text export, and the dropped db copy is named in a warning. (One collection exported
+    both ways: both copies carry the text export's profiler_info, so they are one run; the real
+    text and db collections ended 28 minutes apart and are two runs.)"""
     base = _levels(shared_data)
     for kind in ("text", "db"):
         for r in (0, 1):
             src = base / kind / "level1" / f"rank{r}_ascend_pt"
             dst = tmp_path / kind / f"rank{r}_ascend_pt"
             (dst / OUT).mkdir(parents=True)
-            shutil.copy2(src / f"profiler_info_{r}.json", dst)
+            shutil.copy2(base / "text" / "level1" / f"rank{r}_ascend_pt" /
+                         f"profiler_info_{r}.json", dst)
             wanted = ("step_trace_time.csv",) if kind == "text" else ("analysis.db",)
             for f in wanted:
                 shutil.copy2(src / OUT / f, dst / OUT / f)

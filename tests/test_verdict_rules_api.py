@@ -60,3 +60,35 @@ def test_a_failing_rule_loses_only_its_own_verdicts(contributed):
 def test_make_verdict_rejects_unknown_severity():
     with pytest.raises(ValueError):
         V.make_verdict("data", "rank", [0], "severe", "m", "n")
+
+
+def test_contributed_cause_takes_a_built_in_finding_and_its_waits(contributed):
+    """A contributed cause (say MoE routing) that explains why rank 3 computes more: the
+    built-in slow_rank verdict of rank 3 becomes its symptom (``_explains``), and it reads the
+    same facts the built-in rules read (a ``facts`` parameter)."""
+    # rank 3 computes 8 ms more than ranks 0-2 (108 vs 100 ms; 5 % of the 138 ms step = 6.9)
+    rows = []
+    for r in range(4):
+        c, n = (108, 20) if r == 3 else (100, 28)
+        rows.append({"rank": r, "step": 1, "computing_ns": c * 10**6,
+                     "comm_not_overlapped_ns": n * 10**6, "overlapped_ns": 0,
+                     "communication_ns": n * 10**6, "free_ns": 10 * 10**6,
+                     "stage_ns": 138 * 10**6, "bubble_ns": 0, "preparing_ns": 0})
+    ca = FakeCluster({S.STEP_TRACE: pa.Table.from_pylist(rows, schema=S.SCHEMAS[S.STEP_TRACE])},
+                     {})
+    seen = {}
+
+    def moe(ca, th, facts):
+        seen["computing_ms"] = facts.means.loc[3, "computing_ns"] / 1e6
+        v = V.make_verdict("moe", "rank", [3], "warning", "Rank 3's experts get more tokens.",
+                           "Look at the router's load balancing.", id="moe:3")
+        v["_explains"] = ["slow_rank:3"]
+        return [v]
+
+    V.register_rule("moe", moe)
+    out = V.derive(ca, V.thresholds(None))
+    assert seen == {"computing_ms": 108.0}
+    (v,) = out
+    assert v["id"] == "moe:3" and "_explains" not in v
+    (s,) = v["symptoms"]
+    assert s["id"] == "slow_rank:3" and s["caused_by"] == "moe:3"

@@ -180,6 +180,11 @@ def print_summary(summary: dict, out_dir) -> None:
         style = _SEV_STYLE.get(v.get("severity"), "")
         con.print(f"  [{style}]{v.get('severity', ''):8}[/{style}] [{v.get('category')}] "
                   f"{v.get('message', '')}")
+        syms = v.get("symptoms") or []
+        for sym in syms[:3]:
+            con.print(f"           symptom: {sym.get('message', '')}")
+        if len(syms) > 3:
+            con.print(f"           (+{len(syms) - 3} more symptoms in verdicts.json)")
         if v.get("next_step"):
             con.print(f"           next: {v['next_step']}")
     from types import SimpleNamespace

@@ -50,8 +50,10 @@ def register_rule(name: str, fn=None):
     :class:`~.facts.Facts` the built-in rules read (step values, groups, wait-for graph).
     Usable as a decorator (``@register_rule("data")``). Rules run after the built-in ones, in
     registration order; registering a name again replaces that rule. A contributed verdict may
-    set ``caused_by`` to the id of another verdict to be attached under it as a symptom, and
-    ``_late`` (a set of ranks) to have the waits of other ranks for those ranks attached to it.
+    set ``caused_by`` to the id of another verdict to be attached under it as a symptom,
+    ``_explains`` (ids of other verdicts, e.g. ``"slow_rank:3"``) to take those as its symptoms,
+    and ``_late`` (a set of ranks) to have the waits of other ranks for those ranks attached to
+    it.
     A rule that raises loses its own verdicts only (the error is recorded in ``ca.problems``).
     """
     def add(f):
@@ -90,6 +92,11 @@ def _finish(out: list[dict]) -> list[dict]:
         for k in VERDICT_KEYS:
             v.setdefault(k, [] if k in ("groups", "symptoms") else None)
     by_id = {v["id"]: v for v in out}
+    for v in out:  # a contributed cause that explains built-in findings takes them as symptoms
+        for vid in v.get("_explains") or ():
+            other = by_id.get(vid)
+            if other is not None and other is not v and not v.get("caused_by"):
+                other["caused_by"] = v["id"]
     kept = []
     for v in out:
         cause = by_id.get(v.get("caused_by") or "")

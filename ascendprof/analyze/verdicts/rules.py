@@ -292,9 +292,9 @@ def stage_verdicts(f: Facts, outliers: set) -> list[dict]:
             continue
         mine = waits[waits["waiter"].isin(rows[s]["ranks"])]
         if len(mine):
-            per = mine.groupby("waiter")["peer_wait_ns"].sum()
             by_name = mine.groupby("group_name")["peer_wait_ns"].sum()
             names = sorted(by_name[by_name >= 0.1 * by_name.sum()].index)
+            per = mine[mine["group_name"].isin(names)].groupby("waiter")["peer_wait_ns"].sum()
             wait_text.append(f"stage {s} ({ranks_text(rows[s]['ranks'])}) waits "
                              f"{ms(per.mean()):.1f} ms per step for it in "
                              f"{'/'.join(names)} ops")

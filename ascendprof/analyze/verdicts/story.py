@@ -376,5 +376,8 @@ def assemble(f: Facts, causes: list[dict]) -> list[dict]:
     if f.means is not None:
         out += _communication(f, causes, cause_of)
     _blame_symptoms(f, causes, cause_of)
+    for v in causes:  # the largest consequences first
+        v["symptoms"].sort(key=lambda s: -float(s["evidence"].get("explained_ms")
+                                                or s["evidence"].get("mean_wait_ms") or 0.0))
     out.sort(key=lambda v: (SEVERITY_ORDER.get(v["severity"], 3), -float(v.get("_rank_key", 0))))
     return out
