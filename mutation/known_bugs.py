@@ -37,8 +37,8 @@ BUGS = {
         "ascendprof/compare/gate.py", "if beyond and abs(change) > rule.floor else",
         "if beyond else", "tests/test_gate.py"),
     "slow-link ratio 0.6 -> 0.8": (
-        "ascendprof/analyze/verdicts.py", "SLOW_LINK_BW_RATIO = 0.6", "SLOW_LINK_BW_RATIO = 0.8",
-        "tests/test_slow_link_threshold.py"),
+        "ascendprof/analyze/verdicts/thresholds.py", "SLOW_LINK_BW_RATIO = 0.6",
+        "SLOW_LINK_BW_RATIO = 0.8", "tests/test_slow_link_threshold.py"),
     "db reader counts the HCCL carrier task as compute": (
         # (since 2036edc the reader labels tasks by their links: the carrier's link to its op
         # made 'compute' instead of 'communication')
