@@ -40,18 +40,24 @@ if TYPE_CHECKING:  # imported lazily: `import ascendprof` stays light
     from ascendprof.scan import Source
 
 
+#: how to pick one run when a directory holds several (the API's words for analyse's options)
+PICK_RUN = "Open one: give its path, or ascendprof.open(path, run=NAME) (or its number)."
+
+
 def open(path: str | os.PathLike, *, workers: int | None = None,  # noqa: A001 - the API's verb
          cache_dir: str | os.PathLike | None = None, timeline: bool = False,
-         thresholds: dict[str, float] | None = None) -> "Collection":
+         thresholds: dict[str, float] | None = None, run: str | None = None) -> "Collection":
     """Open the profiling data under ``path`` (any depth; one rank or a whole cluster).
 
     ``workers``: processes for the per-rank work (default: cores, bounded by memory);
     ``cache_dir``: Parquet cache of the normalised tables and per-rank results (default
     ``$ASCENDPROF_CACHE``, else none); ``timeline``: also read trace_view.json when the other
     files suffice (as ``analyse --timeline``); ``thresholds``: verdict threshold overrides
-    (names as in verdicts.json ``thresholds``). Scans at once (small metadata files only).
-    Raises UsageError for a missing path or an unknown threshold, NothingAnalysable when no
-    profiling data is found.
+    (names as in verdicts.json ``thresholds``); ``run``: the run to open when ``path`` holds
+    several (its name, path or number as ``ascendprof scan`` lists them; as ``analyse --run``).
+    Scans at once (small metadata files only). Raises UsageError for a missing path, an unknown
+    threshold or run, scan.MultipleRuns (a UsageError naming the runs) when ``path`` holds
+    several runs and ``run`` is not given, NothingAnalysable when no profiling data is found.
     """
     from ascendprof.scan import load_sources
 
@@ -66,7 +72,7 @@ def open(path: str | os.PathLike, *, workers: int | None = None,  # noqa: A001 -
         except ValueError as e:
             raise UsageError(str(e)) from None
     problems = Problems()
-    sources = load_sources(root, problems)
+    sources = load_sources(root, problems, run=run, hint=PICK_RUN)
     if timeline:
         from dataclasses import replace
 
@@ -74,7 +80,7 @@ def open(path: str | os.PathLike, *, workers: int | None = None,  # noqa: A001 -
     env = os.environ.get("ASCENDPROF_CACHE")
     cache = Path(cache_dir) if cache_dir is not None else (Path(env) if env else None)
     return Collection(root, sources, problems, workers=workers, cache_dir=cache,
-                      thresholds=thresholds or {})
+                      thresholds=thresholds or {}, run=run)
 
 
 class Collection:
@@ -82,8 +88,10 @@ class Collection:
 
     def __init__(self, root: Path, sources: list["Source"], problems: Problems, *,
                  workers: int | None = None, cache_dir: Path | None = None,
-                 thresholds: dict[str, float] | None = None):
+                 thresholds: dict[str, float] | None = None, run: str | None = None):
         self.root = Path(root)
+        #: the run picked under ``root`` (open's ``run``), None when root holds one run
+        self.run = run
         self.sources: list[Source] = list(sources)
         self._scan_problems = problems
         self.workers = workers
@@ -240,6 +248,7 @@ class Collection:
         options.setdefault("progress", False)
         options.setdefault("workers", self.workers)
         options.setdefault("thresholds", self.thresholds)
+        options.setdefault("run", self.run)
         return analyse(self.root, out, **options)
 
     def timeline(self, *, ranks: Iterable[int] | None = None, steps: Iterable[int] | None = None,
@@ -284,7 +293,7 @@ def analyse(directory: str | os.PathLike, out: str | os.PathLike, **options) -> 
     """``ascendprof analyse DIRECTORY -o OUT``: the whole analysis written into ``out`` (every
     file of the README's "What analyse writes", staged and put in place together), the summary
     printed (``fmt`` 'text' or 'json', ``progress``). ``options``: workers, executor,
-    scheduler, tables, cache, thresholds, strict, timeline, as the command's options. Returns
+    scheduler, tables, cache, thresholds, strict, timeline, run, as the command's options. Returns
     the command's exit code; raises the project's errors (UsageError, OutputError,
     NothingAnalysable)."""
     from ascendprof.engine.run import run_analyse

@@ -133,3 +133,30 @@ def test_analyse_through_the_api_writes_what_the_command_writes(both, tmp_path):
     for name in ("cluster_step_trace_time.csv", "cluster_communication.json",
                  "cluster_communication_matrix.json", "op_statistics.csv", "verdicts.json"):
         assert (tmp_path / "o" / name).read_bytes() == (out / name).read_bytes(), name
+
+
+def test_a_run_is_picked_as_the_command_picks_it(tmp_path):
+    # two jobs side by side: the Qwen3 sample and the 2023 torch_npu 2-rank collection
+    import shutil
+
+    from ascendprof.scan import MultipleRuns
+
+    tree = tmp_path / "tree"
+    shutil.copytree(QWEN3, tree / "qwen3")
+    shutil.copytree(ROOT / "fixtures" / "torch_npu-2023-2rank", tree / "old")
+    with pytest.raises(MultipleRuns, match="holds 2 separate runs") as e:
+        ascendprof.open(tree)
+    assert "run=NAME" in str(e.value)
+    with pytest.raises(UsageError, match="no run 'nope'"):
+        ascendprof.open(tree, run="nope")
+    c = ascendprof.open(tree, run="qwen3")
+    assert c.ranks == [0, 1, 2, 3]
+    alone = ascendprof.open(tree / "qwen3")
+    pd.testing.assert_frame_equal(c.step_breakdown(), alone.step_breakdown())
+    # Collection.analyse keeps the pick, as `analyse TREE --run qwen3` does
+    assert c.analyse(tmp_path / "api", cache=False) == 0
+    r = CliRunner().invoke(main, ["analyse", str(tree), "--run", "qwen3", "-o",
+                                  str(tmp_path / "cli"), "-q", "--no-cache"])
+    assert r.exit_code == 0, r.output
+    for name in ("cluster_step_trace_time.csv", "verdicts.json"):
+        assert (tmp_path / "api" / name).read_bytes() == (tmp_path / "cli" / name).read_bytes()
