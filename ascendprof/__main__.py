@@ -1,3 +1,3 @@
-from ascendprof.cli.main import main
+from ascendprof.cli.main import run
 
-main()
+run()

@@ -142,6 +142,39 @@ def test_workers_die_with_the_run(c16, tmp_path, sig):
         assert not [n for n in os.listdir(out) if n.startswith(STAGING)]
 
 
+def test_sigterm_ends_the_run_even_when_a_pool_thread_is_stuck(tmp_path):
+    """Before: about one SIGTERM in twenty never ended the process. A worker terminated while
+    writing its result leaves half a message in the pool's result pipe; the pool's manager
+    thread waits for the rest forever, and the interpreter joins that thread at exit. Here
+    that thread is a thread waiting forever (made deterministic), every rank takes a minute,
+    and SIGTERM must still end the run at once with 143 and no worker left."""
+    from tests.conftest import QWEN3
+
+    code = ("import sys, threading, time\n"
+            "from ascendprof.engine import pipeline\n"
+            "def slow(*a, **k):\n"
+            "    time.sleep(60)\n"
+            "pipeline.process_rank = slow\n"
+            "threading.Thread(target=threading.Event().wait, name='stuck').start()\n"
+            f"sys.argv = ['ascendprof', 'analyse', {str(QWEN3)!r}, '-o', "
+            f"{str(tmp_path / 'out')!r}, '-q', '--workers', '2', '--no-cache']\n"
+            "from ascendprof.cli.main import run\n"
+            "run()\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE)
+    try:
+        workers = wait_until(lambda: len(children(p.pid)) >= 2 and children(p.pid))
+        assert workers, "no worker process started"
+        os.kill(p.pid, signal.SIGTERM)
+        rc = p.wait(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert rc == 128 + signal.SIGTERM, p.stderr.read()
+    assert "terminated" in p.stderr.read().decode()
+    assert wait_until(lambda: not any(alive(w) for w in workers), timeout=10)
+
+
 def test_sigint_while_writing_leaves_the_old_set_or_the_new_one(c16, tmp_path):
     """SIGINT as soon as the first output file of a run is being written. Before: the files
     written so far were the new run's, the others the previous run's."""

@@ -232,5 +232,25 @@ def _register_optional():
 
 _register_optional()
 
+def run() -> None:
+    """The console entry point: :func:`main`, and when a process pool was stopped mid-run
+    (executors.pool_abandoned) the process leaves with its exit code at once, after the
+    clean-up ran and the output was flushed, instead of waiting at interpreter exit for a pool
+    thread that may never end."""
+    try:
+        main()
+    except SystemExit as e:
+        ex = sys.modules.get("ascendprof.engine.executors")
+        if ex is not None and ex.pool_abandoned():
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+            os._exit(code)
+        raise
+
+
 if __name__ == "__main__":
-    main()
+    run()

@@ -177,9 +177,24 @@ def _pool(workers: int) -> ProcessPoolExecutor:
                                initargs=(os.getpid(),))
 
 
+#: set once a pool was stopped mid-run (:func:`_stop`); see :func:`pool_abandoned`
+_abandoned = False
+
+
+def pool_abandoned() -> bool:
+    """True once a process pool of this process was stopped mid-run (Ctrl-C, SIGTERM, a failed
+    rank). Its manager thread may then never end: a worker terminated while writing its result
+    leaves half a message in the result pipe, which the thread waits on forever, and the
+    interpreter joins that thread at exit. The command line then leaves with os._exit after
+    its clean-up (cli.main.run)."""
+    return _abandoned
+
+
 def _stop(pool: ProcessPoolExecutor) -> None:
     """Cancel what is queued and end the running workers instead of waiting for their ranks
     (shutdown(wait=True) would let a rank of minutes finish first)."""
+    global _abandoned
+    _abandoned = True
     procs = list((getattr(pool, "_processes", None) or {}).values())
     pool.shutdown(wait=False, cancel_futures=True)
     for p in procs:
