@@ -105,6 +105,9 @@ class Source:
     host: str | None = None
     #: the run (collection) it belongs to: runs.group_runs names it
     run: str | None = None
+    #: advice mode of analyse --advice (off / summary / all): "all" also reads trace_view.json's
+    #: host events; part of the cache fingerprint
+    advice: str = "summary"
 
     @property
     def label(self) -> str:

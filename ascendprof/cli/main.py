@@ -170,20 +170,28 @@ def _parse_thresholds(items) -> dict:
 @click.option("--each-run", is_flag=True,
               help="When DIRECTORY holds several runs: analyse each into its own folder under "
                    "--output (named after the run).")
+@click.option("--advice", "advice", type=click.Choice(["off", "summary", "all"]),
+              default="summary", show_default=True,
+              help="What to change, with evidence (advice.json / advice.csv, docs/advice.md). "
+                   "summary: every rule on the files already read, top 5 in the summary; all: "
+                   "also reads trace_view.json's host events (GC, dataloader, "
+                   "synchronisation, HCCL task sizes, AI Core clock; an extra pass over the "
+                   "largest file) and shows every item; off: no advice files.")
 @click.option("--strict", is_flag=True, help="Exit 3 if anything had to be skipped.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def analyse(directory, out, fmt, workers, executor, scheduler, no_tables, no_cache, thresholds,
-            timeline, run, each_run, strict, quiet):
+            timeline, run, each_run, advice, strict, quiet):
     """Analyse every rank under DIRECTORY and write the cluster results to --output.
 
     Writes cluster_step_trace_time.csv, cluster_communication.json,
     cluster_communication_matrix.json, communication_group.json (msprof-analyze layout),
-    op_statistics.csv, top_kernels.csv, step_trace_check.csv, verdicts.json, problems.csv,
-    summary.json and the normalised tables as Parquet under tables/. The whole set is written
-    aside and put in place at the end, so an interrupted run leaves the previous one; only
-    files ascendprof wrote (listed in OUT/.ascendprof-manifest.json) are ever replaced or
-    removed, and one run at a time may write to OUT. Prints a summary: sources, per-rank step
-    breakdown, top op types and the verdicts in plain English.
+    op_statistics.csv, top_kernels.csv, step_trace_check.csv, verdicts.json, advice.json,
+    advice.csv, problems.csv, summary.json and the normalised tables as Parquet under tables/.
+    The whole set is written aside and put in place at the end, so an interrupted run leaves
+    the previous one; only files ascendprof wrote (listed in OUT/.ascendprof-manifest.json) are
+    ever replaced or removed, and one run at a time may write to OUT. Prints a summary:
+    sources, per-rank step breakdown, top op types, the verdicts and the top advice in plain
+    English.
 
     Ranks of different runs (jobs or collections) are never mixed: when DIRECTORY holds
     several, analyse exits 2 naming them, unless --run picks one or --each-run asks for all.
@@ -193,7 +201,7 @@ def analyse(directory, out, fmt, workers, executor, scheduler, no_tables, no_cac
     kwargs = dict(fmt=fmt, workers=workers, executor=executor, scheduler=scheduler,
                   tables=not no_tables, cache=not no_cache,
                   thresholds=_parse_thresholds(thresholds), strict=strict, timeline=timeline,
-                  progress=not quiet and fmt == "text")
+                  advice=advice, progress=not quiet and fmt == "text")
     if run is not None and each_run:
         raise click.BadParameter("--run and --each-run exclude each other", param_hint="--run")
     if not each_run:

@@ -94,13 +94,16 @@ def entry_key(source) -> str:
 
 def fingerprint(source) -> str:
     """Hash of (relative path, size, mtime ns) of the source's input files, the code and the
-    source's reading choices (``read_timeline``).
+    source's reading choices (``read_timeline``, ``advice``).
 
     A file that vanished since the scan is hashed as missing, so the entry no longer matches.
     """
     h = hashlib.sha256(code_fingerprint().encode())
     if getattr(source, "read_timeline", False):  # a reading choice changes the tables
         h.update(b"read_timeline\n")
+    advice = getattr(source, "advice", "summary")
+    if advice != "summary":  # the advice mode changes the tables read and the result
+        h.update(f"advice={advice}\n".encode())
     base = Path(source.path)
     for rel in sorted(source.files):
         try:

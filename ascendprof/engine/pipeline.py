@@ -53,6 +53,8 @@ class RankResult:
     problems: Problems = field(default_factory=Problems)
     missing: list[str] = field(default_factory=list)
     table_rows: dict[str, int] = field(default_factory=dict)
+    #: the rank's advice findings and rule status (analyze.advice.rank_advice); None when off
+    advice: dict | None = None
 
 
 def process_rank(source: Source, tables_dir: Path | None = None,
@@ -101,6 +103,10 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
             fresh = data is None  # read now: the entry is written with the result below
             if fresh:
                 data = read_source(source)
+                if getattr(source, "advice", "summary") != "off":
+                    from ascendprof.readers import host_events
+
+                    host_events.extend(data, read_trace=source.advice == "all")
     except InputError as e:
         res.problems.add_error(e, rank=source.rank, affects=("all",))
         return res
@@ -126,6 +132,10 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
     res.memberships = cluster_communication.first_memberships(data.tables.get(S.COMM_OPS),
                                                               data.tables.get(S.COMM_LINKS))
     res.table_rows = {k: data.num_rows(k) for k in data.names()}
+    if getattr(source, "advice", "summary") != "off":
+        from ascendprof.analyze import advice
+
+        res.advice = advice.rank_advice(data.tables, data.meta, data.rank, source.advice)
     res.breakdown, res.breakdown_method = step_breakdown.recompute(data.tables, data.rank)
     from ascendprof.analyze import extended
 
@@ -207,6 +217,7 @@ class ClusterAnalysis:
     #                                             (analyze.extended: pipeline, memory, ...)
     verdicts: list = field(default_factory=list)
     thresholds: dict = field(default_factory=dict)
+    advice: dict | None = None                  # advice.json (analyze.advice); None when off
     #: between gather and conclude: all ranks' COMM_LINKS (None without links) and the group
     #: membership (cluster_communication.group_membership), for the matrix
     links: pa.Table | None = None
@@ -355,13 +366,20 @@ def gather(root: str, sources: list[Source], results: list[RankResult],
 
 def conclude(ca: ClusterAnalysis, thresholds: dict | None = None) -> ClusterAnalysis:
     """Complete ``ca`` (from :func:`gather`): the verdicts (``thresholds`` override the
-    defaults, see verdicts.thresholds), then the communication matrix. Drops the ranks'
+    defaults, see verdicts.thresholds), the advice (analyze.advice, unless the sources' advice
+    mode is off), then the communication matrix. Drops the ranks'
     per-op rows once the verdicts hold what they need; returns ``ca``."""
     from ascendprof.analyze import cluster_communication, verdicts
     from ascendprof.engine.executors import release_free_heap
 
     ca.thresholds = verdicts.thresholds(thresholds)
     ca.verdicts = verdicts.derive(ca, ca.thresholds)
+    mode = getattr(ca.sources[0], "advice", "summary") if ca.sources else "off"
+    if mode != "off":
+        from ascendprof.analyze import advice
+
+        ca.advice = advice.cluster_advice({r.rank: r.advice for r in ca.ranks if r.advice},
+                                          {r.rank: r.meta for r in ca.ranks}, mode)
     # every rank's op rows are in the verdicts now: free them before the files are written
     for r in ca.ranks:
         r.tables.pop(verdicts.OP_ROWS, None)

@@ -19,7 +19,8 @@ PICK_RUN = ("Analyse one: give its path, or --run NAME (or its number); --each-r
 
 def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executor="local",
                 scheduler=None, tables=True, cache=True, thresholds=None, strict=False,
-                timeline=False, progress=True, run: str | None = None) -> int:
+                timeline=False, progress=True, run: str | None = None,
+                advice="summary") -> int:
     """Run the whole analysis of ``directory`` into ``out``; returns the exit code.
 
     The outputs are written into a staging directory inside ``out`` and put in place together
@@ -28,9 +29,10 @@ def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executo
     With the cache on, a run whose inputs, code, options and output directory are unchanged
     since the last run restores that run's outputs (see :func:`ascendprof.engine.cache.run_key`)
     instead of recomputing them (before Arrow or pandas is even imported). ``timeline``: read
-    trace_view.json even when not needed. Raises UsageError for a missing input or an output
-    inside the input (or an input under the output's own files), OutputError (exit 2) when
-    the output cannot be written, NothingAnalysable when no rank can be read,
+    trace_view.json even when not needed. ``advice``: off / summary / all (analyze.advice;
+    "all" also reads trace_view.json's host events). Raises UsageError for a missing input or
+    an output inside the input (or an input under the output's own files), OutputError (exit
+    2) when the output cannot be written, NothingAnalysable when no rank can be read,
     scan.MultipleRuns (exit 2) when ``directory`` holds several runs and ``run`` does not pick
     one.
     """
@@ -44,14 +46,15 @@ def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executo
     out = check_output_dir(out, [directory], OUTPUT_FILES)
     problems = Problems()
     sources = load_sources(directory, problems, run=run, hint=PICK_RUN)
-    if timeline:
+    if timeline or advice != "summary":
         from dataclasses import replace
 
-        sources = [replace(s, read_timeline=True) for s in sources]
+        sources = [replace(s, read_timeline=s.read_timeline or timeline, advice=advice)
+                   for s in sources]
     with OutputDir(out, OUTPUT_FILES, tables=tables) as target:
         summary, skipped = _analyse_into(target, directory, out, sources, problems, workers,
                                          executor, scheduler, tables, cache, thresholds,
-                                         progress)
+                                         progress, advice)
     from ascendprof.engine.lifetime import stdout_may_close
 
     with stdout_may_close():
@@ -60,7 +63,7 @@ def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executo
 
 
 def _analyse_into(target, directory, out, sources, problems, workers, executor, scheduler,
-                  tables, cache, thresholds, progress):
+                  tables, cache, thresholds, progress, advice):
     """Write the whole output set into ``target.staging`` and commit it; returns (summary,
     whether anything was skipped)."""
     from ascendprof.engine import cache as run_cache
@@ -68,7 +71,7 @@ def _analyse_into(target, directory, out, sources, problems, workers, executor, 
     stage = target.staging
     cache_dir = run_cache.cache_dir_for(out, [directory]) if cache else None
     key = cache_dir and run_cache.run_key(
-        sources, out, {"thresholds": thresholds or {}, "tables": tables},
+        sources, out, {"thresholds": thresholds or {}, "tables": tables, "advice": advice},
         [orjson.dumps(p.as_dict()) for p in problems])
     restored = run_cache.restore_run(cache_dir, key, stage)
     if restored is not None:  # inputs, code and options unchanged: the outputs are the same

@@ -18,5 +18,8 @@ ANALYSIS_FILES = ("pipeline.csv", "pipeline_stages.csv", "memory_summary.csv",
                   "memory_top_ops.csv", "memory_modules.csv", "data_preparation.csv",
                   "dataset_pipeline.csv", "moe_expert_load.csv")
 
+#: what to change, with evidence (analyze.advice; not written with --advice off)
+ADVICE_FILES = ("advice.json", "advice.csv")
+
 #: every output file besides tables/
-OUTPUT_FILES = CLUSTER_FILES + ANALYSIS_FILES
+OUTPUT_FILES = CLUSTER_FILES + ANALYSIS_FILES + ADVICE_FILES

@@ -56,6 +56,11 @@ ITERATIONS = "iterations"
 STATIC_OP_MEM = "static_op_mem"
 DATASET_OPS = "dataset_ops"
 DATASET_QUEUE = "dataset_queue"
+# Read for the advice rules only (readers/host_events.py): host-side events, HCCL small tasks with
+# their sizes, and the AI Core frequency samples.
+HOST_EVENTS = "host_events"
+HCCL_TASKS = "hccl_tasks"
+AICORE_FREQ = "aicore_freq"
 
 #: Prefix of the extra PMU metric columns a kernels table may carry after its fixed columns
 #: (``pmu:aic_mac_ratio`` …, float64), named as in op_summary / kernel_details (spec §A.2, §C.1).
@@ -206,6 +211,29 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("iteration_interval_ns", I64), ("fp_bp_ns", I64), ("tail_ns", I64),
         doc="Graph-mode iteration trace (legacy MindSpore step_trace_raw_*_detail_time.csv, "
             "CANN step_trace_*.csv §C.5): data-wait interval, forward+backward, tail per step.",
+    ),
+    HOST_EVENTS: _s(
+        ("rank", I32), ("step", I32), ("source", STR), ("name", STR), ("tid", I64),
+        ("start_ns", I64), ("dur_ns", I64),
+        doc="Host-side events the advice rules look at (trace_view.json §A.7 framework and CANN "
+            "events; db PYTORCH_API / CANN_API / GC_RECORD §B.1). source is 'framework' "
+            "(ProfilerStep#N, dataloader, SyncBatchNorm, Optimizer.step#, host-synchronising "
+            "aten ops), 'cann' (AscendCL@* and Node@launch, named as trace_view writes them) or "
+            "'gc' (Python garbage collection). tid is the host thread.",
+    ),
+    HCCL_TASKS: _s(
+        ("rank", I32), ("step", I32), ("op_name", STR), ("task_name", STR),
+        ("start_ns", I64), ("dur_ns", I64), ("size_bytes", I64), ("transport", STR),
+        ("link_type", STR),
+        doc="HCCL small tasks that move data (Memcpy, Reduce_Inline, RDMA*) with their size "
+            "(trace_view.json HCCL/Communication process args 'size(Byte)', 'transport type', "
+            "'link type' §A.7; db COMMUNICATION_TASK_INFO + TASK §B.1). op_name is the big op "
+            "whose window holds the task (null when none does).",
+    ),
+    AICORE_FREQ: _s(
+        ("rank", I32), ("device_id", I32), ("ts_ns", I64), ("freq_mhz", F64),
+        doc="AI Core frequency samples: trace_view.json counter 'AI Core Freq' (args MHz), db "
+            "AICORE_FREQ (§B.1). A sample holds until the next one.",
     ),
 }
 

@@ -4,7 +4,8 @@ File names and columns are the ones the ecosystem already reads (msprof-analyze,
 Insight): cluster_step_trace_time.csv, cluster_communication.json,
 cluster_communication_matrix.json, communication_group.json; plus ascendprof's own
 op_statistics.csv, top_kernels.csv, step_trace_check.csv, iteration_trace.csv (graph-mode
-iteration trace: interval / fp+bp / tail per rank), verdicts.json, problems.csv and summary.json.
+iteration trace: interval / fp+bp / tail per rank), verdicts.json, advice.json / advice.csv
+(what to change, docs/advice.md), problems.csv and summary.json.
 """
 
 from __future__ import annotations
@@ -212,6 +213,11 @@ def write_outputs(ca, out: Path, summary: dict, early: EarlyWrite | None = None)
     written.append(write_json(out / "verdicts.json", {
         "verdicts": ca.verdicts, "thresholds": ca.thresholds,
         "problems": [p.as_dict() for p in ca.problems]}))
+    if ca.advice is not None:  # --advice off writes neither (and removes an older run's)
+        from ascendprof.analyze.advice import CSV_COLUMNS, csv_rows
+
+        written.append(write_json(out / "advice.json", ca.advice))
+        written.append(write_csv(out / "advice.csv", CSV_COLUMNS, csv_rows(ca.advice)))
     written.append(write_csv(out / "problems.csv", PROBLEM_COLUMNS, [
         ["" if p.rank is None else p.rank, p.severity, p.path, p.where, p.reason,
          ";".join(p.affects)] for p in ca.problems]))

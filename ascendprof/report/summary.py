@@ -8,7 +8,8 @@ Shape::
                           recomputed_us, deviation_pct}, ...}, reason}],  # recomputed vs reported
      "top_op_types": [{op_type, accelerator_core, total_us, ratio_pct, count}],
      "iterations": [{rank, steps, iteration_interval_ms, fp_bp_ms, tail_ms, total_ms}],
-     "verdicts": [...], "problems": [...], "missing": {rank: [files]},
+     "verdicts": [...], "advice": {mode, count, shown, items: [top items]} | null,
+     "problems": [...], "missing": {rank: [files]},
      "not_read": {rank: {file: why it was not needed}}, "outputs": [...]}
 
 Times are microseconds (keys end in ``_us``).
@@ -51,6 +52,24 @@ def _iterations(ca) -> list[dict]:
             for r in it.to_dict(orient="records")]
 
 
+#: Advice items shown in the summary with --advice summary (all of them with --advice all).
+ADVICE_TOP = 5
+
+
+def advice_summary(doc: dict | None) -> dict | None:
+    """The top advice items of an advice.json document (all with mode "all"), each with id,
+    severity, area, title, ranks, message, the first advice line and the share of the step."""
+    if doc is None:
+        return None
+    items = doc.get("items", [])
+    shown = items if doc.get("mode") == "all" else items[:ADVICE_TOP]
+    return {"mode": doc.get("mode"), "count": len(items), "shown": len(shown),
+            "items": [{"id": f["id"], "severity": f["severity"], "area": f["area"],
+                       "title": f["title"], "ranks": f["ranks"], "message": f["message"],
+                       "advice": (f["advice"] or [""])[0],
+                       "share_of_step_pct": f["share_of_step_pct"]} for f in shown]}
+
+
 def build_summary(ca, outputs: list[str] | None = None, top: int = 10) -> dict:
     """Summarise ``ca`` (pipeline.ClusterAnalysis). Per-rank rows prefer the profiler's reported
     breakdown and fall back to ascendprof's recomputation (``origin`` says which)."""
@@ -80,6 +99,7 @@ def build_summary(ca, outputs: list[str] | None = None, top: int = 10) -> dict:
         "top_op_types": tops,
         "iterations": _iterations(ca),
         "verdicts": ca.verdicts,
+        "advice": advice_summary(getattr(ca, "advice", None)),
         "problems": [p.as_dict() for p in ca.problems],
         "missing": {r.rank: r.missing for r in ca.ranks if r.missing},
         "not_read": {r.rank: r.meta["not_read"] for r in ca.ranks

@@ -187,6 +187,7 @@ def print_summary(summary: dict, out_dir) -> None:
             con.print(f"           (+{len(syms) - 3} more symptoms in verdicts.json)")
         if v.get("next_step"):
             con.print(f"           next: {v['next_step']}")
+    _print_advice(con, summary.get("advice"))
     from types import SimpleNamespace
 
     probs = [SimpleNamespace(severity=p["severity"], line=lambda p=p: _pline(p))
@@ -195,6 +196,20 @@ def print_summary(summary: dict, out_dir) -> None:
     for name, why in summary.get("not_written", {}).items():
         con.print(f"  [dim]not written:[/dim] {name}: {why}")
     con.print(f"Results written to [bold]{printable(out_dir)}[/bold]")
+
+
+def _print_advice(con, adv: dict | None) -> None:
+    """The advice items of the summary (the top ones, or all with --advice all)."""
+    if not adv:
+        return
+    more = (f"; the top {adv['shown']} here, all in advice.json / advice.csv"
+            if adv["shown"] < adv["count"] else "")
+    con.print(f"[bold]Advice ({adv['count']}{more})[/bold]")
+    for a in adv["items"]:
+        style = _SEV_STYLE.get(a.get("severity"), "")
+        con.print(f"  [{style}]{a['severity']:8}[/{style}] [{a['area']}] {a['message']}")
+        if a.get("advice"):
+            con.print(f"           do: {a['advice']}")
 
 
 def _pline(p: dict) -> str:

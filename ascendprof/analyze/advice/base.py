@@ -1,0 +1,293 @@
+"""The parts every advice rule shares: the :class:`Rule` declaration, the per-rank
+:class:`Context` the rules read, and :func:`finding`, the one shape of an advice item.
+
+A rule is plain data plus a ``check`` function: it names the tables it reads (``needs``), its
+thresholds with the source of each, and returns findings (dicts, see :func:`finding`) or nothing.
+It raises :class:`Skip` when the data cannot answer (e.g. no PMU columns), which the report
+shows with the reason. Rules never read files.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ascendprof.model import schemas as S
+
+AREAS = ("computation", "schedule", "communication", "memory", "environment")
+SEVERITIES = ("critical", "warning", "info")
+SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+
+#: Human names of the tables, for skip reasons ("needs kernel_details.csv ...").
+TABLE_FILES = {
+    S.KERNELS: "kernels (kernel_details.csv / db TASK)",
+    S.STEP_TRACE: "step breakdown (step_trace_time.csv / analysis.db)",
+    S.STEPS: "step windows",
+    S.COMM_OPS: "communication ops (communication.json / analysis.db)",
+    S.COMM_BANDWIDTH: "communication bandwidth (communication.json / analysis.db)",
+    S.COMM_LINKS: "communication links (communication_matrix.json)",
+    S.API_STATISTIC: "CANN API statistics (api_statistic.csv / db CANN_API)",
+    S.MEMORY_RECORD: "memory_record.csv",
+    S.HOST_EVENTS: "host events (trace_view.json / db PYTORCH_API, CANN_API)",
+    S.HCCL_TASKS: "HCCL small tasks with sizes (trace_view.json / db COMMUNICATION_TASK_INFO)",
+    S.AICORE_FREQ: "AI Core frequency (trace_view.json / db AICORE_FREQ)",
+    S.TIMELINE: "device timeline (trace_view.json / db)",
+    "meta:env": "environment variables (profiler_metadata.json ENV_VARIABLES / db META_DATA)",
+}
+#: Tables only :mod:`ascendprof.readers.host_events` reads (trace_view.json with --advice all).
+HOST_TABLES = (S.HOST_EVENTS, S.HCCL_TASKS, S.AICORE_FREQ)
+
+
+class Skip(Exception):
+    """Raised by a rule's check when the data present cannot answer it; the message says why."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One advice rule.
+
+    ``needs``: a tuple of requirements, each a tuple of alternatives (table names of
+    :mod:`ascendprof.model.schemas`, or ``"meta:env"``); the rule is skipped with a reason when
+    a requirement has no alternative present. ``threshold``: name -> value (units in the name).
+    ``source``: where each threshold comes from. ``scope``: ``"rank"`` (run in each rank's
+    worker on its tables) or ``"cluster"`` (run once on all ranks' metadata and findings).
+    ``check(ctx)`` returns a finding, a list of findings or None.
+    """
+
+    id: str
+    area: str
+    title: str
+    needs: tuple[tuple[str, ...], ...]
+    threshold: dict
+    source: str
+    check: Callable
+    scope: str = "rank"
+
+    def describe(self) -> dict:
+        return {"id": self.id, "area": self.area, "title": self.title, "scope": self.scope,
+                "needs": [list(alt) for alt in self.needs], "threshold": dict(self.threshold),
+                "source": self.source}
+
+
+def finding(rule: Rule, ranks, *, severity: str, message: str, advice: list[str],
+            evidence: dict, impact_ns: float | None = None, step_ns: float | None = None,
+            key: str | None = None) -> dict:
+    """An advice item (the shape of advice.json ``items``, see docs/advice.md).
+
+    ``impact_ns``: time per step at stake (what the finding costs, an upper bound of the gain),
+    ``step_ns``: the step time it is compared with; both ns, shown in us and % of step.
+    ``key`` tells findings of one rule apart when it makes several (merged over ranks by
+    (rule, key)).
+    """
+    if severity not in SEVERITY_RANK:
+        raise ValueError(f"severity {severity!r}")
+    share = None
+    if impact_ns is not None and step_ns:
+        share = round(100.0 * impact_ns / step_ns, 2)
+    return {
+        "id": rule.id, "key": key or rule.id, "area": rule.area, "title": rule.title,
+        "severity": severity, "scope": rule.scope, "ranks": sorted({int(r) for r in ranks}),
+        "message": message, "advice": list(advice),
+        "impact_us_per_step": None if impact_ns is None else round(impact_ns / 1000, 3),
+        "share_of_step_pct": share,
+        "evidence": _plain(evidence), "threshold": dict(rule.threshold), "source": rule.source,
+    }
+
+
+def severity_by_share(share_pct: float | None, warning: float, critical: float,
+                      floor: str = "info") -> str:
+    """``critical`` at or above ``critical`` %, ``warning`` at or above ``warning`` %, else
+    ``floor``."""
+    if share_pct is None:
+        return floor
+    if share_pct >= critical:
+        return "critical"
+    if share_pct >= warning:
+        return "warning"
+    return floor
+
+
+def _plain(v):
+    """JSON-ready copy: numpy scalars -> Python, NaN -> None, floats rounded to 4 decimals."""
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        f = float(v)
+        return None if math.isnan(f) or math.isinf(f) else round(f, 4)
+    if isinstance(v, np.bool_):
+        return bool(v)
+    return v
+
+
+def us(ns) -> float:
+    """ns -> us, rounded to 0.001 (for messages and evidence)."""
+    return round(float(ns) / 1000.0, 3)
+
+
+def ms(ns) -> float:
+    """ns -> ms, rounded to 0.001."""
+    return round(float(ns) / 1e6, 3)
+
+
+# ------------------------------------------------------------------------------------ context
+
+@dataclass
+class Context:
+    """What a rule sees of one rank: its tables (schemas of :mod:`ascendprof.model.schemas`),
+    ``meta`` (profiler_info / profiler_metadata), the advice ``mode`` and, filled in as rules
+    run, ``fired`` (ids of the rules that found something on this rank).
+
+    Derived values are computed once and cached: :attr:`n_steps`, :attr:`step_ns`,
+    :attr:`computing_ns`, :attr:`free_ns` (means per step, ns) and :meth:`df`.
+    """
+
+    rank: int
+    tables: dict
+    meta: dict = field(default_factory=dict)
+    mode: str = "summary"
+    fired: set = field(default_factory=set)
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    def has(self, name: str) -> bool:
+        if name == "meta:env":
+            return bool(env_of(self.meta))
+        t = self.tables.get(name)
+        return t is not None and t.num_rows > 0
+
+    def df(self, name: str) -> pd.DataFrame:
+        """The table as pandas (cached); an empty frame with the schema's columns when absent."""
+        if name not in self._cache:
+            t = self.tables.get(name)
+            if t is None:
+                t = S.empty(name) if name in S.SCHEMAS else pa.table({})
+            self._cache[name] = t.to_pandas()
+        return self._cache[name]
+
+    def _memo(self, key, fn):
+        if key not in self._cache:
+            self._cache[key] = fn()
+        return self._cache[key]
+
+    @property
+    def step_trace(self) -> pd.DataFrame:
+        """STEP_TRACE rows of this rank with a step (the profiler's breakdown)."""
+        def f():
+            st = self.df(S.STEP_TRACE)
+            return st[st["step"].notna()] if len(st) else st
+        return self._memo("st", f)
+
+    @property
+    def n_steps(self) -> int:
+        """Steps in the collection: distinct steps of STEP_TRACE, else STEPS, else of the kernels'
+        Step Id; 1 when none is known (totals are then per collection)."""
+        def f():
+            for name, col in ((S.STEP_TRACE, "step"), (S.STEPS, "step"), (S.KERNELS, "step")):
+                d = self.df(name)
+                if len(d) and col in d and d[col].notna().any():
+                    return int(d[col].dropna().nunique())
+            return 1
+        return self._memo("n_steps", f)
+
+    def _step_mean(self, col: str) -> float | None:
+        st = self.step_trace
+        if not len(st) or col not in st or st[col].isna().all():
+            return None
+        return float(st[col].dropna().mean())
+
+    @property
+    def step_ns(self) -> float | None:
+        """Mean step time (ns): Stage, else Computing + Communication(Not Overlapped) + Free of
+        STEP_TRACE; else the mean STEPS window; else the kernels' span per step."""
+        def f():
+            st = self.step_trace
+            if len(st):
+                stage = st["stage_ns"] if "stage_ns" in st else None
+                if stage is not None and stage.notna().all() and (stage > 0).all():
+                    return float(stage.mean())
+                parts = st[["computing_ns", "comm_not_overlapped_ns", "free_ns"]].fillna(0)
+                tot = parts.sum(axis=1)
+                if (tot > 0).any():
+                    return float(tot.mean())
+            steps = self.df(S.STEPS)
+            if len(steps):
+                d = (steps["end_ns"] - steps["start_ns"]).dropna()
+                if len(d) and (d > 0).any():
+                    return float(d.mean())
+            k = self.df(S.KERNELS)
+            if len(k):
+                span = (k["start_ns"] + k["dur_ns"]).max() - k["start_ns"].min()
+                return float(span) / self.n_steps if span > 0 else None
+            return None
+        return self._memo("step_ns", f)
+
+    @property
+    def computing_ns(self) -> float | None:
+        """Mean Computing per step (ns) from STEP_TRACE, else the summed duration of the compute
+        kernels per step (an upper bound: overlapping kernels count twice)."""
+        def f():
+            v = self._step_mean("computing_ns")
+            if v is not None:
+                return v
+            k = self.compute_kernels()
+            return float(k["dur_ns"].sum()) / self.n_steps if len(k) else None
+        return self._memo("computing_ns", f)
+
+    @property
+    def free_ns(self) -> float | None:
+        return self._memo("free_ns", lambda: self._step_mean("free_ns"))
+
+    def compute_kernels(self) -> pd.DataFrame:
+        """KERNELS rows that are compute tasks (not communication big ops)."""
+        def f():
+            k = self.df(S.KERNELS)
+            if not len(k):
+                return k
+            core = k["accelerator_core"].fillna("").str.upper()
+            name = k["name"].fillna("").str.lower()
+            comm = core.isin(["COMMUNICATION", "HCCL"]) | name.str.startswith("hcom_")
+            return k[~comm]
+        return self._memo("compute_kernels", f)
+
+    def per_step(self, total_ns: float) -> float:
+        return float(total_ns) / max(self.n_steps, 1)
+
+    def share(self, ns: float | None) -> float | None:
+        """``ns`` as % of the mean step (None when the step time is unknown)."""
+        if ns is None or not self.step_ns:
+            return None
+        return round(100.0 * ns / self.step_ns, 2)
+
+
+def env_of(meta: dict) -> dict:
+    """ENV_VARIABLES of profiler_metadata.json (or db META_DATA) as {name: value text}."""
+    md = (meta or {}).get("profiler_metadata") or {}
+    env = md.get("ENV_VARIABLES") if isinstance(md, dict) else None
+    if isinstance(env, str):  # db META_DATA may hold it as JSON text
+        import json
+
+        try:
+            env = json.loads(env)
+        except ValueError:
+            env = None
+    if not isinstance(env, dict):
+        return {}
+    return {str(k): "" if v is None else str(v) for k, v in env.items()}
+
+
+def missing_needs(rule: Rule, has) -> str | None:
+    """Why ``rule`` cannot run (the first requirement with no alternative present), else None.
+    ``has(name)`` tells whether a table / meta item is present."""
+    for alts in rule.needs:
+        if not any(has(a) for a in alts):
+            names = " or ".join(TABLE_FILES.get(a, a) for a in alts)
+            return f"needs {names}; not in this collection"
+    return None

@@ -1,0 +1,402 @@
+"""Host-side events, HCCL small tasks with their sizes and AI Core frequency samples, for the
+advice rules (:mod:`ascendprof.analyze.advice`).
+
+The other readers keep what the step breakdown and the communication files need; the advice
+also looks at what the host did (CANN API calls, Python garbage collection, the dataloader,
+host-synchronising framework ops), at the byte size of each HCCL copy and at the AI Core
+clock. This module reads exactly that:
+
+- from ``trace_view.json`` (spec §A.7) in one extra streaming pass (the largest file of a rank,
+  so only when the user asks for every rule: ``analyse --advice all``);
+- from a db export (spec §B.1) with a few SQL queries (cheap, so whenever advice is on).
+
+Tables out (:mod:`ascendprof.model.schemas`): HOST_EVENTS, HCCL_TASKS, AICORE_FREQ and, for a
+db export, the PMU ratios of TASK_PMU_INFO as ``pmu:<name>`` columns of KERNELS (the text export
+has them in kernel_details.csv already). Input files are only read.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ascendprof.model import schemas as S
+from ascendprof.model.errors import InputError
+from ascendprof.model.units import us_text_to_ns
+
+#: Framework ops that make the host wait for the device (they read a device value on the host).
+SYNC_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::is_nonzero", "aten::nonzero",
+            "aten::equal", "aten::masked_select")
+#: CANN API name prefixes kept (trace_view spelling): the ACL calls (compile, synchronise,
+#: malloc/free ...) and the node launches.
+CANN_PREFIXES = ("AscendCL@", "Node@launch")
+#: HCCL small tasks that move data (the ones with a meaningful size).
+DATA_TASKS = ("Memcpy", "Reduce_Inline")
+_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+#: db CANN_API level (ENUM_API_TYPE name) -> trace_view prefix
+_LEVEL_PREFIX = {"acl": "AscendCL", "node": "Node", "runtime": "Runtime", "hccl": "Hccl",
+                 "model": "Model"}
+
+
+def keep_framework(name: str, cat) -> str | None:
+    """The HOST_EVENTS ``source`` of a framework event worth keeping, else None."""
+    if isinstance(cat, str) and cat.lower() == "gc":
+        return "gc"
+    if name.startswith("ProfilerStep#") or name.startswith("Optimizer.step#") \
+            or name in SYNC_OPS:
+        return "framework"
+    low = name.lower()
+    if "dataloader" in low or low == "syncbatchnorm":
+        return "framework"
+    return None
+
+
+# ----------------------------------------------------------------------------- trace_view.json
+
+def read_trace_host(path: Path, rank: int) -> dict[str, pa.Table]:
+    """One streaming pass over ``trace_view.json``: ``{HOST_EVENTS, HCCL_TASKS, AICORE_FREQ}``.
+
+    HOST_EVENTS: framework X events (those with a ``cat``) that :func:`keep_framework` keeps, and
+    CANN X events whose name starts with one of :data:`CANN_PREFIXES`; ``step`` is the
+    ProfilerStep#N window (host side) holding the start. HCCL_TASKS: X events with args
+    ``size(Byte)`` named in :data:`DATA_TASKS` or starting with ``RDMA``, with args
+    ``transport type`` / ``link type``; op_name = the ``hcom_*`` big op (an X event of the same
+    process) whose window holds the task start (the latest-starting one). AICORE_FREQ: the
+    ``AI Core Freq`` counter (``ph`` C, args ``MHz``). Times: ``ts`` text in us -> exact int ns,
+    ``dur`` float us -> round(dur * 1000). Raises InputError for an unreadable or invalid file
+    and for a kept event whose ts is not a number.
+    """
+    from ascendprof.readers.trace_view import iter_event_blocks
+
+    path = Path(path)
+    host = {"source": [], "name": [], "tid": [], "start_ns": [], "dur_ns": []}
+    tasks = {"pid": [], "task_name": [], "start_ns": [], "dur_ns": [], "size_bytes": [],
+             "transport": [], "link_type": []}
+    ops: list[tuple[object, int, int, str]] = []  # (pid, start, end, name)
+    freq = {"ts_ns": [], "freq_mhz": []}
+    for block in iter_event_blocks(path):
+        for ev in block:
+            ph = ev.get("ph")
+            name = ev.get("name")
+            if not isinstance(name, str):
+                continue
+            if ph == "X":
+                cat = ev.get("cat")
+                if cat is not None:
+                    src = keep_framework(name, cat)
+                    if src:
+                        _add_host(host, path, ev, src, name)
+                    continue
+                if name.startswith(CANN_PREFIXES):
+                    _add_host(host, path, ev, "cann", name)
+                    continue
+                if name.startswith("hcom_"):
+                    start = _ts(path, ev)
+                    ops.append((ev.get("pid"), start, start + _dur(ev.get("dur")), name))
+                    continue
+                args = ev.get("args")
+                if isinstance(args, dict) and "size(Byte)" in args and (
+                        name in DATA_TASKS or name.startswith("RDMA")):
+                    tasks["pid"].append(ev.get("pid"))
+                    tasks["task_name"].append(name)
+                    tasks["start_ns"].append(_ts(path, ev))
+                    tasks["dur_ns"].append(_dur(ev.get("dur")))
+                    tasks["size_bytes"].append(_int(args.get("size(Byte)")))
+                    tasks["transport"].append(_text(args.get("transport type")))
+                    tasks["link_type"].append(_text(args.get("link type")))
+            elif ph == "C" and name == "AI Core Freq":
+                args = ev.get("args") or {}
+                mhz = args.get("MHz") if isinstance(args, dict) else None
+                try:
+                    mhz = float(mhz)
+                except (TypeError, ValueError):
+                    continue
+                freq["ts_ns"].append(_ts(path, ev))
+                freq["freq_mhz"].append(mhz)
+    out = {S.HOST_EVENTS: _host_table(host, rank, path),
+           S.HCCL_TASKS: _task_table(tasks, ops, rank, path),
+           S.AICORE_FREQ: S.from_lists(S.AICORE_FREQ, {
+               **freq, "rank": [rank] * len(freq["ts_ns"])}, path)}
+    return out
+
+
+def _ts(path: Path, ev: dict) -> int:
+    v = ev.get("ts")
+    try:
+        ns = us_text_to_ns(v)
+    except ValueError:
+        ns = None
+    if ns is None:
+        raise InputError(path, f"event {ev.get('name')!r} has a bad 'ts': {v!r}")
+    return ns
+
+
+def _dur(v) -> int:
+    if v is None:
+        return 0
+    try:
+        ns = us_text_to_ns(v)
+    except ValueError:
+        return 0
+    return ns or 0
+
+
+def _int(v):
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _text(v):
+    return None if v is None else str(v)
+
+
+def _add_host(host: dict, path: Path, ev: dict, source: str, name: str) -> None:
+    host["source"].append(source)
+    host["name"].append(name)
+    tid = ev.get("tid")
+    host["tid"].append(tid if isinstance(tid, int) else _int(tid))
+    host["start_ns"].append(_ts(path, ev))
+    host["dur_ns"].append(_dur(ev.get("dur")))
+
+
+def _host_table(host: dict, rank: int, path) -> pa.Table:
+    n = len(host["name"])
+    steps = [None] * n
+    wins = sorted((int(m.group(1)), s, s + d) for nm, s, d in
+                  zip(host["name"], host["start_ns"], host["dur_ns"])
+                  if (m := _STEP_RE.match(nm)))
+    if wins:
+        starts = np.array([w[1] for w in wins], np.int64)
+        ends = np.array([w[2] for w in wins], np.int64)
+        ids = [w[0] for w in wins]
+        ts = np.array(host["start_ns"], np.int64)
+        idx = np.searchsorted(starts, ts, side="right") - 1
+        for i, j in enumerate(idx.tolist()):
+            if j >= 0 and ts[i] <= ends[j]:
+                steps[i] = ids[j]
+    return S.from_lists(S.HOST_EVENTS, {**host, "rank": [rank] * n, "step": steps}, path)
+
+
+def _task_table(tasks: dict, ops: list, rank: int, path) -> pa.Table:
+    n = len(tasks["task_name"])
+    names = [None] * n
+    if ops and n:
+        by_pid: dict = {}
+        for pid, s, e, nm in sorted(ops, key=lambda o: o[1]):
+            by_pid.setdefault(pid, []).append((s, e, nm))
+        for pid, lst in by_pid.items():
+            starts = np.array([o[0] for o in lst], np.int64)
+            for i in range(n):
+                if tasks["pid"][i] != pid:
+                    continue
+                j = int(np.searchsorted(starts, tasks["start_ns"][i], side="right")) - 1
+                # the latest-starting op holding the task (ops of two groups may overlap)
+                while j >= 0 and lst[j][1] < tasks["start_ns"][i]:
+                    j -= 1
+                if j >= 0:
+                    names[i] = lst[j][2]
+    cols = {k: v for k, v in tasks.items() if k != "pid"}
+    return S.from_lists(S.HCCL_TASKS, {**cols, "op_name": names, "rank": [rank] * n}, path)
+
+
+# ----------------------------------------------------------------------------- db export
+
+def _connect(path: Path) -> sqlite3.Connection:
+    try:
+        con = sqlite3.connect(f"file:{Path(path).resolve().as_posix()}?mode=ro&immutable=1",
+                              uri=True)
+        con.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
+        return con
+    except sqlite3.Error as e:
+        raise InputError(path, f"cannot open as SQLite: {e}") from None
+
+
+def _tables(con) -> set[str]:
+    return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def _columns(con, table: str) -> set[str]:
+    return {r[1] for r in con.execute(f"PRAGMA table_info('{table}')")}
+
+
+def read_db_host(path: Path, rank: int) -> dict[str, pa.Table]:
+    """The advice tables of one ``ascend_pytorch_profiler*.db`` / ``ascend_mindspore_profiler*.db``
+    (spec §B.1), each only when its source table exists: HOST_EVENTS from PYTORCH_API (names
+    :func:`keep_framework` keeps), CANN_API (level acl / node, renamed ``AscendCL@<name>`` /
+    ``Node@<name>`` as trace_view writes them) and GC_RECORD; HCCL_TASKS from
+    COMMUNICATION_TASK_INFO + TASK (+ COMMUNICATION_OP for the op name); AICORE_FREQ from
+    AICORE_FREQ. Raises InputError when the database cannot be read.
+    """
+    path = Path(path)
+    con = _connect(path)
+    try:
+        return _read_db(con, path, rank)
+    except sqlite3.Error as e:
+        raise InputError(path, f"SQLite error: {e}") from None
+    finally:
+        con.close()
+
+
+def _string(alias: str, col: str) -> str:
+    return f"(SELECT value FROM STRING_IDS WHERE id = {alias}.{col})"
+
+
+def _read_db(con, path: Path, rank: int) -> dict[str, pa.Table]:
+    have = _tables(con)
+    out: dict[str, pa.Table] = {}
+    host = {"source": [], "name": [], "tid": [], "start_ns": [], "dur_ns": []}
+    if "PYTORCH_API" in have:
+        for name, start, end, tid in con.execute(
+                f"SELECT {_string('p', 'name')}, p.startNs, p.endNs, p.globalTid "
+                f"FROM PYTORCH_API p"):
+            src = keep_framework(name or "", None) if name else None
+            if src:
+                _add_db(host, src, name, tid, start, end)
+    if "CANN_API" in have:
+        levels = dict(con.execute("SELECT id, name FROM ENUM_API_TYPE").fetchall()) \
+            if "ENUM_API_TYPE" in have else {}
+        for name, start, end, tid, level in con.execute(
+                f"SELECT {_string('a', 'name')}, a.startNs, a.endNs, a.globalTid, a.type "
+                f"FROM CANN_API a"):
+            prefix = _LEVEL_PREFIX.get(str(levels.get(level, level)))
+            if name is None or prefix is None:
+                continue
+            full = f"{prefix}@{name}"
+            if full.startswith(CANN_PREFIXES):
+                _add_db(host, "cann", full, tid, start, end)
+    if "GC_RECORD" in have:
+        cols = _columns(con, "GC_RECORD")
+        if {"startNs", "endNs"} <= cols:
+            tid = "globalTid" if "globalTid" in cols else "NULL"
+            for start, end, t in con.execute(f"SELECT startNs, endNs, {tid} FROM GC_RECORD"):
+                _add_db(host, "gc", "GC", t, start, end)
+    if {"PYTORCH_API", "CANN_API", "GC_RECORD"} & have:
+        out[S.HOST_EVENTS] = _host_table(host, rank, path)
+    if {"COMMUNICATION_TASK_INFO", "TASK"} <= have:
+        out[S.HCCL_TASKS] = _db_tasks(con, have, rank, path)
+    if "AICORE_FREQ" in have:
+        rows = con.execute("SELECT deviceId, timestampNs, freq FROM AICORE_FREQ "
+                           "ORDER BY timestampNs").fetchall()
+        out[S.AICORE_FREQ] = S.from_lists(S.AICORE_FREQ, {
+            "rank": [rank] * len(rows), "device_id": [r[0] for r in rows],
+            "ts_ns": [r[1] for r in rows], "freq_mhz": [r[2] for r in rows]}, path)
+    return out
+
+
+def _add_db(host: dict, source: str, name: str, tid, start, end) -> None:
+    """One db row (times may be stored as text: PYTORCH_API declares them TEXT)."""
+    start, end = _int(start), _int(end)
+    if start is None:
+        return
+    host["source"].append(source)
+    host["name"].append(name)
+    host["tid"].append(_int(tid))
+    host["start_ns"].append(start)
+    host["dur_ns"].append(0 if end is None else end - start)
+
+
+def _enum(con, have, table: str) -> dict:
+    return dict(con.execute(f"SELECT id, name FROM {table}").fetchall()) if table in have else {}
+
+
+def _db_tasks(con, have, rank: int, path) -> pa.Table:
+    transports = _enum(con, have, "ENUM_HCCL_TRANSPORT_TYPE")
+    links = _enum(con, have, "ENUM_HCCL_LINK_TYPE")
+    cols = _columns(con, "COMMUNICATION_TASK_INFO")
+    op = "NULL"
+    if "COMMUNICATION_OP" in have and "opId" in cols and "opId" in _columns(
+            con, "COMMUNICATION_OP"):
+        op = ("(SELECT (SELECT value FROM STRING_IDS WHERE id = o.opName) "
+              "FROM COMMUNICATION_OP o WHERE o.opId = c.opId)")
+    sel = ", ".join(f"c.{k}" if k in cols else "NULL"
+                    for k in ("transportType", "linkType", "size"))
+    rows = con.execute(
+        f"SELECT {op}, {_string('c', 'taskType')}, t.startNs, t.endNs, {sel} "
+        f"FROM COMMUNICATION_TASK_INFO c JOIN TASK t ON t.globalTaskId = c.globalTaskId "
+        f"ORDER BY t.startNs").fetchall()
+    keep = [r for r in rows if r[1] in DATA_TASKS or str(r[1] or "").startswith("RDMA")]
+    return S.from_lists(S.HCCL_TASKS, {
+        "rank": [rank] * len(keep), "op_name": [r[0] for r in keep],
+        "task_name": [r[1] for r in keep], "start_ns": [r[2] for r in keep],
+        "dur_ns": [r[3] - r[2] for r in keep], "size_bytes": [r[6] for r in keep],
+        "transport": [transports.get(r[4], None if r[4] is None else str(r[4])) for r in keep],
+        "link_type": [links.get(r[5], None if r[5] is None else str(r[5])) for r in keep],
+    }, path)
+
+
+def db_pmu_columns(path: Path, kernels: pa.Table) -> pa.Table:
+    """``kernels`` (KERNELS read from the same db) with the TASK_PMU_INFO ratios (names ending
+    in ``_ratio`` or ``_rate``) added as float64 ``pmu:<name>`` columns, matched on the task's
+    (start_ns, stream_id, task_id). Unchanged when the db has no TASK_PMU_INFO or the kernels
+    already carry PMU columns. Raises InputError when the database cannot be read."""
+    if any(c.startswith(S.PMU_PREFIX) for c in kernels.column_names) or kernels.num_rows == 0:
+        return kernels
+    con = _connect(path)
+    try:
+        if not {"TASK_PMU_INFO", "TASK"} <= _tables(con):
+            return kernels
+        rows = con.execute(
+            f"SELECT t.startNs, t.streamId, t.taskId, {_string('p', 'name')}, p.value "
+            f"FROM TASK_PMU_INFO p JOIN TASK t ON t.globalTaskId = p.globalTaskId").fetchall()
+    except sqlite3.Error as e:
+        raise InputError(path, f"SQLite error: {e}") from None
+    finally:
+        con.close()
+    values: dict[str, dict] = {}
+    for start, stream, task, name, value in rows:
+        if name and (name.endswith("_ratio") or name.endswith("_rate")):
+            values.setdefault(name, {})[(start, stream, task)] = value
+    if not values:
+        return kernels
+    keys = list(zip(kernels["start_ns"].to_pylist(), kernels["stream_id"].to_pylist(),
+                    kernels["task_id"].to_pylist()))
+    for name in sorted(values):
+        col = [values[name].get(k) for k in keys]
+        kernels = kernels.append_column(
+            pa.field(S.PMU_PREFIX + name, pa.float64()),
+            pa.array([None if v is None else float(v) for v in col], pa.float64()))
+    return kernels
+
+
+# ----------------------------------------------------------------------------- entry point
+
+def extend(data, read_trace: bool) -> None:
+    """Add the advice tables to ``data`` (a RankData) in place. db sources: always (SQL is
+    cheap). Text sources: trace_view.json only when ``read_trace``; otherwise
+    ``meta["advice_not_read"]`` says why. A file that cannot be read is recorded in
+    ``data.problems`` (affects: advice) and the rest is kept."""
+    from ascendprof import scan
+
+    src = data.source
+    rank = data.rank
+    try:
+        if src.kind == scan.DB:
+            db = next((Path(src.path) / f for f in src.files
+                       if re.match(r"^ascend_(pytorch|mindspore)_profiler(_\d+)?\.db$",
+                                   Path(f).name)), None)
+            if db is None:
+                return
+            data.tables.update(read_db_host(db, rank))
+            if S.KERNELS in data.tables:
+                data.tables[S.KERNELS] = db_pmu_columns(db, data.tables[S.KERNELS])
+            return
+        tv = src.file("trace_view.json") if hasattr(src, "file") else None
+        if tv is None:
+            return
+        if not read_trace:
+            data.meta["advice_not_read"] = ("trace_view.json (host events, HCCL task sizes, AI "
+                                            "Core frequency): read with --advice all")
+            return
+        data.tables.update(read_trace_host(tv, rank))
+    except InputError as e:
+        data.problems.add_error(e, rank=rank, affects=("advice",))
+
+
+__all__ = ["read_trace_host", "read_db_host", "db_pmu_columns", "extend", "keep_framework"]
