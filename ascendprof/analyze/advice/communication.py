@@ -175,7 +175,7 @@ def _contention(ctx):
                 "bandwidth it costs.",
                 "Schedule the bandwidth-heavy collectives next to vector rather than MatMul "
                 "work, or split them so they meet fewer MatMuls."],
-        evidence={"threshold_gbps": limit, "slow_ops": rows,
+        evidence={"threshold_gbps": limit, "slow_ops_count": len(slow), "slow_ops": rows,
                   "median_gbps_overlapped": round(float(slow["bandwidth_gbps"].median()), 3),
                   "median_gbps_alone": None if alone.empty else round(float(alone.median()), 3)},
         impact_ns=ns, step_ns=ctx.step_ns)

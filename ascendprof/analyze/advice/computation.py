@@ -37,7 +37,7 @@ AICPU_REPLACEMENTS = {
 
 
 def _aicpu(ctx):
-    k = ctx.df(S.KERNELS)
+    k = ctx.compute_kernels()
     if k["accelerator_core"].isna().all():
         raise Skip("kernels carry no Accelerator Core (profiler Level0)")
     ai = k[k["accelerator_core"].fillna("").str.upper() == "AI_CPU"]

@@ -174,7 +174,9 @@ def _inconsistent(ctx):
         raise Skip("one rank only")
     diff = {}
     for var in CONSISTENT:
-        g = _group(ctx, lambda e, v=var: e.get(v, "") if v in e else None)
+        if not any(var in e for e in ctx.env.values()):
+            continue
+        g = _group(ctx, lambda e, v=var: e.get(v, ""))  # absent = unset
         if len(g) > 1:
             diff[var] = {(v or "(unset)"): rs for v, rs in g.items()}
     if not diff:

@@ -130,10 +130,13 @@ def _device_idle(ctx):
                 "host_events_read": bool(len(ctx.df(S.HOST_EVENTS))),
                 "profiler_options_adding_host_time": profiler_overhead(ctx.meta)}
     if stalls:
-        names = [a["name"] for g in largest for a in g["host"][:1]]
+        held: dict = {}  # host activity weighted by its overlap with the largest gaps
+        for g in largest:
+            for a in g["host"]:
+                held[a["name"]] = held.get(a["name"], 0.0) + a["overlap_ms"]
         during = ""
-        if names:
-            common = max(set(names), key=names.count)
+        if held:
+            common = max(held, key=held.get)
             during = f"; the host was mostly in {common} during the largest ones"
         elif not evidence["host_events_read"]:
             during = ("; run with --advice all to see what the host did meanwhile"
