@@ -79,6 +79,19 @@ def advise(rank_dir: Path, mode: str = "summary") -> dict:
     return res.advice
 
 
+_REAL: dict = {}
+
+
+def advise_real(rank_dir: Path, mode: str = "summary") -> dict:
+    """:func:`advise` of an unmodified real export, computed once per session (read-only)."""
+    import copy
+
+    key = (str(rank_dir), mode)
+    if key not in _REAL:
+        _REAL[key] = advise(rank_dir, mode)
+    return copy.deepcopy(_REAL[key])
+
+
 def found(result: dict, rule_id: str) -> list[dict]:
     """The findings of one rule."""
     return [f for f in result["findings"] if f["id"] == rule_id]

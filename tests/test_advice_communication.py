@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import pytest
 
-from _advice_data import OUT, advise, copy_rank, edit_json, found, rows, stage_us, status, \
+from _advice_data import OUT, advise, advise_real, copy_rank, edit_json, found, rows, stage_us, status, \
     trace_events
 
 ALEX = "torch_npu-2rank-levels/text/level2/rank0_ascend_pt"
@@ -76,11 +76,11 @@ def _unaligned_by_hand(rank_dir):
     return tasks, [t for t in tasks if t["args"]["size(Byte)"] % 512]
 
 
-def test_byte_alignment_on_the_real_export_matches_the_two_ops_of_the_peer(shared_data, tmp_path):
-    rank = copy_rank(shared_data / ALEX, tmp_path / "rank0_ascend_pt")
+def test_byte_alignment_on_the_real_export_matches_the_two_ops_of_the_peer(shared_data):
+    rank = shared_data / ALEX
     judged, bad = _unaligned_by_hand(rank)
     assert bad
-    (f,) = found(advise(rank, "all"), "communication.byte_alignment")
+    (f,) = found(advise_real(rank, "all"), "communication.byte_alignment")
     ev = f["evidence"]
     assert ev["unaligned_tasks"] == len(bad) and ev["judged_tasks"] == len(judged)
     # msprof-analyze advisor all on this export: hcom_allReduce__271_0_1 and __271_3_1

@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import pytest
 
-from _advice_data import (OUT, advise, copy_rank, db_query, edit_csv, found, rows, stage_us,
+from _advice_data import (OUT, advise, advise_real, copy_rank, db_query, edit_csv, found, rows, stage_us,
                           status, trace_events)
 
 ALEX = "torch_npu-2rank-levels/text/level2/rank0_ascend_pt"
@@ -48,14 +48,15 @@ def profiler_step(events) -> dict:
 
 # ----------------------------------------------------------------------------- device idle
 
-def test_device_idle_real_export_is_host_bound_dispatch(alex):
+def test_device_idle_real_export_is_host_bound_dispatch(shared_data):
+    alex = shared_data / ALEX
     (st,) = rows(alex, "step_trace_time.csv")
     share = 100 * float(st["Free"]) / float(st["Stage"])
     gaps = gaps_by_hand(alex)
     small = [g for _, g in gaps if g < 1_000_000]
     big = [g for _, g in gaps if g >= 1_000_000]
     assert share > 10 and sum(small) > sum(big)
-    (f,) = found(advise(alex), "schedule.device_idle")
+    (f,) = found(advise_real(alex), "schedule.device_idle")
     assert f["key"] == "schedule.device_idle:dispatch"
     ev = f["evidence"]
     assert ev["free_pct_of_step"] == pytest.approx(share, abs=0.01)
@@ -118,7 +119,7 @@ def test_synchronize_real_db_export_host_waits_with_the_triggering_ops(shared_da
     (stage,), = db_query(shared_data / ALEX_DB / OUT / "analysis.db",
                          "SELECT stage FROM StepTraceTime")
     assert 100 * sync_ns / 1000 / stage > 10
-    (f,) = found(advise(shared_data / ALEX_DB), "schedule.synchronize")
+    (f,) = found(advise_real(shared_data / ALEX_DB), "schedule.synchronize")
     assert f["key"] == "schedule.synchronize:wait"
     assert f["evidence"]["sync_calls_per_step"] == calls
     assert f["evidence"]["sync_us_per_step"] == pytest.approx(sync_ns / 1000, abs=0.002)
@@ -154,9 +155,10 @@ def _dataloader_max_us(events) -> float:
                if e.get("ph") == "X" and "dataloader" in e.get("name", "").lower())
 
 
-def test_dataloader_silent_on_the_real_export(alex):
+def test_dataloader_silent_on_the_real_export(shared_data):
+    alex = shared_data / ALEX
     assert _dataloader_max_us(trace_events(alex)) < 10_000
-    assert status(advise(alex, "all"), "schedule.dataloader") == "silent"
+    assert status(advise_real(alex, "all"), "schedule.dataloader") == "silent"
 
 
 def test_dataloader_slow_when_loading_takes_over_10ms(alex):
@@ -172,8 +174,8 @@ def test_dataloader_slow_when_loading_takes_over_10ms(alex):
     assert f["impact_us_per_step"] == pytest.approx(longest, abs=0.01)
 
 
-def test_dataloader_skipped_without_host_events_in_summary_mode(alex):
-    st, why = advise(alex)["status"]["schedule.dataloader"]
+def test_dataloader_skipped_without_host_events_in_summary_mode(shared_data):
+    st, why = advise_real(shared_data / ALEX)["status"]["schedule.dataloader"]
     assert st == "skipped" and "--advice all" in why
 
 
@@ -203,8 +205,8 @@ def test_gc_short_collections_are_normal(alex):
     assert status(advise(alex, "all"), "schedule.gc") == "silent"
 
 
-def test_gc_skipped_without_gc_records(alex):
-    st, why = advise(alex, "all")["status"]["schedule.gc"]
+def test_gc_skipped_without_gc_records(shared_data):
+    st, why = advise_real(shared_data / ALEX, "all")["status"]["schedule.gc"]
     assert st == "skipped" and "gc_detect_threshold" in why
 
 
@@ -239,9 +241,10 @@ def test_conjectured_gc_long_idle_without_host_api(alex):
     assert g["acl_events"] == len(inside)
 
 
-def test_conjectured_gc_silent_on_the_real_export(alex):
+def test_conjectured_gc_silent_on_the_real_export(shared_data):
+    alex = shared_data / ALEX
     assert max(g for _, g in gaps_by_hand(alex)) < 200_000_000
-    assert status(advise(alex, "all"), "schedule.conjectured_gc") == "silent"
+    assert status(advise_real(alex, "all"), "schedule.conjectured_gc") == "silent"
 
 
 # ---------------------------------------------------------------------------- SyncBatchNorm
