@@ -53,8 +53,9 @@ def test_device_idle_real_export_is_host_bound_dispatch(shared_data):
     (st,) = rows(alex, "step_trace_time.csv")
     share = 100 * float(st["Free"]) / float(st["Stage"])
     gaps = gaps_by_hand(alex)
-    small = [g for _, g in gaps if g < 1_000_000]
+    small = [g for _, g in gaps if 10_000 <= g < 1_000_000]  # task switches < 10 us apart
     big = [g for _, g in gaps if g >= 1_000_000]
+    switch = [g for _, g in gaps if g < 10_000]
     assert share > 10 and sum(small) > sum(big)
     (f,) = found(advise_real(alex), "schedule.device_idle")
     assert f["key"] == "schedule.device_idle:dispatch"
@@ -63,6 +64,7 @@ def test_device_idle_real_export_is_host_bound_dispatch(shared_data):
     assert ev["dispatch_gaps"]["count_per_step"] == len(small)
     assert ev["dispatch_gaps"]["us_per_step"] == pytest.approx(sum(small) / 1000, abs=0.002)
     assert ev["stall_gaps"]["count_per_step"] == len(big)
+    assert ev["task_switch_gaps"]["count_per_step"] == len(switch)
     assert ev["profiler_options_adding_host_time"] == ["with_stack", "record_shapes",
                                                        "profile_memory"]
     assert any("TASK_QUEUE_ENABLE=2" in a for a in f["advice"])
@@ -76,6 +78,12 @@ def test_device_idle_silent_when_free_is_small(alex):
             r["Free"] = str(0.05 * stage)
     edit_csv(alex, "step_trace_time.csv", little_free)
     assert status(advise(alex), "schedule.device_idle") == "silent"
+
+
+def test_device_idle_skipped_without_the_profilers_free(alex):
+    (alex / OUT / "step_trace_time.csv").unlink()
+    st, why = advise(alex)["status"]["schedule.device_idle"]
+    assert st == "skipped" and "step breakdown" in why
 
 
 def test_device_idle_stall_names_the_long_gap_and_what_the_host_did(alex):

@@ -17,6 +17,9 @@ from ascendprof.model import schemas as S
 
 # ------------------------------------------------------------------------------------ AI CPU
 
+NO_CORE = ("kernels carry no Accelerator Core (torch_npu Level0 exports and legacy HWTS "
+           "timelines do not record it)")
+
 #: An AI CPU task shorter than this is not worth moving (msprof-analyze advisor
 #: aicpu_checker.py ``_MIN_TASK_DURATION = 20`` us).
 AICPU_MIN_TASK_US = 20.0
@@ -39,7 +42,7 @@ AICPU_REPLACEMENTS = {
 def _aicpu(ctx):
     k = ctx.compute_kernels()
     if k["accelerator_core"].isna().all():
-        raise Skip("kernels carry no Accelerator Core (profiler Level0)")
+        raise Skip(NO_CORE)
     ai = k[k["accelerator_core"].fillna("").str.upper() == "AI_CPU"]
     if ai.empty or ai["dur_ns"].max() < AICPU_MIN_TASK_US * 1000:
         return None
@@ -154,6 +157,11 @@ def _op_compile(ctx):
 
 # -------------------------------------------------------------------------------- Block Dim
 
+#: Operator-efficiency findings (Block Dim, under-used pipes) are warnings from this share of the
+#: step, critical from 10 %: a compute inefficiency matters in proportion to the step it can
+#: shorten (ascendprof).
+STEP_WARNING_PCT = 2.0
+
 #: Only operators whose cores left idle add up to this share of Computing are worth reporting
 #: (ascendprof: msprof-analyze's block_dim_checker lists every op whose Block Dim is not a
 #: multiple of the core count, however short).
@@ -183,7 +191,7 @@ def core_counts(k: pd.DataFrame) -> tuple[int | None, int | None]:
 def _block_dim(ctx):
     k = ctx.compute_kernels()
     if k["accelerator_core"].isna().all():
-        raise Skip("kernels carry no Accelerator Core (profiler Level0)")
+        raise Skip(NO_CORE)
     if k["block_num"].isna().all():
         raise Skip("kernels carry no Block Dim")
     aic, aiv = core_counts(k)
@@ -217,7 +225,7 @@ def _block_dim(ctx):
     ops.sort(key=lambda o: -o["idle_core_us_per_step"])
     top = ops[0]
     return finding(
-        RULES[2], [ctx.rank], severity="warning" if pct >= 2 * BLOCK_DIM_IDLE_PCT else "info",
+        RULES[2], [ctx.rank], severity=severity_by_share(ctx.share(idle), STEP_WARNING_PCT, 10.0),
         message=(f"{len(bad)} task(s) of {len(ops)} operator(s) use a Block Dim that is not a "
                  f"multiple of the cores ({aic} AI Core / {aiv} vector cores inferred); the "
                  f"idle cores amount to {pct:.1f}% of Computing (e.g. {top['name']}: Block Dim "
@@ -300,6 +308,14 @@ _RATIOS = ("aic_mac_ratio", "aic_mte2_ratio", "aic_fixpipe_ratio", "aic_scalar_r
            "aiv_scalar_ratio")
 
 
+def headroom(r: dict) -> float:
+    """The share of an under-used operator's time it could save by bringing its busiest data
+    or compute pipe (not scalar) up to :data:`UNDER_RATIO`: ``1 - busiest / 0.8`` (0 when
+    already there). An upper bound in the sense that the busiest pipe then saturates."""
+    busiest = max((v for k, v in r.items() if v is not None and "scalar" not in k), default=0.0)
+    return max(0.0, 1.0 - busiest / UNDER_RATIO)
+
+
 def pipe_groups(ctx) -> list[dict]:
     """Compute kernels grouped by (name, Accelerator Core, input shapes) with their time per
     step, mean task time and time-weighted PMU ratios, classified by :func:`classify`."""
@@ -314,9 +330,10 @@ def pipe_groups(ctx) -> list[dict]:
         if all(v is None for v in r.values()):
             continue
         cls, bound = classify(acc.upper(), r)
+        ns = ctx.per_step(g["dur_ns"].sum())
         out.append({"name": name, "op_type": g["op_type"].iloc[0], "accelerator_core": acc,
                     "input_shapes": shapes, "count": len(g), "class": cls, "bound": bound,
-                    "ns_per_step": ctx.per_step(g["dur_ns"].sum()),
+                    "ns_per_step": ns, "headroom": round(headroom(r), 4),
                     "mean_task_us": us(g["dur_ns"].mean()),
                     "ratios": {c: round(v, 3) for c, v in r.items() if v is not None}})
     return out
@@ -339,8 +356,8 @@ def _pipe_bound(ctx):
                     "graph mode).",
                     "Move less data: bf16/fp16 instead of fp32 where accuracy allows; avoid "
                     "format conversions (TransData) between operators."]),
-        "under": ("using no pipe well (every PMU ratio below "
-                  f"{UNDER_RATIO:g}) while running {UNDER_MIN_US:g} us or more per task",
+        "under": (f"using no data or compute pipe at {UNDER_RATIO:g} (or bound by the scalar "
+                  f"pipe) while running {UNDER_MIN_US:g} us or more per task",
                   ["Tune the cube operators with AOE (aoe --job_type=2) and check their shapes: "
                    "inner axes that are multiples of 16 elements (fp16/bf16) and 256 bytes map "
                    "onto the cube without padding.",
@@ -358,16 +375,22 @@ def _pipe_bound(ctx):
         top = mine[0]
         tops = [{**{k: v for k, v in g.items() if k != "ns_per_step"},
                  "us_per_step": us(g["ns_per_step"])} for g in mine[:10]]
-        # memory-bound element-wise work is at the hardware's limit: only fewer bytes help
-        sev = "warning" if cls == "under" and pct >= 2 * PIPE_CLASS_PCT else "info"
+        if cls == "under":  # what reaching 0.8 on the busiest pipe would save
+            gain = sum(g["ns_per_step"] * g["headroom"] for g in mine)
+            sev = severity_by_share(ctx.share(gain), STEP_WARNING_PCT, 10.0)
+            saving = f"; up to {us(gain):.0f} us per step if their busiest pipe reached " \
+                     f"{UNDER_RATIO:g}"
+        else:  # memory-bound work runs at the bandwidth limit: only fewer bytes help
+            gain, sev, saving = ns, "info", ""
         out.append(finding(
             RULES[3], [ctx.rank], key=f"{RULES[3].id}:{cls}", severity=sev,
             message=(f"{pct:.1f}% of Computing ({us(ns):.0f} us per step) is in {len(mine)} "
                      f"operator(s) {what}; largest: {top['name']} ({top['bound']}, "
-                     f"{us(top['ns_per_step']):.0f} us per step)."),
+                     f"{us(top['ns_per_step']):.0f} us per step){saving}."),
             advice=advice,
-            evidence={"class": cls, "pct_of_computing": round(pct, 2), "operators": tops},
-            impact_ns=ns, step_ns=ctx.step_ns))
+            evidence={"class": cls, "pct_of_computing": round(pct, 2),
+                      "class_us_per_step": us(ns), "operators": tops},
+            impact_ns=gain, step_ns=ctx.step_ns))
     return out or None
 
 
@@ -444,7 +467,8 @@ RULES = [
          check=_op_compile),
     Rule("computation.block_dim", "computation", "Block Dim leaves cores idle",
          needs=((S.KERNELS,),),
-         threshold={"idle_core_time_pct_of_computing": BLOCK_DIM_IDLE_PCT},
+         threshold={"idle_core_time_pct_of_computing": BLOCK_DIM_IDLE_PCT,
+                    "warning_share_of_step_pct": STEP_WARNING_PCT},
          source="rule (Block Dim not a multiple of the core count): msprof-analyze "
                 "block_dim_checker.py; the floor on idle core time: ascendprof",
          check=_block_dim),
@@ -454,7 +478,8 @@ RULES = [
          threshold={"cube_mac_ratio": CUBE_MAC, "cube_mte2_ratio": CUBE_MTE2,
                     "vector_total_ratio": VEC_TOTAL, "vector_single_ratio": VEC_ONE,
                     "under_used_max_ratio": UNDER_RATIO, "under_used_min_task_us": UNDER_MIN_US,
-                    "class_pct_of_computing": PIPE_CLASS_PCT},
+                    "class_pct_of_computing": PIPE_CLASS_PCT,
+                    "warning_share_of_step_pct": STEP_WARNING_PCT},
          source="ratios: msprof-analyze rules/en/aicore_performance.yaml; 0.8 and 20 us: "
                 "config.ini operator_bound_ratio and operator_bound_checker.py; class floor: "
                 "ascendprof",
