@@ -5,7 +5,7 @@ copy."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -40,7 +40,7 @@ def test_allocator_calls_of_10ms_per_step_are_reported(qrank):
 
 # ----------------------------------------------------------------------------- environment
 
-def two_ranks(shared_data, tmp_path) -> "Path":  # noqa: F821
+def two_ranks(shared_data, tmp_path) -> Path:
     root = tmp_path / "level2"
     for r in (0, 1):
         copy_rank(shared_data / ALEX / f"rank{r}_ascend_pt", root / f"rank{r}_ascend_pt",

@@ -120,3 +120,27 @@ def test_findings_of_one_rule_merge_over_ranks_with_the_worst_rank_first():
     assert it["worst_rank"] == 2 and it["evidence"] == {"r": 2}
     assert it["message"].startswith("ranks 0-2, 5 (worst rank 2): m2")
     assert it["per_rank"]["0"]["share_of_step_pct"] == 50.0
+
+
+@pytest.mark.parametrize("export,mode", [
+    ("torch_npu-2rank-levels/text/level2/rank0_ascend_pt", "all"),
+    ("torch_npu-2rank-levels/text/level0/rank0_ascend_pt", "summary"),
+    ("torch_npu-2rank-levels/db/level2/rank0_ascend_pt", "summary"),
+    ("mindspore-legacy/profiler/PROF_000001_20230818142704322_COJGGGCANRMICFBC", "summary"),
+])
+def test_no_rule_fails_on_the_real_exports(shared_data, export, mode):
+    """A rule that raises is reported as skipped (the analysis goes on); on real data that
+    must never happen, or a defect would pass for a skip."""
+    from _advice_data import advise_real
+
+    res = advise_real(shared_data / export, mode)
+    failed = {k: v for k, v in res["status"].items() if "rule failed" in v[1]}
+    assert not failed
+
+
+def test_no_rule_fails_on_qwen3(qwen3):
+    from _advice_data import advise_real
+
+    for r in range(4):
+        res = advise_real(qwen3 / f"rank_{r}_ascend_pt")
+        assert not [k for k, v in res["status"].items() if "rule failed" in v[1]]

@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import pytest
 
-from _advice_data import (OUT, advise, advise_real, copy_rank, db_query, edit_csv, found, rows, stage_us,
+from _advice_data import (OUT, advise, advise_real, copy_rank, db_query, edit_csv, found, rows,
                           status, trace_events)
 
 ALEX = "torch_npu-2rank-levels/text/level2/rank0_ascend_pt"

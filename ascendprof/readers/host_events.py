@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError

@@ -140,6 +140,15 @@ def ms(ns) -> float:
 
 # ------------------------------------------------------------------------------------ context
 
+#: The columns :meth:`Context.df` converts to pandas for the tables where that matters.
+READ_COLUMNS = {
+    S.KERNELS: ("rank", "step", "name", "op_type", "op_state", "accelerator_core", "start_ns",
+                "dur_ns", "block_num", "mix_block_num", "input_shapes", "input_dtypes",
+                "output_dtypes"),
+    S.COMM_OPS: ("rank", "step", "step_key", "kind", "op_name", "group", "start_ns",
+                 "elapse_ns", "transit_ns", "wait_ns"),
+}
+
 @dataclass
 class Context:
     """What a rule sees of one rank: its tables (schemas of :mod:`ascendprof.model.schemas`),
@@ -147,7 +156,8 @@ class Context:
     run, ``fired`` (ids of the rules that found something on this rank).
 
     Derived values are computed once and cached: :attr:`n_steps`, :attr:`step_ns`,
-    :attr:`computing_ns`, :attr:`free_ns` (means per step, ns) and :meth:`df`.
+    :attr:`computing_ns`, :attr:`free_ns` (means per step, ns), :meth:`karr` and :meth:`df`
+    (pandas only where a rule fires: converting tables costs more than most checks).
     """
 
     rank: int
@@ -163,68 +173,101 @@ class Context:
         t = self.tables.get(name)
         return t is not None and t.num_rows > 0
 
-    def df(self, name: str) -> pd.DataFrame:
-        """The table as pandas (cached); an empty frame with the schema's columns when absent."""
-        if name not in self._cache:
+    def df(self, name: str, extra: tuple[str, ...] = ()) -> pd.DataFrame:
+        """The table as pandas (cached); an empty frame with the schema's columns when absent.
+        Only the columns the rules read are converted (:data:`READ_COLUMNS`; all others for
+        tables not listed), plus ``extra`` ones that exist: converting every PMU column of a
+        large kernels table costs more than all the rules together."""
+        key = (name, extra)
+        if key not in self._cache:
             t = self.tables.get(name)
             if t is None:
                 t = S.empty(name) if name in S.SCHEMAS else pa.table({})
-            self._cache[name] = t.to_pandas()
-        return self._cache[name]
+            want = READ_COLUMNS.get(name)
+            if want is not None:
+                have = set(t.column_names)
+                t = t.select([c for c in (*want, *extra) if c in have])
+            self._cache[key] = t.to_pandas()
+        return self._cache[key]
+
+    def columns(self, name: str) -> list[str]:
+        """All column names of table ``name`` ([] when absent)."""
+        t = self.tables.get(name)
+        return [] if t is None else list(t.column_names)
 
     def _memo(self, key, fn):
         if key not in self._cache:
             self._cache[key] = fn()
         return self._cache[key]
 
+    def _col(self, name: str, col: str, rows=None) -> np.ndarray:
+        """One column of a (small) table as a float / object numpy array ([] when absent)."""
+        t = self.tables.get(name)
+        if t is None or col not in t.column_names:
+            return np.zeros(0)
+        v = t[col].to_numpy(zero_copy_only=False)
+        return v if rows is None else v[rows]
+
     @property
-    def step_trace(self) -> pd.DataFrame:
-        """STEP_TRACE rows of this rank with a step (the profiler's breakdown)."""
+    def step_rows(self) -> np.ndarray:
+        """Boolean mask of the STEP_TRACE rows that have a step (the profiler's breakdown)."""
         def f():
-            st = self.df(S.STEP_TRACE)
-            return st[st["step"].notna()] if len(st) else st
-        return self._memo("st", f)
+            st = self._col(S.STEP_TRACE, "step")
+            return ~pd.isna(st) if len(st) else np.zeros(0, bool)
+        return self._memo("st_rows", f)
 
     @property
     def n_steps(self) -> int:
         """Steps in the collection: distinct steps of STEP_TRACE, else STEPS, else of the kernels'
         Step Id; 1 when none is known (totals are then per collection)."""
         def f():
-            for name, col in ((S.STEP_TRACE, "step"), (S.STEPS, "step"), (S.KERNELS, "step")):
-                d = self.df(name)
-                if len(d) and col in d and d[col].notna().any():
-                    return int(d[col].dropna().nunique())
+            import pyarrow.compute as pc
+
+            for name in (S.STEP_TRACE, S.STEPS, S.KERNELS):
+                t = self.tables.get(name)
+                if t is not None and t.num_rows and "step" in t.column_names:
+                    n = pc.count_distinct(t["step"], mode="only_valid").as_py()
+                    if n:
+                        return int(n)
             return 1
         return self._memo("n_steps", f)
 
     def _step_mean(self, col: str) -> float | None:
-        st = self.step_trace
-        if not len(st) or col not in st or st[col].isna().all():
+        rows = self.step_rows
+        if not rows.any():
             return None
-        return float(st[col].dropna().mean())
+        v = np.asarray(self._col(S.STEP_TRACE, col, rows), dtype=float)
+        v = v[~np.isnan(v)]
+        return float(v.mean()) if len(v) else None
 
     @property
     def step_ns(self) -> float | None:
         """Mean step time (ns): Stage, else Computing + Communication(Not Overlapped) + Free of
         STEP_TRACE; else the mean STEPS window; else the kernels' span per step."""
         def f():
-            st = self.step_trace
-            if len(st):
-                stage = st["stage_ns"] if "stage_ns" in st else None
-                if stage is not None and stage.notna().all() and (stage > 0).all():
+            rows = self.step_rows
+            if rows.any():
+                stage = np.asarray(self._col(S.STEP_TRACE, "stage_ns", rows), dtype=float)
+                if len(stage) and not np.isnan(stage).any() and (stage > 0).all():
                     return float(stage.mean())
-                parts = st[["computing_ns", "comm_not_overlapped_ns", "free_ns"]].fillna(0)
-                tot = parts.sum(axis=1)
+                parts = [np.nan_to_num(np.asarray(self._col(S.STEP_TRACE, c, rows), float))
+                         for c in ("computing_ns", "comm_not_overlapped_ns", "free_ns")]
+                tot = sum(parts)
                 if (tot > 0).any():
                     return float(tot.mean())
-            steps = self.df(S.STEPS)
-            if len(steps):
-                d = (steps["end_ns"] - steps["start_ns"]).dropna()
+            lo = np.asarray(self._col(S.STEPS, "start_ns"), dtype=float)
+            hi = np.asarray(self._col(S.STEPS, "end_ns"), dtype=float)
+            if len(lo):
+                d = (hi - lo)[~np.isnan(hi - lo)]
                 if len(d) and (d > 0).any():
                     return float(d.mean())
-            k = self.df(S.KERNELS)
-            if len(k):
-                span = (k["start_ns"] + k["dur_ns"]).max() - k["start_ns"].min()
+            t = self.tables.get(S.KERNELS)
+            if t is not None and t.num_rows:
+                import pyarrow.compute as pc
+
+                end = pc.max(pc.add(t["start_ns"], t["dur_ns"])).as_py()
+                first = pc.min(t["start_ns"]).as_py()
+                span = (end or 0) - (first or 0)
                 return float(span) / self.n_steps if span > 0 else None
             return None
         return self._memo("step_ns", f)
@@ -237,24 +280,59 @@ class Context:
             v = self._step_mean("computing_ns")
             if v is not None:
                 return v
-            k = self.compute_kernels()
-            return float(k["dur_ns"].sum()) / self.n_steps if len(k) else None
+            a = self.karr()
+            return float(a["dur"].sum()) / self.n_steps if len(a["dur"]) else None
         return self._memo("computing_ns", f)
 
     @property
     def free_ns(self) -> float | None:
         return self._memo("free_ns", lambda: self._step_mean("free_ns"))
 
+    def karr(self) -> dict:
+        """Compute kernels (not communication big ops) as numpy arrays, straight from Arrow
+        (no pandas: the rules' common path is a few vector tests): ``core`` (upper-case text,
+        "" when null), ``name``, ``op_type``, ``shapes`` (object arrays, "" when null),
+        ``start`` (int64 ns, 0 when null), ``dur`` (float ns, 0 when null), ``block`` (float,
+        NaN when null), ``table`` (the filtered Arrow table, for columns not listed)."""
+        def f():
+            import pyarrow.compute as pc
+
+            t = self.tables.get(S.KERNELS)
+            if t is None or t.num_rows == 0:
+                t = S.empty(S.KERNELS)
+            core = pc.utf8_upper(pc.fill_null(t["accelerator_core"], ""))
+            name = pc.fill_null(t["name"], "")
+            comm = pc.or_(pc.is_in(core, value_set=pa.array(["COMMUNICATION", "HCCL"])),
+                          pc.starts_with(pc.utf8_lower(name), "hcom_"))
+            keep = pc.invert(comm)
+            t = t.filter(keep)
+            txt = lambda c: np.asarray(pc.fill_null(c, "").to_numpy(zero_copy_only=False),  # noqa: E731
+                                       dtype=object)
+            num = lambda c: np.asarray(c.to_numpy(zero_copy_only=False),  # noqa: E731
+                                       dtype=float)  # nulls -> NaN
+            return {"table": t, "core": txt(core.filter(keep)), "name": txt(t["name"]),
+                    "op_type": txt(t["op_type"]), "shapes": txt(t["input_shapes"]),
+                    "start": np.asarray(pc.fill_null(t["start_ns"], 0).to_numpy(
+                        zero_copy_only=False), dtype=np.int64),
+                    "dur": np.nan_to_num(num(t["dur_ns"])),
+                    "block": num(t["block_num"]), "has_core": t["accelerator_core"].null_count
+                    < t.num_rows}
+        return self._memo("karr", f)
+
+    @staticmethod
+    def compute_mask(k: pd.DataFrame) -> pd.Series:
+        """True for KERNELS rows that are compute tasks (not communication big ops)."""
+        if not len(k):
+            return pd.Series([], dtype=bool)
+        core = k["accelerator_core"].fillna("").str.upper()
+        name = k["name"].fillna("").str.lower()
+        return ~(core.isin(["COMMUNICATION", "HCCL"]) | name.str.startswith("hcom_"))
+
     def compute_kernels(self) -> pd.DataFrame:
         """KERNELS rows that are compute tasks (not communication big ops)."""
         def f():
             k = self.df(S.KERNELS)
-            if not len(k):
-                return k
-            core = k["accelerator_core"].fillna("").str.upper()
-            name = k["name"].fillna("").str.lower()
-            comm = core.isin(["COMMUNICATION", "HCCL"]) | name.str.startswith("hcom_")
-            return k[~comm]
+            return k[self.compute_mask(k)] if len(k) else k
         return self._memo("compute_kernels", f)
 
     def per_step(self, total_ns: float) -> float:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+import pyarrow as pa
+
 from ascendprof.analyze import intervals as I
 from ascendprof.analyze.advice.base import Rule, Skip, finding, ms, severity_by_share, us
 from ascendprof.model import schemas as S
@@ -30,7 +32,16 @@ SMALL_MIN_PCT = 1.0
 
 
 def _small_packets(ctx):
-    bw = ctx.df(S.COMM_BANDWIDTH)
+    import pyarrow.compute as pc
+
+    t = ctx.tables[S.COMM_BANDWIDTH]
+    small = pc.or_(pc.and_(pc.equal(t["transport"], "SDMA"), pc.less(t["size_mb"], SMALL_MB["SDMA"])),
+                   pc.and_(pc.equal(t["transport"], "RDMA"), pc.less(t["size_mb"], SMALL_MB["RDMA"])))
+    if not pc.any(pc.and_(small, pc.greater(t["size_mb"], 0))).as_py():
+        return None  # no small transfer at all
+    keep = pc.and_(pc.is_in(t["transport"], value_set=pa.array(list(SMALL_MB))),
+                   pc.greater(t["size_mb"], 0))
+    bw = t.filter(keep).select(["transport", "size_mb", "transit_ns", "group"]).to_pandas()
     out = []
     for transport, limit in SMALL_MB.items():
         b = bw[(bw["transport"] == transport) & (bw["size_mb"] > 0)]
@@ -130,26 +141,33 @@ CONTENTION_MIN_PCT = 1.0
 
 
 def _contention(ctx):
-    ops = ctx.df(S.COMM_OPS)
-    bw = ctx.df(S.COMM_BANDWIDTH)
-    k = ctx.compute_kernels()
-    mm = k[k["name"].fillna("").str.lower().str.contains("matmul")
-           | k["op_type"].fillna("").str.lower().str.contains("matmul")]
-    if mm.empty:
+    import pyarrow.compute as pc
+
+    t = ctx.tables[S.COMM_BANDWIDTH]
+    limit = CONTENTION_BASELINE_GBPS * CONTENTION_FRACTION
+    t = t.filter(pc.and_(pc.equal(t["transport"], "SDMA"),
+                         pc.greater_equal(t["size_mb"], CONTENTION_MIN_MB)))
+    if t.num_rows == 0 or not pc.any(pc.less(t["bandwidth_gbps"], limit)).as_py():
+        return None  # no slow transfer at all: nothing can be contention
+    sd = t.select(["step_key", "op_name", "group", "size_mb", "bandwidth_gbps"]).to_pandas()
+
+    a = ctx.karr()
+    k = a["table"]
+    mm = pc.or_(pc.match_substring(pc.fill_null(k["name"], ""), "matmul", ignore_case=True),
+                pc.match_substring(pc.fill_null(k["op_type"], ""), "matmul", ignore_case=True))
+    mm = np.asarray(mm.to_numpy(zero_copy_only=False), bool)
+    if not mm.any():
         raise Skip("no MatMul kernels")
-    sd = bw[(bw["transport"] == "SDMA") & (bw["size_mb"] >= CONTENTION_MIN_MB)]
-    if sd.empty:
-        return None
+    ops = ctx.df(S.COMM_OPS)
     o = ops.merge(sd[["step_key", "op_name", "group", "size_mb", "bandwidth_gbps"]],
                   on=["step_key", "op_name", "group"])
     o = o.dropna(subset=["start_ns", "elapse_ns"])
     if o.empty:
         return None
-    busy = I.union(I.from_durations(mm["start_ns"].to_numpy(), mm["dur_ns"].to_numpy()))
+    busy = I.union(I.from_durations(a["start"][mm], a["dur"][mm].astype(np.int64)))
     over = I.length_in_windows(busy, o["start_ns"].to_numpy(),
                                (o["start_ns"] + o["elapse_ns"]).to_numpy())
     o = o.assign(matmul_overlap_ns=over)
-    limit = CONTENTION_BASELINE_GBPS * CONTENTION_FRACTION
     slow = o[(o["matmul_overlap_ns"] > 0) & (o["bandwidth_gbps"] < limit)]
     if slow.empty:
         return None
@@ -189,11 +207,14 @@ RETRANSMISSION_MS = 4000.0
 
 
 def _retransmission(ctx):
-    bw = ctx.df(S.COMM_BANDWIDTH)
-    r = bw[(bw["transport"] == "RDMA") & (bw["size_mb"] > 0)
-           & (bw["transit_ns"] >= RETRANSMISSION_MS * 1e6)]
-    if r.empty:
+    import pyarrow.compute as pc
+
+    t = ctx.tables[S.COMM_BANDWIDTH]
+    t = t.filter(pc.and_(pc.and_(pc.equal(t["transport"], "RDMA"), pc.greater(t["size_mb"], 0)),
+                         pc.greater_equal(t["transit_ns"], int(RETRANSMISSION_MS * 1e6))))
+    if t.num_rows == 0:
         return None
+    r = t.to_pandas()
     ops = ctx.df(S.COMM_OPS)
     el = ops.set_index(["step_key", "op_name", "group"])["elapse_ns"] if len(ops) else None
     rows = []

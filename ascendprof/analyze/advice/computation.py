@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ascendprof.analyze.advice.base import Rule, Skip, finding, ms, severity_by_share, us
+from ascendprof.analyze.advice.base import Rule, Skip, finding, severity_by_share, us
 from ascendprof.model import schemas as S
 
 # ------------------------------------------------------------------------------------ AI CPU
@@ -40,9 +40,13 @@ AICPU_REPLACEMENTS = {
 
 
 def _aicpu(ctx):
-    k = ctx.compute_kernels()
-    if k["accelerator_core"].isna().all():
+    a = ctx.karr()
+    if not a["has_core"]:
         raise Skip(NO_CORE)
+    m = a["core"] == "AI_CPU"
+    if not m.any() or a["dur"][m].max() < AICPU_MIN_TASK_US * 1000:
+        return None
+    k = ctx.compute_kernels()
     ai = k[k["accelerator_core"].fillna("").str.upper() == "AI_CPU"]
     if ai.empty or ai["dur_ns"].max() < AICPU_MIN_TASK_US * 1000:
         return None
@@ -103,14 +107,18 @@ COMPILE_ONLY_API = "opCompile"
 
 def _api_totals(ctx, api: str) -> tuple[float, float] | None:
     """(calls, ns) per step of one CANN API: from host events when read, else api_statistic."""
-    h = ctx.df(S.HOST_EVENTS)
-    if len(h):
-        rows = h[(h["source"] == "cann") & (h["name"] == f"AscendCL@{api}")]
-        return ctx.per_step(len(rows)), ctx.per_step(rows["dur_ns"].sum())
-    a = ctx.df(S.API_STATISTIC)
-    if len(a):
-        rows = a[a["api_name"] == api]
-        return ctx.per_step(rows["count"].sum()), ctx.per_step(rows["total_ns"].sum())
+    import pyarrow.compute as pc
+
+    h = ctx.tables.get(S.HOST_EVENTS)
+    if h is not None and h.num_rows:
+        rows = h.filter(pc.and_(pc.equal(h["source"], "cann"),
+                                pc.equal(h["name"], f"AscendCL@{api}")))
+        return ctx.per_step(rows.num_rows), ctx.per_step(pc.sum(rows["dur_ns"]).as_py() or 0)
+    a = ctx.tables.get(S.API_STATISTIC)
+    if a is not None and a.num_rows:
+        rows = a.filter(pc.equal(a["api_name"], api))
+        return (ctx.per_step(pc.sum(rows["count"]).as_py() or 0),
+                ctx.per_step(pc.sum(rows["total_ns"]).as_py() or 0))
     return None
 
 
@@ -119,6 +127,9 @@ def _op_compile(ctx):
     if got is None:
         raise Skip("no CANN API data")
     calls, ns = got
+    share = ctx.share(ns)
+    if calls < OP_COMPILE_CALLS and (share is None or share < OP_COMPILE_PCT):
+        return None
     compile_calls, compile_ns = _api_totals(ctx, COMPILE_ONLY_API) or (0.0, 0.0)
     k = ctx.df(S.KERNELS)
     state = k["op_state"].dropna().str.lower() if len(k) else pd.Series([], dtype=object)
@@ -133,9 +144,6 @@ def _op_compile(ctx):
                 "transdata_kernels_per_step": round(ctx.per_step(len(trans)), 1),
                 "transdata_us_per_step": us(ctx.per_step(trans["dur_ns"].sum())) if len(trans)
                 else 0.0}
-    share = ctx.share(ns)
-    if calls < OP_COMPILE_CALLS and (share is None or share < OP_COMPILE_PCT):
-        return None
     trans_note = (f"; {evidence['transdata_kernels_per_step']:.0f} TransData kernels per step "
                   f"({evidence['transdata_us_per_step']:.0f} us) convert to internal formats"
                   if len(trans) else "")
@@ -169,64 +177,75 @@ BLOCK_DIM_IDLE_PCT = 5.0
 BLOCK_DIM_TOP = 10
 
 
-def core_counts(k: pd.DataFrame) -> tuple[int | None, int | None]:
-    """(AI Core count, vector core count) of the chip, inferred from the kernels.
+def core_counts(a: dict) -> tuple[int | None, int | None]:
+    """(AI Core count, vector core count) of the chip, inferred from the kernels (the arrays of
+    Context.karr).
 
     AI Core: the largest Block Dim of AI_CORE / MIX_AIC tasks (cube kernels tile to the core
     count: 24 on Ascend 910B1-B2, 20 on 910B3-B4). Vector cores: twice that (910B pairs two
     vector cores with each cube core); without cube tasks, the most common Block Dim of the
     AI_VECTOR_CORE tasks (vector kernels may launch more blocks than cores, so not the largest).
     None when not inferable."""
-    core = k["accelerator_core"].fillna("").str.upper()
-    bd = pd.to_numeric(k["block_num"], errors="coerce")
-    aic = bd[core.isin(["AI_CORE", "MIX_AIC"])].max()
-    aic = int(aic) if pd.notna(aic) and aic >= 2 else None
-    if aic:
+    bd = a["block"]
+    cube = np.isin(a["core"], ["AI_CORE", "MIX_AIC"]) & ~np.isnan(bd)
+    if cube.any() and bd[cube].max() >= 2:
+        aic = int(bd[cube].max())
         return aic, 2 * aic
-    v = bd[core == "AI_VECTOR_CORE"]
+    v = bd[(a["core"] == "AI_VECTOR_CORE") & ~np.isnan(bd)]
     v = v[v >= 2]
-    return None, (int(v.mode().max()) if len(v) else None)
+    if not len(v):
+        return None, None
+    vals, counts = np.unique(v, return_counts=True)
+    return None, int(vals[counts == counts.max()].max())
 
 
 def _block_dim(ctx):
-    k = ctx.compute_kernels()
-    if k["accelerator_core"].isna().all():
+    a = ctx.karr()
+    if not a["has_core"]:
         raise Skip(NO_CORE)
-    if k["block_num"].isna().all():
+    bd = a["block"]
+    if np.isnan(bd).all():
         raise Skip("kernels carry no Block Dim")
-    aic, aiv = core_counts(k)
-    core = k["accelerator_core"].fillna("").str.upper()
-    cores = pd.Series(np.nan, index=k.index)
+    aic, aiv = core_counts(a)
+    cores = np.full(len(bd), np.nan)
     if aic:
-        cores[core == "AI_CORE"] = aic
+        cores[a["core"] == "AI_CORE"] = aic
     if aiv:
-        cores[core == "AI_VECTOR_CORE"] = aiv
-    bd = pd.to_numeric(k["block_num"], errors="coerce")
-    ok = cores.notna() & bd.notna() & (bd > 0)
+        cores[a["core"] == "AI_VECTOR_CORE"] = aiv
+    ok = ~np.isnan(cores) & ~np.isnan(bd) & (bd > 0)
     if not ok.any():
         raise Skip("no AI_CORE / AI_VECTOR_CORE task with a Block Dim")
-    kk = k[ok].assign(cores=cores[ok], bd=bd[ok])
-    waves = np.ceil(kk["bd"] / kk["cores"])
-    idle_frac = (waves * kk["cores"] - kk["bd"]) / (waves * kk["cores"])
-    kk = kk.assign(idle_ns=kk["dur_ns"] * idle_frac)
-    bad = kk[kk["idle_ns"] > 0]
+    slots = np.where(ok, np.ceil(np.where(ok, bd, 1) / np.where(ok, cores, 1)) * cores, 1.0)
+    idle_ns = np.where(ok, a["dur"] * (slots - bd) / slots, 0.0)
     comp = ctx.computing_ns
-    idle = ctx.per_step(bad["idle_ns"].sum())
+    idle = ctx.per_step(idle_ns.sum())
     pct = 100.0 * idle / comp if comp else None
     if pct is None or pct < BLOCK_DIM_IDLE_PCT:
         return None
+    sel = idle_ns > 0
+    names, cores_txt = a["name"][sel], a["core"][sel]
+    key = np.char.add(np.char.add(names.astype(str), "\x1f"), cores_txt.astype(str))
+    uniq, codes = np.unique(key, return_inverse=True)
+    g_idle = np.bincount(codes, weights=idle_ns[sel])
+    g_dur = np.bincount(codes, weights=a["dur"][sel])
+    g_cnt = np.bincount(codes)
+    first = np.full(len(uniq), -1)
+    first[codes[::-1]] = np.arange(len(codes))[::-1]
     ops = []
-    for (name, acc), g in bad.groupby([bad["name"].fillna("?"), bad["accelerator_core"]]):
-        ops.append({"name": name, "op_type": g["op_type"].iloc[0], "accelerator_core": acc,
-                    "block_dim": sorted(int(x) for x in g["bd"].unique())[:5],
-                    "cores": int(g["cores"].iloc[0]), "count": len(g),
-                    "total_us_per_step": us(ctx.per_step(g["dur_ns"].sum())),
-                    "idle_core_us_per_step": us(ctx.per_step(g["idle_ns"].sum()))})
+    for gi in np.argsort(-g_idle)[:BLOCK_DIM_TOP]:
+        i = first[gi]
+        ops.append({"name": names[i], "op_type": a["op_type"][sel][i],
+                    "accelerator_core": cores_txt[i],
+                    "block_dim": sorted({int(x) for x in bd[sel][codes == gi]})[:5],
+                    "cores": int(cores[sel][i]), "count": int(g_cnt[gi]),
+                    "total_us_per_step": us(ctx.per_step(g_dur[gi])),
+                    "idle_core_us_per_step": us(ctx.per_step(g_idle[gi]))})
+    n_ops, n_bad = len(uniq), int(sel.sum())
     ops.sort(key=lambda o: -o["idle_core_us_per_step"])
     top = ops[0]
     return finding(
         RULES[2], [ctx.rank], severity=severity_by_share(ctx.share(idle), STEP_WARNING_PCT, 10.0),
-        message=(f"{len(bad)} task(s) of {len(ops)} operator(s) use a Block Dim that is not a "
+        message=(f"{n_bad} task(s) of {n_ops} operator(s) use a Block Dim that is not a "
                  f"multiple of the cores ({aic} AI Core / {aiv} vector cores inferred); the "
                  f"idle cores amount to {pct:.1f}% of Computing (e.g. {top['name']}: Block Dim "
                  f"{top['block_dim']} on {top['cores']} cores)."),
@@ -259,15 +278,6 @@ UNDER_MIN_US = 20.0
 PIPE_CLASS_PCT = 10.0
 _CUBE = ("AI_CORE", "MIX_AIC")
 _VEC = ("AI_VECTOR_CORE", "MIX_AIV")
-
-
-def _ratio(g: pd.DataFrame, col: str) -> float | None:
-    c = S.PMU_PREFIX + col
-    if c not in g or g[c].isna().all():
-        return None
-    v = g[[c, "dur_ns"]].dropna()
-    w = v["dur_ns"].clip(lower=0)
-    return float((v[c] * w).sum() / w.sum()) if w.sum() > 0 else float(v[c].mean())
 
 
 def classify(core: str, r: dict) -> tuple[str, str]:
@@ -318,30 +328,62 @@ def headroom(r: dict) -> float:
 
 def pipe_groups(ctx) -> list[dict]:
     """Compute kernels grouped by (name, Accelerator Core, input shapes) with their time per
-    step, mean task time and time-weighted PMU ratios, classified by :func:`classify`."""
-    k = ctx.compute_kernels()
-    core = k["accelerator_core"].fillna("").str.upper()
-    k = k[core.isin(_CUBE + _VEC)]
+    step, mean task time and duration-weighted PMU ratios (tasks without a value left out of
+    that ratio's weights), classified by :func:`classify`. Vectorised: Arrow group codes, one
+    bincount per ratio."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    a = ctx.karr()
+    sel = np.isin(a["core"], _CUBE + _VEC)
+    if not sel.any():
+        return []
+    t = a["table"].filter(pa.array(sel))
+    names, accs, shapes = a["name"][sel], a["core"][sel], a["shapes"][sel]
+    key = pc.binary_join_element_wise(pa.array(names, pa.string()), pa.array(accs, pa.string()),
+                                      pa.array(shapes, pa.string()), "\x1f")
+    codes = pc.dictionary_encode(key).indices.to_numpy()
+    n = int(codes.max()) + 1
+    dur = a["dur"][sel]
+    total = np.bincount(codes, weights=dur, minlength=n)
+    count = np.bincount(codes, minlength=n)
+    ratios = {}
+    for c in _RATIOS:
+        col = S.PMU_PREFIX + c
+        if col not in t.column_names:
+            continue
+        v = np.asarray(pc.cast(t[col], pa.float64()).to_numpy(zero_copy_only=False), float)
+        ok = ~np.isnan(v)
+        w = np.where(ok, np.maximum(dur, 0), 0.0)
+        vv = np.where(ok, v, 0.0)
+        den = np.bincount(codes, weights=w, minlength=n)
+        num = np.bincount(codes, weights=vv * w, minlength=n)
+        cnt = np.bincount(codes, weights=ok.astype(float), minlength=n)
+        plain = np.bincount(codes, weights=vv, minlength=n)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratios[c] = np.where(den > 0, num / den, np.where(cnt > 0, plain / cnt, np.nan))
+    first = np.full(n, -1)
+    first[codes[::-1]] = np.arange(len(codes))[::-1]  # first row of each group
+    op_types = a["op_type"][sel]
     out = []
-    keys = [k["name"].fillna("?"), k["accelerator_core"].fillna("?"),
-            k["input_shapes"].fillna("")]
-    for (name, acc, shapes), g in k.groupby(keys):
-        r = {c: _ratio(g, c) for c in _RATIOS}
+    for gi in range(n):
+        r = {c: (None if np.isnan(x[gi]) else float(x[gi])) for c, x in ratios.items()}
         if all(v is None for v in r.values()):
             continue
-        cls, bound = classify(acc.upper(), r)
-        ns = ctx.per_step(g["dur_ns"].sum())
-        out.append({"name": name, "op_type": g["op_type"].iloc[0], "accelerator_core": acc,
-                    "input_shapes": shapes, "count": len(g), "class": cls, "bound": bound,
-                    "ns_per_step": ns, "headroom": round(headroom(r), 4),
-                    "mean_task_us": us(g["dur_ns"].mean()),
+        i = first[gi]
+        cls, bound = classify(str(accs[i]), r)
+        out.append({"name": names[i], "op_type": op_types[i], "accelerator_core": accs[i],
+                    "input_shapes": shapes[i], "count": int(count[gi]), "class": cls,
+                    "bound": bound, "ns_per_step": ctx.per_step(total[gi]),
+                    "headroom": round(headroom(r), 4),
+                    "mean_task_us": us(total[gi] / count[gi]),
                     "ratios": {c: round(v, 3) for c, v in r.items() if v is not None}})
     return out
 
 
 def _pipe_bound(ctx):
     if not any(c.startswith(S.PMU_PREFIX) and c.endswith("_ratio")
-               for c in ctx.df(S.KERNELS).columns):
+               for c in ctx.columns(S.KERNELS)):
         raise Skip("kernels carry no PMU ratios (collect with aic_metrics PipeUtilization, "
                    "Level1 or Level2)")
     groups = pipe_groups(ctx)

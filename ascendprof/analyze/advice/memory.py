@@ -29,21 +29,13 @@ ALLOCATOR_US = 10000.0
 
 
 def _allocator_calls(ctx):
-    h = ctx.df(S.HOST_EVENTS)
+    from ascendprof.analyze.advice.computation import _api_totals
+
     rows = []
-    if len(h):
-        cann = h[h["source"] == "cann"]
-        for api in ALLOCATOR_APIS:
-            r = cann[cann["name"] == f"AscendCL@{api}"]
-            if len(r):
-                rows.append((api, ctx.per_step(len(r)), ctx.per_step(r["dur_ns"].sum())))
-    else:
-        a = ctx.df(S.API_STATISTIC)
-        for api in ALLOCATOR_APIS:
-            r = a[a["api_name"] == api]
-            if len(r):
-                rows.append((api, ctx.per_step(r["count"].sum()),
-                             ctx.per_step(r["total_ns"].sum())))
+    for api in ALLOCATOR_APIS:
+        got = _api_totals(ctx, api)
+        if got and got[0]:
+            rows.append((api, *got))
     out = []
     for api, calls, ns in rows:
         if ns < ALLOCATOR_US * 1000:

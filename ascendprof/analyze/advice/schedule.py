@@ -26,35 +26,50 @@ def device_gaps(ctx) -> pd.DataFrame:
     """Idle gaps of the device inside each step: columns step, start_ns, end_ns, dur_ns (the
     device ran no task of KERNELS). Empty when the rank has no kernels."""
     def f():
-        k = ctx.df(S.KERNELS)
-        k = k.dropna(subset=["start_ns", "dur_ns"])
-        if k.empty:
-            return pd.DataFrame(columns=["step", "start_ns", "end_ns", "dur_ns"])
-        busy = I.union(I.from_durations(k["start_ns"].to_numpy(), k["dur_ns"].to_numpy()))
-        wins = _windows(ctx, k)
-        rows = []
-        for step, lo, hi in wins:
-            s, e = I.clip(busy, lo, hi)
-            if s.size == 0:
+        import pyarrow.compute as pc
+
+        cols = ["step", "start_ns", "end_ns", "dur_ns"]
+        t = ctx.tables.get(S.KERNELS)
+        if t is None or t.num_rows == 0:
+            return pd.DataFrame(columns=cols)
+        t = t.select(["step", "start_ns", "dur_ns"]).filter(
+            pc.and_(pc.is_valid(t["start_ns"]), pc.is_valid(t["dur_ns"])))
+        if t.num_rows == 0:
+            return pd.DataFrame(columns=cols)
+        start = t["start_ns"].to_numpy()
+        dur = t["dur_ns"].to_numpy()
+        busy = I.union(I.from_durations(start, dur))
+        parts = []
+        for step, lo, hi in _windows(ctx, t, start, dur):
+            s_, e_ = I.clip(busy, lo, hi)
+            if s_.size < 2:
                 continue
-            gs, ge = e[:-1], s[1:]  # between consecutive busy pieces
-            for a, b in zip(gs.tolist(), ge.tolist()):
-                rows.append((step, a, b, b - a))
-        return pd.DataFrame(rows, columns=["step", "start_ns", "end_ns", "dur_ns"])
+            gs, ge = e_[:-1], s_[1:]  # between consecutive busy pieces
+            parts.append(pd.DataFrame({"step": np.full(gs.size, np.nan if step is None
+                                                       else step), "start_ns": gs,
+                                       "end_ns": ge, "dur_ns": ge - gs}))
+        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
     return ctx._memo("device_gaps", f)
 
 
-def _windows(ctx, k: pd.DataFrame) -> list[tuple]:
-    steps = ctx.df(S.STEPS).dropna(subset=["start_ns", "end_ns"])
-    if len(steps):
-        return [(None if pd.isna(r.step) else int(r.step), int(r.start_ns), int(r.end_ns))
-                for r in steps.itertuples()]
-    if k["step"].notna().any():
-        end = k["start_ns"] + k["dur_ns"]
-        g = k.assign(end=end).groupby("step")
-        return [(int(s), int(lo), int(hi)) for s, lo, hi in
-                zip(g.groups.keys(), g["start_ns"].min(), g["end"].max())]
-    return [(None, int(k["start_ns"].min()), int((k["start_ns"] + k["dur_ns"]).max()))]
+def _windows(ctx, t, start: np.ndarray, dur: np.ndarray) -> list[tuple]:
+    st = ctx.tables.get(S.STEPS)
+    if st is not None and st.num_rows:
+        rows = [(s_, lo, hi) for s_, lo, hi in zip(st["step"].to_pylist(),
+                                                    st["start_ns"].to_pylist(),
+                                                    st["end_ns"].to_pylist())
+                if lo is not None and hi is not None]
+        if rows:
+            return rows
+    step = t["step"].to_numpy(zero_copy_only=False)
+    ok = ~pd.isna(step)
+    if ok.any():
+        out = []
+        for s_ in np.unique(step[ok].astype(np.int64)):
+            m = ok & (step == s_)
+            out.append((int(s_), int(start[m].min()), int((start[m] + dur[m]).max())))
+        return out
+    return [(None, int(start.min()), int((start + dur).max()))]
 
 
 def host_activity(ctx, lo: int, hi: int, top: int = 3) -> list[dict]:
@@ -109,11 +124,11 @@ def _device_idle(ctx):
         # (legacy HWTS timelines list AI Core tasks only): a gap there may be AI CPU or HCCL work
         raise Skip("no step breakdown from the profiler (Free); the kernels alone may not list "
                    "every device task")
-    gaps = device_gaps(ctx)
     free = ctx.free_ns
     share = ctx.share(free)
     if share is None or share < IDLE_PCT:
         return None
+    gaps = device_gaps(ctx)
     stall = gaps[gaps["dur_ns"] >= STALL_GAP_US * 1000]
     d = gaps["dur_ns"]
     small = gaps[(d < STALL_GAP_US * 1000) & (d >= SWITCH_GAP_US * 1000)]
@@ -306,7 +321,6 @@ def _dataloader(ctx):
         return None
     top = _outermost(dl)
     per = top.groupby(top["step"].fillna(-1))["dur_ns"].sum() if len(top) else pd.Series([])
-    worst_step = per.idxmax()
     worst = float(per.max())
     share = ctx.share(worst)
     evidence = {"dataloader_ms_per_step": {("collection" if k == -1 else str(int(k))): ms(v)
