@@ -113,13 +113,15 @@ def test_environment_alloc_conf_needs_allocator_calls(shared_data, tmp_path):
     assert item(doc, "environment.alloc_conf")["ranks"] == [0]
 
 
-def test_environment_aclnn_cache_silent_when_set(shared_data, tmp_path):
+def test_environment_caches_silent_when_set(shared_data, tmp_path):
     root = two_ranks(shared_data, tmp_path)
     for r in (0, 1):
-        set_env(root, r, ACLNN_CACHE_LIMIT="100000")
+        set_env(root, r, ACLNN_CACHE_LIMIT="100000", HOST_CACHE_CAPACITY="20")
     doc = cluster_doc(root)
     assert item(doc, "schedule.device_idle:dispatch") is not None
+    assert item(doc, "computation.op_compile") is not None
     assert rule(doc, "environment.aclnn_cache")["status"] == "silent"
+    assert rule(doc, "environment.host_cache")["status"] == "silent"
 
 
 def test_environment_skipped_without_recorded_variables(shared_data, tmp_path):
