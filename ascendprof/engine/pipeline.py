@@ -57,6 +57,25 @@ class RankResult:
     advice: dict | None = None
 
 
+def _advice_tables(data) -> dict:
+    """The tables the advice rules read from ``data`` (model.rankdata.RankData). A spilled
+    table (bigtables: a large kernel_details.csv or communication.json) is whole on disk but
+    slim or absent in memory; the rules get it read back from its Parquet file, limited to the
+    columns they read (advice.READ_COLUMNS, and the PMU ratios of the kernels), so a large
+    rank gets the same advice as a small one."""
+    if not data.spilled:
+        return data.tables
+    from ascendprof.analyze.advice.base import READ_COLUMNS
+
+    tables = dict(data.tables)
+    for name, st in data.spilled.items():
+        want = READ_COLUMNS.get(name)
+        cols = None if want is None else [c for c in st.schema.names
+                                          if c in want or c.startswith(S.PMU_PREFIX)]
+        tables[name] = st.read(columns=cols)
+    return tables
+
+
 def process_rank(source: Source, tables_dir: Path | None = None,
                  cache_dir: Path | None = None) -> RankResult:
     """Read one source and reduce it to a :class:`RankResult`.
@@ -135,7 +154,8 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
     if getattr(source, "advice", "summary") != "off":
         from ascendprof.analyze import advice
 
-        res.advice = advice.rank_advice(data.tables, data.meta, data.rank, source.advice)
+        res.advice = advice.rank_advice(_advice_tables(data), data.meta, data.rank,
+                                        source.advice)
     res.breakdown, res.breakdown_method = step_breakdown.recompute(data.tables, data.rank)
     from ascendprof.analyze import extended
 

@@ -6,7 +6,8 @@ read back must never be able to run code: no pickle. The file is::
     MAGIC | header length (uint64 little-endian) | header (JSON) | blobs
 
 The header holds the scalars (rank, breakdown method, metadata, problems, missing files, table
-row counts, the cache fingerprint it belongs to, a hash of the blobs) and, for every table and byte string, its
+row counts, the advice findings (plain JSON), the cache fingerprint it belongs to, a hash of the
+blobs) and, for every table and byte string, its
 ``[offset, length]`` in the blob area. Tables are Arrow IPC streams; the compressed
 cluster_communication.json fragments (analyze.cluster_communication.OpFragments) are raw
 bytes. :func:`decode` checks every field's type, every reference's bounds, every LZ4 size
@@ -61,6 +62,7 @@ def encode(result, fingerprint: str) -> bytes:
         "problems": [p.as_dict() for p in result.problems],
         "missing": list(result.missing),
         "table_rows": dict(result.table_rows),
+        "advice": result.advice,
         "tables": {name: table(t) for name, t in result.tables.items()},
         **{name: table(getattr(result, name)) for name in TABLE_FIELDS},
         "fragments": [{
@@ -140,6 +142,9 @@ def decode(data: bytes, fingerprint: str, source):
     _want(isinstance(rows, dict) and all(_is_int(v) for v in rows.values()), "table_rows")
     tables = h.get("tables")
     _want(isinstance(tables, dict), "tables")
+    advice = h.get("advice")
+    _want(advice is None or (isinstance(advice, dict) and isinstance(advice.get("findings"), list)
+                             and isinstance(advice.get("status"), dict)), "advice")
     probs = h.get("problems")
     _want(isinstance(probs, list), "problems")
     problems = Problems()
@@ -155,7 +160,7 @@ def decode(data: bytes, fingerprint: str, source):
     res = RankResult(source=source, rank=rank)
     res.breakdown_method = h["breakdown_method"]
     res.meta, res.missing, res.table_rows = h["meta"], list(h["missing"]), dict(rows)
-    res.problems = problems
+    res.problems, res.advice = problems, advice
     res.tables = {name: table(r, name) for name, r in tables.items()}
     for name in TABLE_FIELDS:
         setattr(res, name, table(h.get(name)))
