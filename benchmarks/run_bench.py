@@ -20,6 +20,12 @@ tools' end-to-end figures. Start-up of
 ``ascendprof --help`` and ``ascendprof scan`` is the best of 5 runs. The package is byte-compiled
 first, as an installed one is.
 
+``analyse`` runs with ``--no-html`` (the figures stay comparable with msprof-analyze's and
+with earlier entries); the HTML report of the largest cluster is measured on its own:
+``ascendprof report`` of that analysis (wall time, peak RSS, page size; the page must stay
+under 5 MB at 256 ranks). ``--html-only`` runs just that measurement (generating and analysing
+the largest cluster first when needed).
+
 Before each cold run the mean cost of creating one file in its output directory is probed
 and printed beside it (:func:`file_create_ms`): this machine's disk makes that cost drift.
 
@@ -165,7 +171,7 @@ def run_cluster(name: str, data: Path, work: Path, ref: str | None) -> dict:
     shutil.rmtree(ap_out, ignore_errors=True)
     env = dict(os.environ)
     env.pop("ASCENDPROF_CACHE", None)
-    cmd = ascendprof_cmd() + ["analyse", str(data), "-o", str(ap_out), "-q"]
+    cmd = ascendprof_cmd() + ["analyse", str(data), "-o", str(ap_out), "-q", "--no-html"]
     row = {"name": name, "input_mb": du_mb(data)}
     # probed where the cold run's cache and tables/ will be created, just before it
     ap_out.mkdir(parents=True)
@@ -276,6 +282,27 @@ def timeline_export(data: Path, work: Path) -> dict:
     return out
 
 
+def html_report(data: Path, work: Path, name: str) -> dict:
+    """`ascendprof report` of the analysis of ``data`` (analysed first, without the page, when
+    ``work/<name>.ascendprof`` holds none): wall time, peak RSS and page size (MB)."""
+    out = work / f"{name}.ascendprof"
+    if not (out / "summary.json").is_file():
+        subprocess.run(ascendprof_cmd() + ["analyse", str(data), "-o", str(out), "-q",
+                                           "--no-html"], check=True, stdout=subprocess.DEVNULL)
+    page = out / "report.html"
+    m = measure(ascendprof_cmd() + ["report", str(out)], work / "report-html.log")
+    m["size_mb"] = page.stat().st_size / 1e6 if page.exists() else None
+    m["ranks"] = name
+    return m
+
+
+def html_line(h: dict) -> str:
+    size = "no page" if h.get("size_mb") is None else f"{h['size_mb']:.2f} MB"
+    return (f"HTML report of the {h['ranks']} cluster (`ascendprof report`, the page "
+            f"`analyse` writes by default): {size} in {h['wall_s']:.1f} s, peak RSS "
+            f"{h['rss_mb']:.0f} MB" + ("" if h["rc"] == 0 else f" (exit {h['rc']})"))
+
+
 def machine() -> str:
     cpu = platform.processor() or "unknown CPU"
     try:
@@ -300,7 +327,8 @@ def _ratio(a, b):
     return f"{a / b:.2f}" if a and b else "–"
 
 
-def report(rows: list[dict], tp: dict, st: dict, ref: str | None, tl: dict | None = None) -> str:
+def report(rows: list[dict], tp: dict, st: dict, ref: str | None, tl: dict | None = None,
+           html: dict | None = None) -> str:
     from ascendprof import __version__
 
     ref_v = "not installed"
@@ -346,6 +374,8 @@ def report(rows: list[dict], tp: dict, st: dict, ref: str | None, tl: dict | Non
                   + "; ".join(f"{fmt} {v['size_mb']:.0f} MB in {v['wall_s']:.1f} s, peak RSS "
                               f"{v['rss_mb']:.0f} MB" for fmt, v in tl.items()
                               if v.get("size_mb") is not None)]
+    if html:
+        lines += ["", html_line(html)]
     if st:
         lines += ["", f"Start-up (best of 5): `ascendprof --help` {st['--help']:.3f} s, "
                       f"`ascendprof scan` ({st['ranks']} ranks) {st['scan']:.3f} s"]
@@ -373,6 +403,8 @@ def main(argv=None) -> int:
     ap.add_argument("--work", type=Path, default=HERE / "out", help="generated data and outputs")
     ap.add_argument("--no-reference", action="store_true", help="do not run msprof-analyze")
     ap.add_argument("--no-append", action="store_true", help="print only, leave RESULTS.md")
+    ap.add_argument("--html-only", action="store_true",
+                    help="only the HTML report of the largest cluster (size, build time)")
     a = ap.parse_args(argv)
     ref = None if a.no_reference else find_msprof_analyze()
     compile_package()
@@ -380,6 +412,17 @@ def main(argv=None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     rows = []
     sizes = [int(x) for x in a.sizes.split(",") if x]
+    if a.html_only:
+        n = max(sizes)
+        data = generate(n, work / f"cluster{n}", ["--comm-ops-per-rank", str(a.comm_ops)])
+        h = html_report(data, work, f"{n} ranks x {a.comm_ops} ops")
+        text = (f"## {dt.datetime.now().strftime('%Y-%m-%d %H:%M')} — HTML report only\n\n"
+                f"Machine: {machine()}\n\n{html_line(h)}\n")
+        print(text)
+        if not a.no_append:
+            with open(RESULTS, "a", encoding="utf-8") as f:
+                f.write(text + "\n")
+        return 0 if h["rc"] == 0 else 1
     for n in sizes:
         print(f"cluster {n} ranks …", file=sys.stderr)
         data = generate(n, work / f"cluster{n}", ["--comm-ops-per-rank", str(a.comm_ops)])
@@ -398,7 +441,9 @@ def main(argv=None) -> int:
         print(json.dumps(rows[-1]), json.dumps(tp), file=sys.stderr)
     st = startup(work / f"cluster{max(sizes)}") if sizes else {}
     tl = timeline_export(work / f"cluster{max(sizes)}", work) if sizes else {}
-    text = report(rows, tp, st, ref, tl)
+    html = (html_report(work / f"cluster{max(sizes)}", work,
+                        f"{max(sizes)} ranks x {a.comm_ops} ops") if sizes else None)
+    text = report(rows, tp, st, ref, tl, html)
     print(text)
     if not a.no_append:
         with open(RESULTS, "a", encoding="utf-8") as f:

@@ -59,7 +59,11 @@ def _parse_ranks(text: str | None) -> list[int] | None:
               help="Write every table (all rows) as CSV plus diff.json into this directory.")
 @click.option("--workers", type=int, default=None,
               help="Worker processes for reading profiling directories.")
-def command(a, b, ranks_text, fmt, table, top, out, workers):
+@click.option("--html", "html", is_flag=False, flag_value="", default=None, metavar="[FILE]",
+              help="Also write the comparison as one self-contained HTML page (charts of the "
+                   "tables below; opens offline): FILE, or diff.html in -o's directory (else "
+                   "in the current one).")
+def command(a, b, ranks_text, fmt, table, top, out, workers, html):
     """Explain the difference between two runs, or between two ranks of one run.
 
     A and B are rank directories, whole cluster directories (compared rank by rank and for the
@@ -80,6 +84,11 @@ def command(a, b, ranks_text, fmt, table, top, out, workers):
 
     if out is not None:
         _write_all(out, result)
+    page = None
+    if html is not None:
+        from ascendprof.report.html.diffpage import write_diff_page
+
+        page = write_diff_page(result, Path(html) if html else (out or Path(".")) / "diff.html")
     if fmt == "json":
         import orjson
 
@@ -94,6 +103,9 @@ def command(a, b, ranks_text, fmt, table, top, out, workers):
         _print(result, top)
         if out is not None:
             click.echo(f"tables written to {out}")
+    if page is not None:
+        click.echo(f"HTML diff: {page} (open it in a browser; no network needed)",
+                   err=fmt != "text")
 
 
 def _write_all(out: Path, result) -> None:

@@ -177,21 +177,25 @@ def _parse_thresholds(items) -> dict:
                    "also reads trace_view.json's host events (GC, dataloader, "
                    "synchronisation, HCCL task sizes, AI Core clock; an extra pass over the "
                    "largest file) and shows every item; off: no advice files.")
+@click.option("--html/--no-html", default=True, show_default=True,
+              help="Write report.html, one self-contained page (charts of every section, no "
+                   "network needed to view it), built from the output files as `ascendprof "
+                   "report OUT` builds it. --no-html skips it (and removes an earlier one).")
 @click.option("--strict", is_flag=True, help="Exit 3 if anything had to be skipped.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def analyse(directory, out, fmt, workers, executor, scheduler, no_tables, no_cache, thresholds,
-            timeline, run, each_run, advice, strict, quiet):
+            timeline, run, each_run, advice, html, strict, quiet):
     """Analyse every rank under DIRECTORY and write the cluster results to --output.
 
     Writes cluster_step_trace_time.csv, cluster_communication.json,
     cluster_communication_matrix.json, communication_group.json (msprof-analyze layout),
     op_statistics.csv, top_kernels.csv, step_trace_check.csv, verdicts.json, advice.json,
-    advice.csv, problems.csv, summary.json and the normalised tables as Parquet under tables/.
-    The whole set is written aside and put in place at the end, so an interrupted run leaves
-    the previous one; only files ascendprof wrote (listed in OUT/.ascendprof-manifest.json) are
-    ever replaced or removed, and one run at a time may write to OUT. Prints a summary:
-    sources, per-rank step breakdown, top op types, the verdicts and the top advice in plain
-    English.
+    advice.csv, problems.csv, summary.json, report.html (unless --no-html) and the normalised
+    tables as Parquet under tables/. The whole set is written aside and put in place at the
+    end, so an interrupted run leaves the previous one; only files ascendprof wrote (listed in
+    OUT/.ascendprof-manifest.json) are ever replaced or removed, and one run at a time may
+    write to OUT. Prints a summary: sources, per-rank step breakdown, top op types, the
+    verdicts and the top advice in plain English, and where the HTML report is.
 
     Ranks of different runs (jobs or collections) are never mixed: when DIRECTORY holds
     several, analyse exits 2 naming them, unless --run picks one or --each-run asks for all.
@@ -201,7 +205,7 @@ def analyse(directory, out, fmt, workers, executor, scheduler, no_tables, no_cac
     kwargs = dict(fmt=fmt, workers=workers, executor=executor, scheduler=scheduler,
                   tables=not no_tables, cache=not no_cache,
                   thresholds=_parse_thresholds(thresholds), strict=strict, timeline=timeline,
-                  advice=advice, progress=not quiet and fmt == "text")
+                  advice=advice, html=html, progress=not quiet and fmt == "text")
     if run is not None and each_run:
         raise click.BadParameter("--run and --each-run exclude each other", param_hint="--run")
     if not each_run:
@@ -220,6 +224,25 @@ def analyse(directory, out, fmt, workers, executor, scheduler, no_tables, no_cac
             click.echo(f"== run {r.describe()} -> {sub}")
         code = max(code, api.analyse(directory, sub, run=r.name, **kwargs))
     sys.exit(code)
+
+
+@main.command()
+@click.argument("out_dir", type=click.Path(path_type=Path))
+@click.option("-o", "--output", "dest", type=click.Path(path_type=Path), default=None,
+              help="Where to write the page (default: OUT_DIR/report.html).")
+def report(out_dir, dest):
+    """Rebuild the HTML report of an existing analysis from the files in OUT_DIR.
+
+    OUT_DIR is an `ascendprof analyse` output directory. The page (report.html) is one
+    self-contained file: every chart's JavaScript is inside it, so it opens offline, by a double
+    click, attached to a ticket or published from CI. Sections: Diagnosis (verdicts, run facts),
+    Step breakdown, Pipeline, Communication, Operators, Memory, Problems; a section whose file
+    is absent says so. Nothing is recomputed: the page shows the files' numbers.
+    """
+    from ascendprof.report.html import rebuild
+
+    page = rebuild(out_dir, dest)
+    click.echo(f"HTML report: {page} (open it in a browser; no network needed)")
 
 
 # US spelling as a hidden alias

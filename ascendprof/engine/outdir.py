@@ -247,6 +247,35 @@ class OutputDir:
             finish(self.out, self.staging)
 
 
+def adopt(out: Path, name: str) -> None:
+    """Add ``name`` (a file ascendprof has just written into ``out`` outside a run, e.g.
+    ``ascendprof report``'s page) to the manifest of ``out``, so runs may replace or remove it.
+    Taken under the lock; OutputBusy while a run writes to ``out``; nothing without a manifest."""
+    with _Locked(out):
+        doc = read_manifest(out)
+        if doc is None or name in doc["files"]:
+            return
+        doc["files"] = sorted(doc["files"] + [name])
+        from ascendprof.report.output import write_bytes
+
+        write_bytes(Path(out) / MANIFEST, orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+
+
+class _Locked(OutputDir):
+    """Only the lock of :class:`OutputDir` (no staging, no checks)."""
+
+    def __init__(self, out: Path):
+        super().__init__(out, ())
+
+    def __enter__(self):
+        self._lock()
+        return self
+
+    def __exit__(self, *exc):
+        self._unlock()
+        return False
+
+
 def roll_forward(out: Path, staging: Path) -> None:
     """Complete the journal of ``staging`` (idempotent: safe to repeat after a crash at any
     point). The new manifest is moved last, so its presence means the set is complete."""

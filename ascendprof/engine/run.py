@@ -20,7 +20,7 @@ PICK_RUN = ("Analyse one: give its path, or --run NAME (or its number); --each-r
 def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executor="local",
                 scheduler=None, tables=True, cache=True, thresholds=None, strict=False,
                 timeline=False, progress=True, run: str | None = None,
-                advice="summary") -> int:
+                advice="summary", html=True) -> int:
     """Run the whole analysis of ``directory`` into ``out``; returns the exit code.
 
     The outputs are written into a staging directory inside ``out`` and put in place together
@@ -29,10 +29,11 @@ def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executo
     With the cache on, a run whose inputs, code, options and output directory are unchanged
     since the last run restores that run's outputs (see :func:`ascendprof.engine.cache.run_key`)
     instead of recomputing them (before Arrow or pandas is even imported). ``timeline``: read
-    trace_view.json even when not needed. ``advice``: off / summary / all (analyze.advice;
-    "all" also reads trace_view.json's host events). Raises UsageError for a missing input or
-    an output inside the input (or an input under the output's own files), OutputError (exit
-    2) when the output cannot be written, NothingAnalysable when no rank can be read,
+    trace_view.json even when not needed; ``advice``: off / summary / all (analyze.advice;
+    "all" also reads trace_view.json's host events); ``html``: write report.html, built from
+    the staged files as ``ascendprof report`` builds it. Raises UsageError for a missing input
+    or an output inside the input (or an input under the output's own files), OutputError
+    (exit 2) when the output cannot be written, NothingAnalysable when no rank can be read,
     scan.MultipleRuns (exit 2) when ``directory`` holds several runs and ``run`` does not pick
     one.
     """
@@ -54,16 +55,16 @@ def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executo
     with OutputDir(out, OUTPUT_FILES, tables=tables) as target:
         summary, skipped = _analyse_into(target, directory, out, sources, problems, workers,
                                          executor, scheduler, tables, cache, thresholds,
-                                         progress, advice)
+                                         progress, advice, html)
     from ascendprof.engine.lifetime import stdout_may_close
 
     with stdout_may_close():
-        _show(summary, out, fmt)
+        _show(summary, out, fmt, out / "report.html" if html else None)
     return EXIT_NOTHING if strict and skipped else EXIT_OK
 
 
 def _analyse_into(target, directory, out, sources, problems, workers, executor, scheduler,
-                  tables, cache, thresholds, progress, advice):
+                  tables, cache, thresholds, progress, advice, html=True):
     """Write the whole output set into ``target.staging`` and commit it; returns (summary,
     whether anything was skipped)."""
     from ascendprof.engine import cache as run_cache
@@ -71,11 +72,14 @@ def _analyse_into(target, directory, out, sources, problems, workers, executor, 
     stage = target.staging
     cache_dir = run_cache.cache_dir_for(out, [directory]) if cache else None
     key = cache_dir and run_cache.run_key(
-        sources, out, {"thresholds": thresholds or {}, "tables": tables, "advice": advice},
+        sources, out, {"thresholds": thresholds or {}, "tables": tables, "advice": advice,
+                       "html": html},
         [orjson.dumps(p.as_dict()) for p in problems])
     restored = run_cache.restore_run(cache_dir, key, stage)
     if restored is not None:  # inputs, code and options unchanged: the outputs are the same
         summary = orjson.loads((stage / "summary.json").read_bytes())
+        if html and not (stage / "report.html").is_file():
+            _html(out, stage)
         _commit(target)
         return summary, bool(restored.get("skipped"))
     target.clear_staging()  # what a restore that failed half-way placed there
@@ -105,8 +109,11 @@ def _analyse_into(target, directory, out, sources, problems, workers, executor, 
             spill.close()
     table_dir = stage / "tables"
     summary["outputs"] = [printable(out / p.relative_to(stage)) for p in written] + (
-        [printable(out / "tables")] if tables else [])
+        [printable(out / "tables")] if tables else []) + (
+        [printable(out / "report.html")] if html else [])
     written.append(_output_side(out, write_json, stage / "summary.json", summary))
+    if html:  # from the files just staged, as `ascendprof report` builds it
+        written.append(_html(out, stage))
     if tables and table_dir.exists():
         written += [p for p in sorted(table_dir.rglob("*")) if p.is_file()]
     run_cache.store_run(cache_dir, key, stage, written, {"skipped": bool(ca.problems.skipped)})
@@ -130,7 +137,13 @@ def _output_side(out: Path, fn, *args):
         raise OutputError(f"{where}: cannot write the output: {e.strerror or e}") from None
 
 
-def _show(summary: dict, out: Path, fmt: str) -> None:
+def _html(out: Path, stage: Path) -> Path:
+    from ascendprof.report.html import write_report
+
+    return _output_side(out, write_report, stage)
+
+
+def _show(summary: dict, out: Path, fmt: str, page: Path | None = None) -> None:
     if fmt == "json":
         sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
                                       | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
@@ -138,6 +151,9 @@ def _show(summary: dict, out: Path, fmt: str) -> None:
         from ascendprof.report.terminal import print_summary
 
         print_summary(summary, out)
+        if page is not None:  # the last line: where to look
+            sys.stdout.write(f"HTML report: {printable(page)} (open it in a browser; no "
+                             f"network needed)\n")
 
 
 def _release_freed_memory() -> None:

@@ -21,5 +21,8 @@ ANALYSIS_FILES = ("pipeline.csv", "pipeline_stages.csv", "memory_summary.csv",
 #: what to change, with evidence (analyze.advice; not written with --advice off)
 ADVICE_FILES = ("advice.json", "advice.csv")
 
+#: the page of all of them (report.html), written by the analyse flow after the others
+REPORT_FILES = ("report.html",)
+
 #: every output file besides tables/
-OUTPUT_FILES = CLUSTER_FILES + ANALYSIS_FILES + ADVICE_FILES
+OUTPUT_FILES = CLUSTER_FILES + ANALYSIS_FILES + ADVICE_FILES + REPORT_FILES

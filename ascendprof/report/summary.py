@@ -2,7 +2,8 @@
 
 Shape::
 
-    {"root", "version", "sources": [{rank, kind, path, device_id, steps, analyses}],
+    {"root", "version", "sources": [{rank, kind, path, device_id, steps, analyses, also,
+                                     framework_version, cann_version, profiler_level}],
      "ranks": [{rank, step, <nine metrics>_us..., method}],   # per-rank step breakdown
      "breakdown_check": [{rank, status, used, metrics: {Computing: {step, reported_us,
                           recomputed_us, deviation_pct}, ...}, reason}],  # recomputed vs reported
@@ -91,7 +92,9 @@ def build_summary(ca, outputs: list[str] | None = None, top: int = 10) -> dict:
         "version": __version__,
         "sources": [{"rank": s.rank, "kind": s.label, "path": printable(s.path),
                      "device_id": s.device_id,
-                     "steps": s.steps, "analyses": s.analyses, "also": s.also}
+                     "steps": s.steps, "analyses": s.analyses, "also": s.also,
+                     "framework_version": s.framework_version, "cann_version": s.cann_version,
+                     "profiler_level": s.profiler_level}
                     for s in ca.sources],
         "ranks": ranks,
         "breakdown_methods": {r.rank: r.breakdown_method for r in ca.ranks},

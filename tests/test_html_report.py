@@ -1,0 +1,279 @@
+"""report.html and diff.html without a browser: what analyse / report / diff write, that the
+page is self-contained, that analyse and `report OUT_DIR` build the same page, that sections
+whose file is absent say so, and that the fast reader of cluster_communication.json's 'Total Op
+Info' members equals a plain parse of the whole file (the browser tests are in
+test_html_browser.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ascendprof.cli.main import main
+from ascendprof.report.html import data as D
+from conftest import QWEN3, SHARED
+
+
+def _cli(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def q3(tmp_path_factory):
+    out = tmp_path_factory.mktemp("rep") / "q3"
+    r = _cli("analyse", QWEN3, "-o", out, "-q", "--no-cache")
+    assert r.exit_code == 0, r.output
+    return out
+
+
+def test_analyse_writes_a_self_contained_page(q3):
+    page = (q3 / "report.html").read_text(encoding="utf-8")
+    assert 'name="generator" content="ascendprof' in page
+    # nothing is fetched when the page is viewed: no external script, style or image
+    assert not re.search(r'<(script|link|img)[^>]+(src|href)="(https?:)?//', page)
+    assert "<script src=" not in page and "<link " not in page
+    assert len(page.encode()) < 5 * 1024 * 1024
+    for sid in ("diagnosis", "steps", "pipeline", "communication", "operators", "memory",
+                "problems"):
+        assert f'<section id="{sid}"' in page
+    summary = json.loads((q3 / "summary.json").read_text())
+    assert str(q3 / "report.html") in summary["outputs"]
+
+
+def test_report_command_rebuilds_the_same_page(q3, tmp_path):
+    import subprocess
+    import sys
+
+    first = (q3 / "report.html").read_text(encoding="utf-8")
+    dest = tmp_path / "again.html"
+    r = subprocess.run([sys.executable, "-m", "ascendprof", "report", str(q3), "-o", str(dest)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == f"HTML report: {dest} (open it in a browser; no network needed)"
+    # byte for byte: built from the same files, in another process, to another place
+    assert dest.read_text(encoding="utf-8") == first
+
+
+def test_no_html_removes_our_page_but_not_a_foreign_one(tmp_path):
+    out = tmp_path / "o"
+    assert _cli("analyse", QWEN3, "-o", out, "-q").exit_code == 0
+    assert (out / "report.html").is_file()
+    r = _cli("analyse", QWEN3, "-o", out, "-q", "--no-html")
+    assert r.exit_code == 0 and "HTML report" not in r.output
+    assert not (out / "report.html").exists()
+    # a page ascendprof did not write is never replaced: neither by analyse nor by report
+    (out / "report.html").write_text("<html>the user's own page</html>")
+    r = _cli("analyse", QWEN3, "-o", out, "-q")
+    assert r.exit_code == 2 and "report.html exists and ascendprof did not write it" in r.output
+    r = _cli("report", out)
+    assert r.exit_code == 2 and "ascendprof did not write it" in r.output
+    assert (out / "report.html").read_text() == "<html>the user's own page</html>"
+
+
+def test_report_page_becomes_an_output_of_the_analysis(tmp_path):
+    """`report OUT` after `analyse --no-html`: the page joins the manifest, so the next analyse
+    replaces it (and --no-html removes it) instead of refusing it as foreign."""
+    out = tmp_path / "o"
+    assert _cli("analyse", QWEN3, "-o", out, "-q", "--no-html").exit_code == 0
+    assert _cli("report", out).exit_code == 0
+    manifest = json.loads((out / ".ascendprof-manifest.json").read_text())
+    assert "report.html" in manifest["files"]
+    assert _cli("analyse", QWEN3, "-o", out, "-q").exit_code == 0
+    assert _cli("analyse", QWEN3, "-o", out, "-q", "--no-html").exit_code == 0
+    assert not (out / "report.html").exists()
+
+
+def test_cached_rerun_keeps_the_page(tmp_path):
+    out = tmp_path / "o"
+    assert _cli("analyse", QWEN3, "-o", out, "-q").exit_code == 0
+    (out / "report.html").unlink()  # the cache entry still holds it
+    r = _cli("analyse", QWEN3, "-o", out, "-q")
+    assert r.exit_code == 0 and f"HTML report: {out / 'report.html'}" in r.output
+    assert 'content="ascendprof' in (out / "report.html").read_text(encoding="utf-8")
+
+
+def test_sections_without_their_file_say_so(q3, tmp_path):
+    """An output holding only the step breakdown: every other section says it is not in this
+    analysis instead of failing or drawing empty charts."""
+    out = tmp_path / "partial"
+    out.mkdir()
+    shutil.copy(q3 / "cluster_step_trace_time.csv", out)
+    r = _cli("report", out)
+    assert r.exit_code == 0, r.output
+    page = (out / "report.html").read_text(encoding="utf-8")
+    for sid in ("pipeline", "communication", "operators", "memory", "problems"):
+        sec = page[page.index(f'<section id="{sid}"'):]
+        sec = sec[:sec.index("</section>")]
+        assert "Not in this analysis" in sec, sid
+    assert 'data-chart="steps_bars"' in page
+
+
+def test_report_refuses_a_directory_that_is_no_analysis(tmp_path):
+    r = _cli("report", tmp_path)
+    assert r.exit_code == 2
+    assert "not an ascendprof analyse output" in r.output
+    assert "Traceback" not in r.output
+
+
+def test_report_names_a_broken_file(q3, tmp_path):
+    out = tmp_path / "broken"
+    shutil.copytree(q3, out, ignore=shutil.ignore_patterns("tables", ".ascendprof-cache"))
+    (out / "verdicts.json").write_text("{not json")
+    r = _cli("report", out)
+    assert r.exit_code == 2, r.output
+    assert "verdicts.json" in r.output and "Traceback" not in r.output
+
+
+def _totals_by_full_parse(path: Path) -> set:
+    doc = json.loads(path.read_text())
+    rows = set()
+    for steps in doc.values():
+        for step, ops in steps.items():
+            for op, ranks in ops.items():
+                if op.startswith("Total Op Info@"):
+                    for rank, info in ranks.items():
+                        t = info["Communication Time Info"]
+                        rows.add((op.split("@", 1)[1], step, int(rank), t["Elapse Time(ms)"],
+                                  t["Transit Time(ms)"], t["Wait Time(ms)"],
+                                  t["Synchronization Time(ms)"], t["Idle Time(ms)"]))
+    return rows
+
+
+def _totals_by_reader(path: Path) -> set:
+    df = D.communication_totals(path)
+    return {(g, s, r, *v) for g, s, r, *v in df[["Group Id", "Step", "Rank"]
+                                                + D.TOTAL_COLUMNS[4:]].itertuples(index=False)}
+
+
+def test_total_op_info_reader_equals_a_full_parse(q3, tmp_path):
+    path = q3 / "cluster_communication.json"
+    want = _totals_by_full_parse(path)
+    assert len(want) == 24  # 4 ranks in 10 groups (two single-rank tp groups)
+    assert _totals_by_reader(path) == want
+    # the same content indented (as msprof-analyze writes it), with a second step whose
+    # values differ: every member is found, and under its own step
+    doc = json.loads(path.read_text())
+    for g in doc.values():
+        (key, ops), = g.items()
+        second = json.loads(json.dumps(ops))
+        for op, ranks in second.items():
+            for info in ranks.values():
+                info["Communication Time Info"]["Elapse Time(ms)"] += 1000.0
+        g["step14"] = second
+    other = tmp_path / "cluster_communication.json"
+    other.write_text(json.dumps(doc, indent=4))
+    want2 = _totals_by_full_parse(other)
+    assert len(want2) == 48
+    assert _totals_by_reader(other) == want2
+
+
+def test_matrix_links_are_the_files_values(q3):
+    doc = json.loads((q3 / "cluster_communication_matrix.json").read_text())
+    df = D.load(q3).links
+    n = sum(len(v) for g in doc.values() for ops in g.values() for k, v in ops.items()
+            if k.startswith("Total Op Info@"))
+    assert len(df) == n == 51
+    row = df[(df["Src Rank"] == 0) & (df["Dst Rank"] == 1)].iloc[0]
+    # from the file: "(0, 1)" step13 "Total Op Info@5862276114690318097" "0-1"
+    assert row["Group"] == "dp_cp" and row["Transport Type"] == "HCCS"
+    assert row["Bandwidth(GB/s)"] == 18.9444 and row["Transit Size(MB)"] == 1127.44704
+
+
+@pytest.mark.skipif(SHARED is None, reason="../shared/data not present")
+def test_diff_html(tmp_path):
+    lv = SHARED / "torch_npu-2rank-levels" / "text"
+    r = _cli("diff", lv / "level1", lv / "level2", "-o", tmp_path / "d", "--html")
+    assert r.exit_code == 0, r.output
+    page = (tmp_path / "d" / "diff.html").read_text(encoding="utf-8")
+    assert f"HTML diff: {tmp_path / 'd' / 'diff.html'}" in r.output
+    assert "<script src=" not in page
+    # the step table in the page is diff -o's steps.csv, value for value
+    import csv
+
+    with open(tmp_path / "d" / "steps.csv", newline="") as f:
+        header, *rows = list(csv.reader(f))
+    body = page[page.index('class="numbers diff-steps"'):]
+    body = body[:body.index("</table>")]
+    assert re.findall(r"<th>([^<]*)</th>", body) == header
+    cells = re.findall(r"<td>([^<]*)</td>", body)
+    n = len(header)
+    assert len(cells) == n * len(rows) and rows
+    for i, row in enumerate(rows):
+        got = cells[n * i:n * i + n]
+        assert got[:2] == row[:2]  # scope, metric
+        for g, w in zip(got[2:], row[2:]):
+            assert (g == w == "") or float(g) == float(w)
+    r = _cli("diff", QWEN3, "--ranks", "0,2", "--html", tmp_path / "r.html", "--format", "json")
+    assert r.exit_code == 0
+    json.loads(r.stdout)  # stdout stays JSON; the page's line goes to stderr
+    assert (tmp_path / "r.html").is_file()
+
+
+def _copy_outputs(src: Path, dest: Path) -> Path:
+    shutil.copytree(src, dest, ignore=shutil.ignore_patterns("tables", ".ascendprof-cache",
+                                                             "report.html"))
+    return dest
+
+
+def _models(out: Path) -> dict:
+    """name -> Bokeh model of every named model of the page's sections."""
+    from bokeh.model.util import collect_models
+
+    from ascendprof.report.html.page import build_sections
+
+    secs = build_sections(D.load(out))
+    roots = [b.model for s in secs for b in s.blocks if b.kind == "chart"]
+    return {m.name: m for m in collect_models(*roots) if getattr(m, "name", None)}
+
+
+def test_several_steps_get_one_tab_each(q3, tmp_path):
+    import csv
+
+    out = _copy_outputs(q3, tmp_path / "two")
+    path = out / "cluster_step_trace_time.csv"
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    extra = [[("14" if i == 0 else v) for i, v in enumerate(r)] for r in rows[1:]]
+    with open(path, "a", newline="") as f:
+        csv.writer(f, lineterminator="\n").writerows(extra)
+    m = _models(out)
+    assert "steps_bars" in m and type(m["steps_bars"]).__name__ == "Tabs"
+    assert [t.title for t in m["steps_bars"].tabs] == ["step 13", "step 14"]
+    assert sorted(m["steps_bars_1"].renderers[0].data_source.data["rank"]) == [0, 1, 2, 3]
+
+
+def test_big_cluster_aggregates(q3, tmp_path):
+    """128 ranks (the Qwen3 rows repeated, 8 devices a node): heatmaps by node hold every
+    rank, the bar chart only the 16 longest-computing ranks of each stage, no bar per rank."""
+    import csv
+
+    out = tmp_path / "big"
+    out.mkdir()
+    with open(q3 / "cluster_step_trace_time.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    ranks = [r for r in rows if r["Type"] == "rank"]
+    computing = {}
+    with open(out / "cluster_step_trace_time.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
+        w.writeheader()
+        for n in range(128):
+            r = dict(ranks[n % 4], Index=str(n), **{"PP Index": str(n // 64)})
+            r["Computing"] = str(float(r["Computing"]) + n)  # rank n computes n µs longer
+            computing[n] = float(r["Computing"])
+            w.writerow(r)
+    longest = [n for stage in (range(64), range(64, 128))
+               for n in sorted(stage, key=computing.get, reverse=True)[:16]]
+    (out / "summary.json").write_text(json.dumps({"root": "x", "sources": [
+        {"rank": n, "device_id": n % 8, "kind": "torch_npu text"} for n in range(128)]}))
+    m = _models(out)
+    assert "steps_bars" not in m
+    heat = m["steps_heatmaps"].tabs[0].child.renderers[0].data_source.data
+    assert sorted(heat["rank"]) == list(range(128))
+    assert max(heat["node"]) == 15 and max(heat["slot"]) == 7
+    top = m["steps_top"].renderers[0].data_source.data
+    assert sorted(top["rank"]) == sorted(longest)
