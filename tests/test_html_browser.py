@@ -114,8 +114,9 @@ class Page:
         self.ctx.close()
 
 
-def _analyse(src: Path, out: Path) -> Path:
-    r = CliRunner().invoke(main, ["analyse", str(src), "-o", str(out), "-q", "--no-cache"])
+def _analyse(src: Path, out: Path, *extra: str) -> Path:
+    r = CliRunner().invoke(main, ["analyse", str(src), "-o", str(out), "-q", "--no-cache",
+                                  *extra])
     assert r.exit_code == 0, r.output
     assert f"HTML report: {out / 'report.html'}" in r.output
     return out
@@ -130,8 +131,9 @@ def qwen3_out(tmp_path_factory):
 def levels_out(tmp_path_factory):
     if SHARED is None:
         _unavailable("../shared/data not present")
-    # the whole tree: six copies of each rank, the text level2 pair chosen, the rest reported
-    return _analyse(SHARED / "torch_npu-2rank-levels", tmp_path_factory.mktemp("html") / "lv")
+    # the whole tree holds six runs (text and db, three levels): the text level2 run picked
+    return _analyse(SHARED / "torch_npu-2rank-levels", tmp_path_factory.mktemp("html") / "lv",
+                    "--run", "text/level2")
 
 
 @pytest.fixture(scope="module")
