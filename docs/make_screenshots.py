@@ -19,7 +19,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DEST = ROOT / "docs" / "report"
-SECTIONS = ["diagnosis", "steps", "pipeline", "communication", "operators", "memory", "problems"]
+SECTIONS = ["diagnosis", "steps", "pipeline", "communication", "operators", "memory", "dataprep",
+            "problems"]
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
         "--disable-background-networking", "--disable-component-update", "--disable-sync",
         "--no-first-run", "--disable-quic"]
