@@ -101,9 +101,15 @@ def _register_rules() -> None:
         return moe.verdicts((getattr(ca, "csv_files", None) or {}).get("moe_expert_load.csv"),
                             verdicts.make_verdict, th)
 
-    verdicts.register_rule("memory", memory_rule)
-    verdicts.register_rule("moe", moe_rule)
-    verdicts.register_rule("data", data_rule)
+    verdicts.register_rule("memory", memory_rule, thresholds={
+        "memory_near_capacity_pct": memory.NEAR_CAPACITY_PCT,
+        "memory_peer_excess_pct": memory.PEER_EXCESS_PCT,
+        "memory_peer_excess_min_mb": memory.PEER_EXCESS_MIN_MB})
+    verdicts.register_rule("moe", moe_rule,
+                           thresholds={"ep_imbalance_ratio": moe.EP_IMBALANCE_RATIO})
+    verdicts.register_rule("data", data_rule, thresholds={
+        "data_bound_pct": data_prep.DATA_BOUND_PCT,
+        "preparing_bound_pct": data_prep.PREPARING_BOUND_PCT})
 
 
 _register_rules()

@@ -44,7 +44,7 @@ from ascendprof.analyze.verdicts.thresholds import (BLAME_RATIO, COMM_SHARE_PCT,
 _RULES: dict[str, object] = {}
 
 
-def register_rule(name: str, fn=None):
+def register_rule(name: str, fn=None, *, thresholds: dict | None = None):
     """Add a rule function to :func:`derive`: ``fn(ca, th) -> list of verdict dicts``
     (:func:`make_verdict`); a function that also takes a ``facts`` parameter gets the
     :class:`~.facts.Facts` the built-in rules read (step values, groups, wait-for graph).
@@ -55,7 +55,16 @@ def register_rule(name: str, fn=None):
     and ``_late`` (a set of ranks) to have the waits of other ranks for those ranks attached to
     it.
     A rule that raises loses its own verdicts only (the error is recorded in ``ca.problems``).
+    ``thresholds`` ({lower-case name: default}) join :func:`thresholds`: listed in
+    verdicts.json, overridable with ``--threshold NAME=VALUE``; the rule reads them from ``th``.
+    A module contributing rules must be listed in thresholds.CONTRIBUTORS so that its
+    thresholds are known before the first run.
     """
+    from ascendprof.analyze.verdicts.thresholds import CONTRIBUTED
+
+    for k, v in (thresholds or {}).items():
+        CONTRIBUTED[str(k).lower()] = float(v)
+
     def add(f):
         _RULES[str(name)] = f
         return f

@@ -49,13 +49,32 @@ NAMES = ("EXCESS_OF_STEP_PCT", "MIN_EXCESS_MS",
          "SLOW_LINK_MIN_MB", "CRITICAL_FACTOR")
 
 
-def thresholds(overrides: dict | None = None) -> dict:
-    """The module constants as ``{lower-case name: value}``, updated by ``overrides``.
+#: thresholds of contributed rules (verdicts.register_rule(..., thresholds=...)): name -> default
+CONTRIBUTED: dict[str, float] = {}
+#: modules that contribute rules on import (their thresholds must be known before any run,
+#: e.g. to accept ``--threshold data_bound_pct=20`` on the command line)
+CONTRIBUTORS = ("ascendprof.analyze.extended",)
 
-    Keys of ``overrides`` are the lower-case constant names (``comm_share_pct`` …); ``None``
-    values are ignored. Raises ``ValueError`` for an unknown key or a non-numeric / negative value.
+
+def contributed() -> dict[str, float]:
+    """{name: default} of the contributed rules' thresholds (importing the contributors)."""
+    import importlib
+
+    for mod in CONTRIBUTORS:
+        importlib.import_module(mod)
+    return dict(CONTRIBUTED)
+
+
+def thresholds(overrides: dict | None = None) -> dict:
+    """The module constants and the contributed rules' thresholds (:func:`contributed`) as
+    ``{lower-case name: value}``, updated by ``overrides``.
+
+    Keys of ``overrides`` are the lower-case names (``comm_share_pct``, ``data_bound_pct`` …);
+    ``None`` values are ignored. Raises ``ValueError`` for an unknown key or a non-numeric /
+    negative value.
     """
     th = {n.lower(): float(globals()[n]) for n in NAMES}
+    th.update(contributed())
     for k, v in (overrides or {}).items():
         if v is None:
             continue
