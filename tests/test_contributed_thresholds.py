@@ -50,3 +50,25 @@ def test_unknown_threshold_is_still_refused(tmp_path):
     r = CliRunner().invoke(main, ["analyse", str(QWEN3), "-o", str(tmp_path / "o"),
                                   "--threshold", "no_such_threshold=1"])
     assert r.exit_code == 2 and "unknown threshold" in r.output
+
+
+def test_missing_communication_advice_names_levels_only_for_framework_profilers(monkeypatch):
+    # issue #16: "Level0 does not collect it" wording on sources that have no torch_npu level
+    from types import SimpleNamespace
+
+    from ascendprof.analyze.verdicts import story
+
+    monkeypatch.setattr(story, "_split_ev", lambda f, obs: {})
+    obs = {"ranks": [0, 1], "stage": None}
+
+    def next_step(kind, level):
+        f = SimpleNamespace(missing_files={0: ["communication.json"], 1: []},
+                            levels={0: level, 1: level}, kinds={0: kind, 1: kind})
+        return story._unknown(f, obs, "Communication takes 40% of the step", "warning",
+                              {})["next_step"]
+
+    for kind in ("prof", "raw_cann", "legacy_mindspore"):
+        assert "level" not in next_step(kind, None).lower(), kind
+    assert "profiler level 1 or higher" in next_step("torch_npu", "Level0")
+    assert "profiler level 1 or higher" in next_step("torch_npu", None)
+    assert next_step("torch_npu", "Level1").startswith("Copy the communication.json")

@@ -270,7 +270,8 @@ class Facts:
     ``absent`` (sorted global ranks expected but not collected), ``groups`` {id: GroupInfo},
     ``comp`` (OpTotals.components with ``group_name``), ``blame`` (the wait-for graph:
     ``waiter, waited_for, group, group_name, peer_wait_ns``), ``links`` (link_table),
-    ``totals`` (OpTotals), ``missing_files`` {rank: [files]}, ``levels`` {rank: profiler level}.
+    ``totals`` (OpTotals), ``missing_files`` {rank: [files]}, ``levels`` {rank: profiler level}, ``kinds`` {rank:
+    source kind}.
     """
 
     def __init__(self, ca, th: dict):
@@ -289,6 +290,9 @@ class Facts:
         self.missing_files = {int(r.rank): list(r.missing or []) for r in results}
         self.levels = {int(r.rank): getattr(r.source, "profiler_level", None) for r in results
                        if getattr(r, "source", None) is not None}
+        #: {rank: source kind} (scan: torch_npu, mindspore, db, prof, raw_cann, ...)
+        self.kinds = {int(r.rank): getattr(r.source, "kind", None) for r in results
+                      if getattr(r, "source", None) is not None}
         self.world_size = max((int(((m or {}).get("distributed_args") or {}).get("world_size")
                                    or 0) for m in meta.values()), default=0) or None
         links_raw = ca.concat("comm_links")

@@ -279,10 +279,17 @@ def _unknown(f: Facts, obs, lead, sev, thr_used) -> dict:
            if missing else "there are no per-op communication times")
     msg = (f"{lead}; whether it is waiting for a slower rank or data transfer cannot be told: "
            f"{why}.")
-    if not levels or "Level0" in levels:
+    kinds = {f.kinds.get(r) for r in obs["ranks"]}
+    framework = kinds & {"torch_npu", "mindspore", "db"}
+    if "Level0" in levels or (framework and not levels):
         nxt = ("Collect with communication analysis on (profiler level 1 or higher: "
                "communication.json) to split this time into transfer and waiting; meanwhile "
                "compare the communication ops of all ranks on the timeline.")
+    elif not framework:
+        # legacy MindSpore / CANN msprof data: no torch_npu profiler level to raise
+        nxt = ("Collect the communication (HCCL) data of every rank to split this time into "
+               "transfer and waiting; meanwhile compare the communication ops of all ranks on "
+               "the timeline.")
     else:
         nxt = (f"Copy the {', '.join(missing) or 'communication files'} the profiler wrote for "
                f"{ranks_text(obs['ranks'])} (or re-export them) to split this time into "
