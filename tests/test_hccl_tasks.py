@@ -247,3 +247,34 @@ def test_a_payload_run_at_the_very_end_is_skipped():
     assert (t["transit_ns"], t["elapse_ns"]) == (5, 25)
     assert H.op_bandwidth_info(tasks, "hcom_allReduce__1_1")["RDMA"]["size_mb"] == 0
     assert set(H.op_links(tasks, "hcom_allReduce__1_1")) == {(0, 1)}
+
+
+def test_receive_ops_use_three_trailing_tasks_and_bandwidth_has_four_decimals():
+    # hcom_receive: N = 3 (§7.2). Payload 1 MB at [0, 1) then 2 tasks: time = end of task
+    # 0 + 1 + 3 - 2 = 2 (start 6, dur 1) - 0 = 7 ns; 1 MB in 7 ns = 142857.142857... GB/s
+    rdma = dict(transport="RDMA", link="ROCE", op="hcom_receive__4_1")
+    tasks = [_task("RDMASend", 0, 1, rdma="RDMA_SEND_PAYLOAD", size=1_000_000, **rdma),
+             _task("RDMASend", 3, 1, rdma="RDMA_SEND_NOTIFY", **rdma),
+             _task("Notify_Wait", 6, 1, transport="LOCAL", link="ON_CHIP", op="hcom_receive__4_1")]
+    b = H.op_bandwidth_info(tasks, "hcom_receive__4_1")["RDMA"]
+    assert b["transit_ns"] == 7 and b["bandwidth_gbps"] == 142857.1429
+    link = H.op_links(tasks, "hcom_receive__4_1")[(0, 1)]
+    assert link["transit_ns"] == 7 and link["bandwidth_gbps"] == 142857.1429
+    # the same tasks in a collective (N = 5) leave the run unclosed: nothing counted
+    assert H.op_bandwidth_info(tasks, "hcom_allReduce__4_1")["RDMA"]["transit_ns"] == 0
+
+
+def test_zero_time_links_and_payloads_over_other_transports():
+    # a copy of 0 ns: bandwidth 0 (no division by zero), large-packet ratio of its one packet
+    links = H.op_links([_task("Memcpy", 5, 0, size=40_000_000, op="hcom_allReduce__1_1")],
+                       "hcom_allReduce__1_1")
+    assert links[(0, 1)]["bandwidth_gbps"] == 0.0 and links[(0, 1)]["large_packet_ratio"] == 1.0
+    # an RDMA payload run over a transport outside the five keys gets its own entry
+    other = dict(transport="UB", link="ROCE", op="hcom_send__1_1")
+    tasks = [_task("RDMASend", 0, 2, rdma="RDMA_SEND_PAYLOAD", size=2_000_000, **other),
+             _task("RDMASend", 4, 2, **other), _task("RDMASend", 8, 2, **other)]
+    bw = H.op_bandwidth_info(tasks, "hcom_send__1_1")
+    assert list(bw) == ["RDMA", "HCCS", "PCIE", "SDMA", "SIO", "UB"]
+    ub = bw["UB"]
+    assert (ub["size_mb"], ub["transit_ns"], ub["dist"]) == (2.0, 10, {2.0: [1, 10]})  # 0..8+2
+    assert ub["large_packet_ratio"] == 1.0  # no threshold for it: any packet is large
