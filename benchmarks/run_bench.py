@@ -57,7 +57,7 @@ _WRAP = r"""
 import resource, subprocess, sys, json
 rc = subprocess.call(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=open(sys.argv[1], "w"))
 ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(json.dumps({"rc": rc, "maxrss_kb": ru.ru_maxrss}))
+print(json.dumps({"rc": rc, "maxrss_kb": ru.ru_maxrss, "cpu_s": ru.ru_utime + ru.ru_stime}))
 """
 
 
@@ -125,7 +125,7 @@ def measure(cmd: list[str], log: Path, env: dict | None = None) -> dict:
     if info["rc"] != 0:
         print(f"  ! {' '.join(cmd[:3])} … exited {info['rc']} (log: {log})", file=sys.stderr)
     return {"wall_s": wall, "rss_mb": info["maxrss_kb"] / 1024, "tree_rss_mb": peak_tree / 1024,
-            "rc": info["rc"]}
+            "rc": info["rc"], "cpu_s": info.get("cpu_s"), "load": os.getloadavg()[0]}
 
 
 def generate(n: int, out: Path, extra: list[str]) -> Path:
@@ -166,17 +166,22 @@ def file_create_ms(where: Path, n: int = 200) -> float:
     return statistics.fmean(times) * 1e3
 
 
-def run_cluster(name: str, data: Path, work: Path, ref: str | None) -> dict:
+def run_cluster(name: str, data: Path, work: Path, ref: str | None, *,
+                warm: bool = True, extra: tuple = ()) -> dict:
     ap_out = work / f"{name}.ascendprof"
     shutil.rmtree(ap_out, ignore_errors=True)
     env = dict(os.environ)
     env.pop("ASCENDPROF_CACHE", None)
-    cmd = ascendprof_cmd() + ["analyse", str(data), "-o", str(ap_out), "-q", "--no-html"]
+    cmd = ascendprof_cmd() + ["analyse", str(data), "-o", str(ap_out), "-q", "--no-html",
+                              *extra]
     row = {"name": name, "input_mb": du_mb(data)}
     # probed where the cold run's cache and tables/ will be created, just before it
     ap_out.mkdir(parents=True)
     row["create_ms"] = file_create_ms(ap_out)
     row["cold"] = measure(cmd, work / f"{name}.ascendprof.cold.log", env)
+    if not warm:  # the size targets: one cold run, no peer
+        row["warm"] = row["warm_ranks"] = row["nocache"] = row["ref"] = None
+        return row
     row["warm"] = measure(cmd, work / f"{name}.ascendprof.warm.log", env)
     # the same again without the whole-run entry: every rank from its cache entry, but the
     # cluster step and all outputs recomputed (what a re-run with other thresholds costs)
@@ -336,23 +341,39 @@ def report(rows: list[dict], tp: dict, st: dict, ref: str | None, tl: dict | Non
         ref_v = f"msprof-analyze ({ref})"
     lines = [f"## {dt.datetime.now().strftime('%Y-%m-%d %H:%M')} — ascendprof {__version__} vs {ref_v}",
              "", f"Machine: {machine()}", "",
-             "| cluster | input MB | ascendprof cold s | warm s | cold/warm | warm, ranks only s "
-             "| peak RSS MB (largest proc / tree) "
-             "| msprof-analyze s | peak RSS MB (largest / tree) | time ratio ap/ma "
-             "| file create ms |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| cluster | input MB | ascendprof cold s | CPU s | MB/s per CPU s | warm s "
+             "| cold/warm | warm, ranks only s | peak RSS MB (largest proc / tree) "
+             "| msprof-analyze s | CPU s | peak RSS MB (largest / tree) | time ratio ap/ma "
+             "| CPU ratio ap/ma | load | file create ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         c, w, m = r["cold"], r["warm"], r["ref"]
+        if w is None:  # a size target: cold only
+            lines.append(
+                f"| {r['name']} | {r['input_mb']:.0f} | {c['wall_s']:.1f}"
+                + ("" if c["rc"] == 0 else f" (exit {c['rc']})")
+                + f" | {c['cpu_s']:.1f} | {r['input_mb'] / c['cpu_s']:.0f} | – | – | – | "
+                  f"{c['rss_mb']:.0f} / {c['tree_rss_mb']:.0f} | – | – | – | – | – | "
+                  f"{c['load']:.1f} | – |")
+            continue
         ma_t = f"{m['wall_s']:.1f}" + ("" if m["rc"] == 0 else f" (exit {m['rc']})") if m else "–"
         ma_rss = f"{m['rss_mb']:.0f} / {m['tree_rss_mb']:.0f}" if m else "–"
         lines.append(
             f"| {r['name']} | {r['input_mb']:.0f} | {c['wall_s']:.1f}"
             + ("" if c["rc"] == 0 else f" (exit {c['rc']})")
+            + f" | {c['cpu_s']:.1f} | {r['input_mb'] / c['cpu_s']:.0f}"
             + f" | {w['wall_s']:.1f} | {_ratio(c['wall_s'], w['wall_s'])} | "
               + (f"{r['warm_ranks']['wall_s']:.1f}" if r.get("warm_ranks") else "–") + " | "
-              f"{c['rss_mb']:.0f} / {c['tree_rss_mb']:.0f} | {ma_t} | {ma_rss} | "
+              f"{c['rss_mb']:.0f} / {c['tree_rss_mb']:.0f} | {ma_t} | "
+              + (f"{m['cpu_s']:.1f}" if m else "–") + f" | {ma_rss} | "
               f"{_ratio(c['wall_s'], m['wall_s'] if m else None)} | "
+              f"{_ratio(c['cpu_s'], m['cpu_s'] if m else None)} | {c['load']:.1f} | "
               + (f"{r['create_ms']:.2f}" if r.get("create_ms") is not None else "–") + " |")
+    lines += ["", "CPU s: user + system seconds of the process and its children (the pool's "
+                  "workers); MB/s per CPU s: input MB over the cold run's CPU seconds (the "
+                  "per-core throughput); load: the 1-minute load average when the cold run "
+                  "ended (above ~0.3 another job shared the 2 cores: compare CPU seconds, not "
+                  "wall time)."]
     lines += ["", "File create ms: mean time to create one empty file where the cold run "
                   "writes, just before it (a cold run creates ~11 files and directories per "
                   "rank; this disk's cost for one drifts between ~0.02 and ~0.9 ms)."]
@@ -403,6 +424,16 @@ def main(argv=None) -> int:
     ap.add_argument("--work", type=Path, default=HERE / "out", help="generated data and outputs")
     ap.add_argument("--no-reference", action="store_true", help="do not run msprof-analyze")
     ap.add_argument("--no-append", action="store_true", help="print only, leave RESULTS.md")
+    ap.add_argument("--big-sizes", default="1024",
+                    help="cluster sizes run once, cold, ascendprof only (memory flat in ranks)")
+    ap.add_argument("--db-sizes", default="256",
+                    help="clusters of db exports (torch_npu-db-level1 template), both tools")
+    ap.add_argument("--hostile", action="store_true",
+                    help="also one rank with a ~1 GB communication.json (10^6 ops) and one with "
+                         "a large kernel_details.csv + trace_view.json (--timeline)")
+    ap.add_argument("--hostile-kernels", type=int, default=1_000_000,
+                    help="kernel rows of the large-kernel rank (~0.35 kB each in "
+                         "kernel_details.csv, ~1.5 kB in trace_view.json)")
     ap.add_argument("--html-only", action="store_true",
                     help="only the HTML report of the largest cluster (size, build time)")
     a = ap.parse_args(argv)
@@ -428,6 +459,29 @@ def main(argv=None) -> int:
         data = generate(n, work / f"cluster{n}", ["--comm-ops-per-rank", str(a.comm_ops)])
         rows.append(run_cluster(f"{n} ranks x {a.comm_ops} ops", data, work, ref))
         print(json.dumps(rows[-1]), file=sys.stderr)
+    for n in [int(x) for x in a.db_sizes.split(",") if x]:
+        print(f"db cluster {n} ranks …", file=sys.stderr)
+        data = generate(n, work / f"db{n}", ["--template", "torch_npu-db-level1"])
+        rows.append(run_cluster(f"{n} ranks, db exports (Level1)", data, work, ref))
+        print(json.dumps(rows[-1]), file=sys.stderr)
+    for n in [int(x) for x in a.big_sizes.split(",") if x]:
+        print(f"cluster {n} ranks (cold only) …", file=sys.stderr)
+        data = generate(n, work / f"cluster{n}", ["--comm-ops-per-rank", str(a.comm_ops)])
+        rows.append(run_cluster(f"{n} ranks x {a.comm_ops} ops (cold only)", data, work, None,
+                                warm=False))
+        print(json.dumps(rows[-1]), file=sys.stderr)
+    if a.hostile:
+        print("hostile sizes …", file=sys.stderr)
+        data = generate(1, work / "hostile_comm", ["--comm-ops-per-rank", "1000000"])
+        rows.append(run_cluster("1 rank, communication.json of 10^6 ops", data, work, None,
+                                warm=False))
+        data = generate(1, work / "hostile_kernels",
+                        ["--template", "torch_npu-level2", "--kernels-per-rank",
+                         str(a.hostile_kernels)])
+        rows.append(run_cluster(f"1 rank, {a.hostile_kernels // 1000}k kernels (kernel_details"
+                                f" + trace_view.json, --timeline)", data, work, None,
+                                warm=False, extra=("--timeline",)))
+        print(json.dumps(rows[-2:]), file=sys.stderr)
     tp = {}
     if a.llm_kernels:
         print("LLM-size rank …", file=sys.stderr)

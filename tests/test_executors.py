@@ -89,7 +89,8 @@ def _dask_case(cluster: str, out: str) -> None:
     cluster, out = Path(cluster), Path(out)
     sources = load_sources(cluster)
     local = local_map(process_rank, sources, workers=1)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+    # worker processes, as a real cluster has (results and tables travel between processes)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   protocol="tcp", host="127.0.0.1",  # loopback only
                                   dashboard_address=None) as lc:
         on_dask = executors.dask_map(process_rank, sources, scheduler=lc.scheduler_address)
