@@ -277,3 +277,15 @@ def test_big_cluster_aggregates(q3, tmp_path):
     assert max(heat["node"]) == 15 and max(heat["slot"]) == 7
     top = m["steps_top"].renderers[0].data_source.data
     assert sorted(top["rank"]) == sorted(longest)
+
+
+def test_environment_turns_the_page_off_and_the_option_back_on(tmp_path, monkeypatch):
+    monkeypatch.setenv("ASCENDPROF_HTML", "0")
+    assert _cli("analyse", QWEN3, "-o", tmp_path / "off", "-q").exit_code == 0
+    assert not (tmp_path / "off" / "report.html").exists()
+    assert (tmp_path / "off" / "verdicts.json").is_file()
+    assert _cli("analyse", QWEN3, "-o", tmp_path / "on", "-q", "--html").exit_code == 0
+    assert (tmp_path / "on" / "report.html").is_file()
+    monkeypatch.delenv("ASCENDPROF_HTML")
+    assert _cli("analyse", QWEN3, "-o", tmp_path / "default", "-q").exit_code == 0
+    assert (tmp_path / "default" / "report.html").is_file()

@@ -177,10 +177,12 @@ def _parse_thresholds(items) -> dict:
                    "also reads trace_view.json's host events (GC, dataloader, "
                    "synchronisation, HCCL task sizes, AI Core clock; an extra pass over the "
                    "largest file) and shows every item; off: no advice files.")
-@click.option("--html/--no-html", default=True, show_default=True,
+@click.option("--html/--no-html", default=None,
               help="Write report.html, one self-contained page (charts of every section, no "
                    "network needed to view it), built from the output files as `ascendprof "
-                   "report OUT` builds it. --no-html skips it (and removes an earlier one).")
+                   "report OUT` builds it. --no-html skips it (and removes an earlier one). "
+                   "Default: on, unless $ASCENDPROF_HTML is 0 (building the page takes a few "
+                   "seconds).")
 @click.option("--strict", is_flag=True, help="Exit 3 if anything had to be skipped.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def analyse(directory, out, fmt, workers, executor, scheduler, no_tables, no_cache, thresholds,

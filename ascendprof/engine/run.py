@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -17,10 +18,17 @@ PICK_RUN = ("Analyse one: give its path, or --run NAME (or its number); --each-r
             "each into its own folder under --output.")
 
 
+def html_default() -> bool:
+    """Whether analyse writes report.html when not told: yes, unless $ASCENDPROF_HTML is 0 /
+    false / no / off (for scripted runs that never look at the page; it costs a few seconds)."""
+    return os.environ.get("ASCENDPROF_HTML", "1").strip().lower() not in ("0", "false", "no",
+                                                                          "off")
+
+
 def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executor="local",
                 scheduler=None, tables=True, cache=True, thresholds=None, strict=False,
                 timeline=False, progress=True, run: str | None = None,
-                advice="summary", html=True) -> int:
+                advice="summary", html: bool | None = None) -> int:
     """Run the whole analysis of ``directory`` into ``out``; returns the exit code.
 
     The outputs are written into a staging directory inside ``out`` and put in place together
@@ -31,11 +39,11 @@ def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executo
     instead of recomputing them (before Arrow or pandas is even imported). ``timeline``: read
     trace_view.json even when not needed; ``advice``: off / summary / all (analyze.advice;
     "all" also reads trace_view.json's host events); ``html``: write report.html, built from
-    the staged files as ``ascendprof report`` builds it. Raises UsageError for a missing input
-    or an output inside the input (or an input under the output's own files), OutputError
-    (exit 2) when the output cannot be written, NothingAnalysable when no rank can be read,
-    scan.MultipleRuns (exit 2) when ``directory`` holds several runs and ``run`` does not pick
-    one.
+    the staged files as ``ascendprof report`` builds it (None: :func:`html_default`). Raises
+    UsageError for a missing input or an output inside the input (or an input under the
+    output's own files), OutputError (exit 2) when the output cannot be written,
+    NothingAnalysable when no rank can be read, scan.MultipleRuns (exit 2) when ``directory``
+    holds several runs and ``run`` does not pick one.
     """
     from ascendprof.engine.outdir import OutputDir
     from ascendprof.model.outputs import OUTPUT_FILES
@@ -44,6 +52,7 @@ def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executo
     directory = Path(directory)
     if not directory.exists():
         raise UsageError(f"{directory}: no such file or directory")
+    html = html_default() if html is None else bool(html)
     out = check_output_dir(out, [directory], OUTPUT_FILES)
     problems = Problems()
     sources = load_sources(directory, problems, run=run, hint=PICK_RUN)
