@@ -289,3 +289,23 @@ def test_environment_turns_the_page_off_and_the_option_back_on(tmp_path, monkeyp
     monkeypatch.delenv("ASCENDPROF_HTML")
     assert _cli("analyse", QWEN3, "-o", tmp_path / "default", "-q").exit_code == 0
     assert (tmp_path / "default" / "report.html").is_file()
+
+
+def test_expert_load_section(tmp_path, q3):
+    """The Expert load section shows moe_expert_load.csv: absent on Qwen3 (no GroupedMatmul),
+    drawn on a copy whose ranks 0 and 2 get GroupedMatmul ops (8192 and 16384 tokens per step,
+    as in test_moe.py: load over the group mean 0.6667 and 1.3333)."""
+    import test_moe as M
+
+    page = (q3 / "report.html").read_text()
+    sec = page[page.index('id="moe"'):]
+    assert "Not in this analysis" in sec[:2000] and "no moe_expert_load.csv" in sec[:2000]
+    root = M._cluster(tmp_path, [2048] * 4, [4096] * 4)
+    out = tmp_path / "out"
+    assert _cli("analyse", root, "-o", out, "-q", "--no-cache").exit_code == 0
+    page = (out / "report.html").read_text()
+    sec = page[page.index('id="moe"'):]
+    assert "Not in this analysis" not in sec[:2000]
+    assert "moe_load" in page  # the chart's model
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", sec[:sec.index("</table>")])
+    assert "1.3333" in cells and "0.6667" in cells

@@ -44,6 +44,7 @@ FILES = {
     "iteration_trace": "iteration_trace.csv",
     "data_preparation": "data_preparation.csv",
     "dataset_pipeline": "dataset_pipeline.csv",
+    "moe_expert_load": "moe_expert_load.csv",
 }
 
 #: link columns of :attr:`ReportData.links` (one row per src→dst link of a group's
@@ -91,6 +92,7 @@ class ReportData:
     iteration_trace: pd.DataFrame | None = None
     data_preparation: pd.DataFrame | None = None
     dataset_pipeline: pd.DataFrame | None = None
+    moe_expert_load: pd.DataFrame | None = None
 
     def has(self, attr: str) -> bool:
         v = getattr(self, attr)

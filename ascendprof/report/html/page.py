@@ -11,7 +11,8 @@ from pathlib import Path
 
 from ascendprof import __version__
 from ascendprof.report.html import (REPORT_NAME, communication, data as data_mod, dataprep,
-                                    diagnosis, memory, operators, pipeline, problems, steps)
+                                    diagnosis, memory, moe, operators, pipeline, problems,
+                                    steps)
 from ascendprof.report.html.common import Section
 
 
@@ -94,7 +95,7 @@ def build_sections(d) -> list[Section]:
     ctx["on_rank"] = ops.on_rank
     return [diagnosis.build(d, ctx), steps.build(d, ctx), pipeline.build(d, ctx),
             communication.build(d, ctx), ops.build(ctx), memory.build(d, ctx),
-            dataprep.build(d, ctx), problems.build(d, ctx)]
+            dataprep.build(d, ctx), moe.build(d, ctx), problems.build(d, ctx)]
 
 
 def build_page(out: Path) -> str:
