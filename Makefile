@@ -21,8 +21,10 @@ scan:
 test:
 	$(BIN)/python -m pytest -q
 
+# Both tools side by side at 16-256 ranks and on db exports, 1024 ranks and hostile single-rank
+# sizes for ascendprof alone; appends to benchmarks/RESULTS.md (BENCH_ARGS to adjust).
 bench:
-	$(BIN)/python benchmarks/run_bench.py
+	$(BIN)/python benchmarks/run_bench.py --hostile $(BENCH_ARGS)
 
 # Mutation testing of analyze/, readers/, compare/gate.py and compare/diff.py, module by module
 # at nice 19 (hours on 2 cores); MODULES="intervals gate" limits it (names: mutation/modules.toml).
