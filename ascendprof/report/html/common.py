@@ -89,6 +89,16 @@ class Section:
         self.blocks.append(Block("html", html=html))
 
 
+def numbers_table(df, file: str) -> Table:
+    """The "Numbers: FILE" table under a chart: ``df`` (a CSV output read back) as the file has
+    it, the first :data:`MAX_TABLE_ROWS` rows, a note saying where the rest is."""
+    rows = [[cell(v) for v in r] for r in df.head(MAX_TABLE_ROWS).itertuples(index=False)]
+    return Table(list(df.columns), rows, source=file, title=f"Numbers: {file}",
+                 css="numbers " + file.split(".")[0],
+                 note=(f"first {MAX_TABLE_ROWS} of {len(df)} rows; all in {file}"
+                       if len(df) > MAX_TABLE_ROWS else ""))
+
+
 def cell(v) -> str:
     """A file's value as text, unchanged: integers without '.0', floats as Python prints them
     (the shortest text that reads back to the same number), NaN/None as ''."""

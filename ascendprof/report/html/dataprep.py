@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ascendprof.report.html.common import (MAX_BARS, MAX_TABLE_ROWS, PALETTE, Section, Table,
-                                           cell, figure, source)
+from ascendprof.report.html.common import (MAX_BARS, PALETTE, Section, figure, numbers_table,
+                                           source)
 
 
 def wait_chart(dp: pd.DataFrame):
@@ -47,9 +47,5 @@ def build(d, ctx) -> Section:
         sec.chart(wait_chart(dp))
     for df, name in ((dp, "data_preparation.csv"), (pipe, "dataset_pipeline.csv")):
         if df is not None and len(df):
-            rows = [[cell(v) for v in r] for r in df.head(MAX_TABLE_ROWS).itertuples(index=False)]
-            sec.table(Table(list(df.columns), rows, source=name, title=f"Numbers: {name}",
-                            css="numbers " + name.split(".")[0],
-                            note=(f"first {MAX_TABLE_ROWS} of {len(df)} rows; all in {name}"
-                                  if len(df) > MAX_TABLE_ROWS else "")))
+            sec.table(numbers_table(df, name))
     return sec

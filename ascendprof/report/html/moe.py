@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ascendprof.report.html.common import (MAX_BARS, MAX_TABLE_ROWS, PALETTE, Section, Table,
-                                           cell, figure, source)
+from ascendprof.report.html.common import (MAX_BARS, PALETTE, Section, figure, numbers_table,
+                                           source)
 
 
 def load_chart(ml: pd.DataFrame):
@@ -50,9 +50,5 @@ def build(d, ctx) -> Section:
                  "expert-parallel group; 1.0 is a perfectly even load.")
     if {"Rank", "Load / Mean", "Tokens", "EP Group"} <= set(ml.columns):
         sec.chart(load_chart(ml))
-    rows = [[cell(v) for v in r] for r in ml.head(MAX_TABLE_ROWS).itertuples(index=False)]
-    sec.table(Table(list(ml.columns), rows, source="moe_expert_load.csv",
-                    title="Numbers: moe_expert_load.csv", css="numbers moe_expert_load",
-                    note=(f"first {MAX_TABLE_ROWS} of {len(ml)} rows; all in "
-                          f"moe_expert_load.csv" if len(ml) > MAX_TABLE_ROWS else "")))
+    sec.table(numbers_table(ml, "moe_expert_load.csv"))
     return sec
