@@ -6,7 +6,7 @@ tables of :mod:`ascendprof.model.schemas`) -> analyze (tables in, tables out) ->
 terminal, traces). ``import ascendprof`` stays light: the API loads on first use.
 """
 
-__version__ = "0.1.0"
+from ascendprof._version import __version__
 
 __all__ = ["open", "diff", "Collection", "__version__"]
 

@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # imported lazily: `import ascendprof` stays light
     from ascendprof.compare.diff import DiffResult
     from ascendprof.engine.pipeline import ClusterAnalysis, RankResult
     from ascendprof.engine.timeline import Timeline
-    from ascendprof.scan import Source
+    from ascendprof.model.source import Source
 
 
 #: how to pick one run when a directory holds several (the API's words for analyse's options)
@@ -334,6 +334,30 @@ def diff(a: str | os.PathLike, b: str | os.PathLike | None = None, *,
     except ValueError as e:
         raise UsageError(str(e)) from None
     return D.compare(side_a, side_b, D.rank_pairs(side_a, side_b))
+
+
+def rebuild_report(out: str | os.PathLike, dest: str | os.PathLike | None = None) -> Path:
+    """``ascendprof report``: write the page of the analysis in ``out`` to ``dest``, by default
+    ``out/report.html``. There it becomes one of the analysis' outputs: listed in the output
+    directory's manifest (so the next ``analyse`` into ``out`` may replace or remove it), and a
+    report.html that ascendprof did not write is refused (OutputConflict, exit 2), as
+    ``analyse`` refuses it."""
+    from ascendprof.engine import outdir
+    from ascendprof.report.html import REPORT_NAME, ours, write_report
+
+    out = Path(out)
+    if dest is not None:
+        return write_report(out, Path(dest))
+    page = out / REPORT_NAME
+    manifest = outdir.read_manifest(out)
+    listed = manifest is not None and REPORT_NAME in manifest["files"]
+    if os.path.lexists(page) and not listed and not (page.is_file() and ours(page)):
+        raise outdir.OutputConflict(
+            f"{page} exists and ascendprof did not write it; move it away or give -o FILE")
+    path = write_report(out)
+    if manifest is not None and not listed:
+        outdir.adopt(out, REPORT_NAME)
+    return path
 
 
 def _frame(df) -> "pd.DataFrame":

@@ -83,7 +83,7 @@ def test_names_are_kept_behind_a_quote_and_raw_in_parquet(analysed):
 
 def test_numbers_and_plain_text_are_unchanged(analysed):
     """Negative numbers stay numbers; ordinary names are untouched."""
-    from ascendprof.report.output import csv_safe
+    from ascendprof.sysio.csvsafe import csv_safe
 
     assert [csv_safe(x) for x in ("-1.5", "+3", "-2e-3", "-", "MatMul", "", 7)] == \
         ["-1.5", "+3", "-2e-3", "-", "MatMul", "", 7]

@@ -3,7 +3,8 @@
 import pytest
 
 from ascendprof.model.errors import UsageError
-from ascendprof.report.output import check_output_dir, write_bytes, write_json
+from ascendprof.engine.outdir import check_output_dir
+from ascendprof.sysio.atomic import write_bytes, write_json
 
 
 def test_refuses_output_inside_input(tmp_path):
@@ -30,7 +31,7 @@ def test_outputs_get_the_permissions_of_any_new_file(tmp_path, monkeypatch, umas
     import os
     import stat
 
-    from ascendprof.report import output
+    from ascendprof.sysio import atomic as output
 
     monkeypatch.setattr(output, "_FILE_MODE", None)
     old = os.umask(umask)

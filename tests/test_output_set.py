@@ -286,7 +286,7 @@ def test_an_interrupted_run_leaves_the_previous_set(qwen, tmp_path, monkeypatch,
     out = tmp_path / "out"
     assert analyse(qwen, out, "--no-cache").exit_code == 0
     before = snapshot(out)
-    from ascendprof.report import output
+    from ascendprof.sysio import atomic as output
 
     real, n = output.write_pieces, [0]
 

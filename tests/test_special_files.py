@@ -131,7 +131,7 @@ def test_an_oversized_metadata_file_is_reported_not_read(sample, tmp_path):
 def test_reading_helpers_refuse_special_files(tmp_path):
     """The helpers every reader goes through check the opened file, not the name."""
     from ascendprof.model.errors import InputError
-    from ascendprof.readers.textio import read_json, read_payload, read_regular
+    from ascendprof.sysio.textio import read_json, read_payload, read_regular
 
     fifo = tmp_path / "x.json"
     os.mkfifo(fifo)

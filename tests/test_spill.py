@@ -23,12 +23,12 @@ import pytest
 
 from ascendprof.analyze import cluster_communication as CC
 from ascendprof.engine.run import run_analyse
-from ascendprof.model import bigtables
+from ascendprof.sysio import bigtables
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError
 from ascendprof.readers import ascend_output as AO
 from ascendprof.readers import comm_fast as F
-from ascendprof.readers import textio
+from ascendprof.sysio import textio
 from conftest import QWEN3
 
 OUT = "ASCEND_PROFILER_OUTPUT"

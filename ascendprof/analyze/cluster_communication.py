@@ -597,7 +597,7 @@ def _totals_from_sums(sums: dict) -> dict[tuple, dict[str, dict]]:
 class FragmentsBuilder:
     """:func:`rank_fragments` of one rank's communication.json tables given batch by batch
     (the aligned row groups of a spilled COMM_OPS / COMM_BANDWIDTH / COMM_SIZE_DIST, see
-    :mod:`ascendprof.model.bigtables`), so a file of 10^6 ops is never held whole: the OPINFOs
+    :mod:`ascendprof.sysio.bigtables`), so a file of 10^6 ops is never held whole: the OPINFOs
     are compressed :data:`RECORDS_PER_CHUNK` at a time as they come, the totals are summed as
     they come. :meth:`result` gives the same fragments as rank_fragments of the whole tables
     (the float sums of Transit Size may differ in the last bits: other summation order)."""

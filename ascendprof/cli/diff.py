@@ -77,7 +77,7 @@ def command(a, b, ranks_text, fmt, table, top, out, workers, html):
 
     ranks = _parse_ranks(ranks_text)
     if out is not None:
-        from ascendprof.report.output import check_output_dir
+        from ascendprof.engine.outdir import check_output_dir
 
         out = check_output_dir(out, [p for p in (a, b) if p is not None and p.exists()])
     result = api.diff(a, b, ranks=tuple(ranks) if ranks else None, workers=workers)
@@ -117,7 +117,7 @@ def _write_all(out: Path, result) -> None:
     import orjson
 
     from ascendprof.model.errors import OutputError
-    from ascendprof.report.output import write_frame_csv, write_json
+    from ascendprof.sysio.atomic import write_frame_csv, write_json
 
     tables = result.tables()
 

@@ -64,7 +64,7 @@ def command(baseline, current, rules_file, rule_texts, no_defaults, fmt, junit_f
     (group, rank, cluster).
     """
     from ascendprof.compare import gate as G
-    from ascendprof.readers.textio import is_regular
+    from ascendprof.sysio.textio import is_regular
 
     inputs = (baseline, current, rules_file)  # a report may never replace an input
     for i in inputs:  # a FIFO or device given as an input would block the gate forever
@@ -82,7 +82,7 @@ def command(baseline, current, rules_file, rule_texts, no_defaults, fmt, junit_f
     if not rules:
         raise G.GateUsageError("no rules: --no-defaults needs --rules or --rule")
 
-    from ascendprof.report.output import check_report_path
+    from ascendprof.sysio.atomic import check_report_path
 
     for report in (junit_file, markdown_file):
         if report is not None:
@@ -99,7 +99,7 @@ def command(baseline, current, rules_file, rule_texts, no_defaults, fmt, junit_f
             write_junit(junit_file, result, inputs)
         if markdown_file is not None:
             write_markdown(markdown_file, result, inputs)
-    from ascendprof.engine.lifetime import stdout_may_close
+    from ascendprof.sysio.lifetime import stdout_may_close
 
     with stdout_may_close():  # `gate … | head` keeps the verdict's exit code
         if fmt == "json":

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from ascendprof import __version__
+from ascendprof._version import __version__
 from ascendprof.model.errors import EXIT_NOTHING, AscendProfError
 
 EXIT_CODES_HELP = ("Exit codes: 0 done (possibly with warnings), 1 regression (gate only), "
@@ -39,7 +39,7 @@ class _Group(click.Group):
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort, SystemExit):
             raise
         except BrokenPipeError:  # stdout's reader left (`… | head`): not an error of ours
-            from ascendprof.engine.lifetime import EXIT_BROKEN_PIPE, silence_stdout
+            from ascendprof.sysio.lifetime import EXIT_BROKEN_PIPE, silence_stdout
 
             silence_stdout()
             sys.exit(EXIT_BROKEN_PIPE)
@@ -74,7 +74,7 @@ def main(ctx, debug):
     # (2 % of all CPU in a 64-rank analyse on 2 cores, taken from the workers). Nothing here
     # multiplies matrices; the parallelism is the process pool's.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from ascendprof.engine.lifetime import terminate_like_interrupt
+    from ascendprof.sysio.lifetime import terminate_like_interrupt
 
     terminate_like_interrupt()  # a CI timeout's SIGTERM cleans up like Ctrl-C (exit 143)
 
@@ -99,7 +99,7 @@ def scan(directory, fmt):
 
     problems = Problems()
     sources, runs = runs_of(directory, problems)
-    from ascendprof.engine.lifetime import stdout_may_close
+    from ascendprof.sysio.lifetime import stdout_may_close
 
     with stdout_may_close():
         if fmt == "json":
@@ -241,9 +241,9 @@ def report(out_dir, dest):
     Step breakdown, Pipeline, Communication, Operators, Memory, Problems; a section whose file
     is absent says so. Nothing is recomputed: the page shows the files' numbers.
     """
-    from ascendprof.report.html import rebuild
+    from ascendprof.api import rebuild_report
 
-    page = rebuild(out_dir, dest)
+    page = rebuild_report(out_dir, dest)
     click.echo(f"HTML report: {page} (open it in a browser; no network needed)")
 
 

@@ -78,7 +78,7 @@ def command(directory, out, fmt, ranks_text, steps_text, window, align_clocks, m
     from ascendprof.engine import timeline as E
     from ascendprof.model.errors import EXIT_OK, UsageError
     from ascendprof.report import trace
-    from ascendprof.report.output import check_output_dir
+    from ascendprof.engine.outdir import check_output_dir
 
     if not directory.exists():
         raise UsageError(f"{directory}: no such file or directory")
@@ -116,7 +116,7 @@ def command(directory, out, fmt, ranks_text, steps_text, window, align_clocks, m
     console = _console()
 
     def echo(*args, **kwargs):  # a reader that went away (| head) does not stop the work
-        from ascendprof.engine.lifetime import stdout_may_close
+        from ascendprof.sysio.lifetime import stdout_may_close
 
         with stdout_may_close():
             console.print(*args, **kwargs)

@@ -442,7 +442,7 @@ def read_cluster_step_trace(path: Path) -> pd.DataFrame:
     metric column is null. Raises InputError for a missing required column or a non-number."""
     import pyarrow as pa
 
-    from ascendprof.readers.textio import read_csv
+    from ascendprof.sysio.textio import read_csv
     from ascendprof.model.units import us_column_to_ns
 
     path = Path(path)
@@ -476,7 +476,7 @@ def read_op_statistics(path: Path) -> pd.DataFrame:
     """ascendprof's op_statistics.csv (``Rank, OP Type, Accelerator Core, Count,
     Total Time(us), …``) -> ``rank, op_type, accelerator_core, count, total_ns`` for the per-rank
     rows (the ``cluster`` rows are left out). Raises InputError."""
-    from ascendprof.readers.textio import read_csv
+    from ascendprof.sysio.textio import read_csv
     from ascendprof.model.units import us_column_to_ns
 
     path = Path(path)
@@ -489,7 +489,7 @@ def read_op_statistics(path: Path) -> pd.DataFrame:
         count = pd.to_numeric(df["Count"], errors="raise")
     except ValueError as e:
         raise InputError(path, f"not a number: {e}") from None
-    from ascendprof.report.output import csv_unsafe
+    from ascendprof.sysio.csvsafe import csv_unsafe
 
     return pd.DataFrame({
         "rank": df["Rank"].astype(int).to_numpy(),
@@ -682,7 +682,7 @@ def read_cluster_communication(path: Path):
     sums and left out. Each rank's OPINFO goes through the communication.json reader, so values
     and the checks on them are those of a rank's own file (§A.5). Raises InputError."""
     from ascendprof.readers.communication import KINDS, _communication_tables, op_kind
-    from ascendprof.readers.textio import read_json
+    from ascendprof.sysio.textio import read_json
     from ascendprof.model import schemas as S
 
     doc = read_json(path)
@@ -729,7 +729,7 @@ def read_cluster_communication(path: Path):
 def _groups_from_json(path: Path) -> dict[str, GroupLabel]:
     """Group labels from communication_group.json ``comm_group_parallel_info`` (msprof-analyze
     layout: group_name, rank_set, pg_name); empty when absent or unreadable."""
-    from ascendprof.readers.textio import read_json
+    from ascendprof.sysio.textio import read_json
 
     f = Path(path) / "communication_group.json"
     if not f.is_file():

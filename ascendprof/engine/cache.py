@@ -31,9 +31,10 @@ from pathlib import Path
 import orjson
 
 from ascendprof.model.errors import AscendProfError
-from ascendprof.report.output import ensure_dir, parquet_bytes
+from ascendprof.sysio.atomic import ensure_dir
+from ascendprof.sysio.ownership import CACHE_DIRNAME  # noqa: F401 - re-exported
+from ascendprof.sysio.parquet import parquet_bytes
 
-CACHE_DIRNAME = ".ascendprof-cache"
 ENV = "ASCENDPROF_CACHE"
 FORMAT = 2  # 2: per-rank results in resultfile's data-only format instead of pickle
 _ENTRY = "entry.json"
@@ -48,7 +49,7 @@ def _b(text: str) -> bytes:
 
 def _read_entry(d: Path) -> dict | None:
     """The entry.json of the entry directory ``d`` (a small regular file holding an object)."""
-    from ascendprof.readers.textio import read_regular
+    from ascendprof.sysio.textio import read_regular
 
     try:
         entry = orjson.loads(read_regular(d / _ENTRY, _ENTRY_MAX_BYTES))
@@ -76,10 +77,10 @@ def cache_dir_for(out: Path | None, inputs=()) -> Path | None:
 @lru_cache(maxsize=1)
 def code_fingerprint() -> str:
     """Hash of the path, size and mtime of every ascendprof module (changes on upgrade/edit)."""
-    import ascendprof
+    from ascendprof._version import __version__
 
-    root = Path(ascendprof.__file__).resolve().parent
-    h = hashlib.sha256(f"{FORMAT}:{ascendprof.__version__}".encode())
+    root = Path(__file__).resolve().parents[1]  # the ascendprof package
+    h = hashlib.sha256(f"{FORMAT}:{__version__}".encode())
     for p in sorted(root.rglob("*.py")):
         st = p.stat()
         h.update(_b(f"{p.relative_to(root)}:{st.st_size}:{st.st_mtime_ns}\n"))
@@ -130,7 +131,7 @@ def load(source, cache_dir: Path):
     try:
         import pyarrow.parquet as pq
 
-        from ascendprof.model import bigtables
+        from ascendprof.sysio import bigtables
 
         tables, spilled = {}, {}
         for name in entry["tables"]:
@@ -210,7 +211,7 @@ def load_result(source, cache_dir: Path | None):
     if cache_dir is None:
         return None
     from ascendprof.engine import resultfile
-    from ascendprof.readers.textio import read_regular
+    from ascendprof.sysio.textio import read_regular
 
     d = Path(cache_dir) / entry_key(source)
     entry = _read_entry(d)

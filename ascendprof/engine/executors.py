@@ -9,7 +9,7 @@ first measurement the peak is estimated from the rank's input size. Results come
 order while later ranks still run, so the parent never holds more than the small partials. One
 source, or one worker, runs in-process, which keeps tests and small jobs free of pool start-up
 cost. Workers die with the process that started them (SIGKILL included, see
-:mod:`ascendprof.engine.lifetime`), and an interrupted or failed run ends them at once.
+:mod:`ascendprof.sysio.lifetime`), and an interrupted or failed run ends them at once.
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ def _pool(workers: int) -> ProcessPoolExecutor:
     """A pool whose workers die with this process (:func:`lifetime.worker_init`). Forked on
     Linux (the workers share the modules :func:`pipeline.preload` imported, and their parent is
     this process, which their death signal is tied to)."""
-    from ascendprof.engine.lifetime import worker_init
+    from ascendprof.sysio.lifetime import worker_init
 
     ctx = None
     if sys.platform.startswith("linux"):

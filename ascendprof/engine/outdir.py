@@ -33,17 +33,13 @@ from pathlib import Path
 
 import orjson
 
-from ascendprof.model.errors import OutputError
+from ascendprof.model.errors import OutputError, UsageError
+from ascendprof.sysio.ownership import (  # noqa: F401 - the names of the managed set, used here and re-exported
+    CACHE_DIRNAME, LOCK, MANIFEST, MANIFEST_MAX_BYTES, STAGING_PREFIX, TABLES, TRASH_PREFIX,
+    is_managed, managed_names, read_manifest)
 
-MANIFEST = ".ascendprof-manifest.json"
-LOCK = ".ascendprof.lock"
-STAGING_PREFIX = ".ascendprof-staging-"
-TRASH_PREFIX = ".ascendprof-trash-"
 JOURNAL = ".commit"
-TABLES = "tables"
 FORMAT = 1
-#: a manifest larger than this is not ascendprof's (256 ranks x 12 tables is ~200 KB)
-MANIFEST_MAX_BYTES = 64 << 20
 
 
 class OutputBusy(OutputError):
@@ -54,37 +50,28 @@ class OutputConflict(OutputError):
     """An output name exists that ascendprof did not write (exit 2)."""
 
 
-def managed_names(names) -> set[str]:
-    """Every name directly under an output directory that ascendprof writes or may remove:
-    the outputs ``names``, ``tables``, the cache, and its own hidden files."""
-    from ascendprof.engine.cache import CACHE_DIRNAME
+def check_output_dir(out: Path, inputs: list[Path], names=None) -> Path:
+    """Resolve ``out`` and refuse (UsageError, exit 2) an output directory that is an existing
+    file, lies inside (or equals) an input directory, or whose own files would cover an input:
+    with the output names ``names`` given (the registry of the ``analyse`` outputs), an input
+    at or under ``out/<name>``, ``out/tables`` or one of ascendprof's hidden files there
+    (``analyse /x/tables -o /x`` would otherwise replace its own input).
 
-    return set(names) | {TABLES, CACHE_DIRNAME, MANIFEST, LOCK}
-
-
-def is_managed(name: str, names) -> bool:
-    """True when ``name`` (directly under an output directory) is ascendprof's."""
-    return name in managed_names(names) or name.startswith((STAGING_PREFIX, TRASH_PREFIX))
-
-
-def read_manifest(out: Path) -> dict | None:
-    """The manifest of ``out`` as ``{"files": [...], "tables": [...]}``, None when there is
-    none or it is not ascendprof's (not a small regular file holding that shape)."""
-    from ascendprof.readers.textio import read_regular
-
-    p = Path(out) / MANIFEST
-    try:
-        st = os.lstat(p)
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        doc = orjson.loads(read_regular(p, max_bytes=MANIFEST_MAX_BYTES))
-    except (OSError, ValueError):
-        return None
-    if not (isinstance(doc, dict) and doc.get("tool") == "ascendprof"
-            and isinstance(doc.get("files"), list) and isinstance(doc.get("tables"), list)
-            and all(isinstance(x, str) for x in doc["files"] + doc["tables"])):
-        return None
-    return doc
+    Returns the resolved path (not created).
+    """
+    out = Path(out).resolve()
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out}: exists and is not a directory; choose another --output")
+    for i in inputs:
+        i = Path(i).resolve()
+        if i.is_dir() and (out == i or i in out.parents):
+            raise UsageError(f"{out}: output directory is inside the input {i}; choose another -o")
+        if names is not None and out in i.parents:
+            top = i.relative_to(out).parts[0]
+            if is_managed(top, names):
+                raise UsageError(f"{i}: this input lies in {out / top}, which ascendprof "
+                                 f"writes as an output of {out}; choose another -o")
+    return out
 
 
 class OutputDir:
@@ -239,7 +226,7 @@ class OutputDir:
             _write_new(self.staging / JOURNAL, orjson.dumps(journal))
         except OSError as e:
             raise _output_error(self.out, e) from None
-        from ascendprof.engine.lifetime import deferred_signals
+        from ascendprof.sysio.lifetime import deferred_signals
 
         with deferred_signals():  # a signal waits until the old set's remains are gone too
             self.committed = True  # from here on the staging directory is rolled forward
@@ -256,7 +243,7 @@ def adopt(out: Path, name: str) -> None:
         if doc is None or name in doc["files"]:
             return
         doc["files"] = sorted(doc["files"] + [name])
-        from ascendprof.report.output import write_bytes
+        from ascendprof.sysio.atomic import write_bytes
 
         write_bytes(Path(out) / MANIFEST, orjson.dumps(doc, option=orjson.OPT_INDENT_2))
 
@@ -318,7 +305,7 @@ def recover(out: Path, names=()) -> list[str]:
         p = out / entry
         if entry.startswith(STAGING_PREFIX) and os.path.isdir(p) and not os.path.islink(p):
             if (p / JOURNAL).is_file():
-                from ascendprof.engine.lifetime import deferred_signals
+                from ascendprof.sysio.lifetime import deferred_signals
 
                 try:
                     with deferred_signals():

@@ -17,45 +17,9 @@ import pyarrow as pa
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import AscendProfError, InputError, NothingAnalysable
 from ascendprof.model.problems import Problems
-from ascendprof.scan import Source
+from ascendprof.model.source import Source
 from ascendprof.engine.spill import unpark
-
-#: Tables small enough to send back from a worker and concatenate over ranks. COMM_OPS,
-#: COMM_BANDWIDTH and COMM_SIZE_DIST stay in the worker: what the cluster step needs of them
-#: travels as :class:`~ascendprof.analyze.cluster_communication.OpFragments` (the file),
-#: ``memberships`` (the groups) and the table :data:`~ascendprof.analyze.verdicts.OP_ROWS`
-#: (the verdicts' per-op numbers, see verdicts.op_rows).
-SMALL_TABLES = (S.STEP_TRACE, S.STEPS, S.COMM_LINKS, S.OP_STATISTIC, S.ITERATIONS)
-
-
-@dataclass
-class RankResult:
-    """What one rank contributes to the cluster analysis (picklable, small).
-
-    ``tables``: the :data:`SMALL_TABLES` the rank had. ``breakdown``: the recomputed step
-    breakdown (STEP_TRACE schema) and ``breakdown_method`` how it was obtained (or why not).
-    ``op_partial`` / ``kernel_partial``: per-rank aggregates for op statistics.
-    ``comm_fragments``: the rank's part of cluster_communication.json, serialised and compressed
-    (list of cluster_communication.OpFragments); ``memberships``: its first op / link of every
-    communication group (cluster_communication.first_memberships).
-    """
-
-    source: Source
-    rank: int
-    tables: dict[str, pa.Table] = field(default_factory=dict)
-    meta: dict = field(default_factory=dict)
-    breakdown: pa.Table | None = None
-    breakdown_method: str = ""
-    op_partial: pa.Table | None = None
-    kernel_partial: pa.Table | None = None
-    comm_fragments: list = field(default_factory=list)
-    memberships: pa.Table | None = None
-    problems: Problems = field(default_factory=Problems)
-    missing: list[str] = field(default_factory=list)
-    table_rows: dict[str, int] = field(default_factory=dict)
-    #: the rank's advice findings and rule status (analyze.advice.rank_advice); None when off
-    advice: dict | None = None
-
+from ascendprof.model.results import SMALL_TABLES, RankResult  # noqa: F401 - re-exported
 
 def _advice_tables(data) -> dict:
     """The tables the advice rules read from ``data`` (model.rankdata.RankData). A spilled
@@ -110,7 +74,7 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
     from ascendprof.analyze import cluster_communication, op_stats, step_breakdown, verdicts
     from ascendprof.readers import read_source
 
-    from ascendprof.model import bigtables
+    from ascendprof.sysio import bigtables
 
     res = RankResult(source=source, rank=source.rank)
     scratch = cache_dir if cache_dir is not None else tables_dir
@@ -171,7 +135,7 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
         dest = Path(tables_dir) / f"rank{data.rank}"
         # the cache entry holds the same Parquet bytes: link rather than encode twice
         if entry is None or not cache.link_tables(entry, data.names(), dest):
-            from ascendprof.report.output import ensure_dir, write_parquet
+            from ascendprof.sysio.atomic import ensure_dir, write_parquet
 
             for name, t in data.tables.items():
                 if name not in data.spilled:
@@ -188,7 +152,7 @@ def _spilled_comm(data):
     """rank_fragments and op_rows of a rank whose communication tables are spilled: one
     aligned row group of COMM_OPS / COMM_BANDWIDTH / COMM_SIZE_DIST at a time."""
     from ascendprof.analyze import cluster_communication, verdicts
-    from ascendprof.model import bigtables
+    from ascendprof.sysio import bigtables
 
     frags = cluster_communication.FragmentsBuilder()
     rows = []
@@ -298,7 +262,7 @@ def preload(sources) -> None:
         import_module(reader_module(kind))
     for name in ("engine.cache", "analyze.cluster_communication", "analyze.op_stats",
                  "analyze.step_breakdown", "analyze.verdicts", "analyze.extended",
-                 "report.output"):
+                 "sysio.atomic"):
         import_module(f"ascendprof.{name}")
 
 
@@ -406,7 +370,7 @@ def conclude(ca: ClusterAnalysis, thresholds: dict | None = None) -> ClusterAnal
     release_free_heap()
     links, ca.links = ca.links, None
     if links is not None:  # after the verdicts: the peaks of the two do not add up
-        from ascendprof.report.output import JsonMembers
+        from ascendprof.sysio.jsonstream import JsonMembers
 
         ca.communication_matrix = JsonMembers(cluster_communication.matrix_groups(
             links, membership=ca.membership))

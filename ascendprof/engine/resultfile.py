@@ -103,7 +103,7 @@ def decode(data: bytes, fingerprint: str, source):
     """The RankResult in ``data`` for ``source``; raises :class:`BadResult` unless the file is
     intact, of this format and made for ``fingerprint``."""
     from ascendprof.model.problems import Problem, Problems
-    from ascendprof.engine.pipeline import RankResult
+    from ascendprof.model.results import RankResult
 
     view = memoryview(data)
     if not data.startswith(MAGIC) or len(data) < len(MAGIC) + _LEN.size:

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 
 from ascendprof.model.errors import EXIT_NOTHING, EXIT_OK, UsageError
-from ascendprof.report.output import check_output_dir
+from ascendprof.engine.outdir import check_output_dir
 from ascendprof.model.problems import Problems, printable
 
 
@@ -65,7 +65,7 @@ def run_analyse(directory: Path, out: Path, *, fmt="text", workers=None, executo
         summary, skipped = _analyse_into(target, directory, out, sources, problems, workers,
                                          executor, scheduler, tables, cache, thresholds,
                                          progress, advice, html)
-    from ascendprof.engine.lifetime import stdout_may_close
+    from ascendprof.sysio.lifetime import stdout_may_close
 
     with stdout_may_close():
         _show(summary, out, fmt, out / "report.html" if html else None)
@@ -94,7 +94,7 @@ def _analyse_into(target, directory, out, sources, problems, workers, executor, 
     target.clear_staging()  # what a restore that failed half-way placed there
     from ascendprof.engine import pipeline
     from ascendprof.report.files import EarlyWrite, write_outputs
-    from ascendprof.report.output import write_json
+    from ascendprof.sysio.atomic import write_json
     from ascendprof.report.summary import build_summary
 
     _release_freed_memory()

@@ -131,7 +131,7 @@ def build(sources, *, steps=None, window=None, align=False, workers=None,
 
 def write(tl: Timeline, path: Path, fmt: str, root: str) -> Path:
     """Write ``tl`` to ``path`` in ``fmt`` ('chrome' or 'perfetto')."""
-    from ascendprof import __version__
+    from ascendprof._version import __version__
     from ascendprof.report import trace
 
     if fmt == "perfetto":

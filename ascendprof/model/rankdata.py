@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from ascendprof.model.problems import Problems
-from ascendprof.scan import Source
+from ascendprof.model.source import Source
 
 
 @dataclass

@@ -14,7 +14,8 @@ import math
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ascendprof.readers.textio import is_digits
+from ascendprof.model.numtext import is_digits
+
 
 NS_PER_US = 1_000
 NS_PER_MS = 1_000_000
@@ -71,7 +72,7 @@ def us_column_to_ns(col: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Vectorised :func:`us_text_to_ns` for a string (or numeric) column; missing -> null.
 
     Numeric input is treated as a duration-sized float (``round(us * 1000)``); decimal input
-    (up to 3 decimals, as :func:`ascendprof.readers.textio.read_csv` parses it) converts exactly. Raises
+    (up to 3 decimals, as :func:`ascendprof.sysio.textio.read_csv` parses it) converts exactly. Raises
     ``ValueError`` naming the first bad value when a cell is not a number.
     """
     if isinstance(col, pa.ChunkedArray):

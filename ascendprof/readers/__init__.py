@@ -13,16 +13,15 @@ from importlib import import_module
 
 def reader_module(kind: str) -> str:
     """The module that reads sources of ``kind`` (KeyError for an unknown kind)."""
-    # scan imports readers.textio, so the kinds are looked up at call time
-    from ascendprof import scan
+    from ascendprof.model import source as S
 
     return {
-        scan.TORCH_TEXT: "ascendprof.readers.torch_text",
-        scan.MS_TEXT: "ascendprof.readers.mindspore_text",
-        scan.DB: "ascendprof.readers.db",
-        scan.PROF: "ascendprof.readers.prof",
-        scan.RAW_CANN: "ascendprof.readers.raw_cann",
-        scan.LEGACY_MS: "ascendprof.readers.legacy_mindspore",
+        S.TORCH_TEXT: "ascendprof.readers.torch_text",
+        S.MS_TEXT: "ascendprof.readers.mindspore_text",
+        S.DB: "ascendprof.readers.db",
+        S.PROF: "ascendprof.readers.prof",
+        S.RAW_CANN: "ascendprof.readers.raw_cann",
+        S.LEGACY_MS: "ascendprof.readers.legacy_mindspore",
     }[kind]
 
 

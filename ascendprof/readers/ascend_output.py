@@ -2,7 +2,7 @@
 (``*_ascend_pt``) and MindSpore (``*_ascend_ms``) readers.
 
 One function per file, each ``(path, rank) -> pa.Table`` conformed to a schema of
-:mod:`ascendprof.model.schemas`. :func:`ascendprof.readers.textio.read_csv` parses the columns into their
+:mod:`ascendprof.model.schemas`. :func:`ascendprof.sysio.textio.read_csv` parses the columns into their
 types while reading; a column with a cell that does not parse comes back as text and is
 converted here (which names the bad cell). Absolute times and durations in microseconds become
 exact int64 nanoseconds (:func:`ascendprof.model.units.us_column_to_ns`), counts become int64,
@@ -13,7 +13,7 @@ Every parser raises :class:`~ascendprof.model.errors.InputError` naming the file
 read, lacks a required column, or a numeric column holds a non-numeric cell (then the column and
 the 1-based data row are named too). Given a ``bad_rows`` list, a parser leaves out rows of the
 wrong width (a row cut off) and lists them there instead of failing the file
-(:func:`~ascendprof.readers.textio.read_csv`). :func:`read_output_dir` reads a whole source and turns such
+(:func:`~ascendprof.sysio.textio.read_csv`). :func:`read_output_dir` reads a whole source and turns such
 errors into recorded problems instead.
 
 The communication (§A.5-6) and trace_view (§A.7) parsers live in their own modules and are only
@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError
 from ascendprof.model.problems import Problems
-from ascendprof.readers.textio import METADATA_MAX_BYTES, read_csv, read_json
+from ascendprof.sysio.textio import METADATA_MAX_BYTES, read_csv, read_json
 from ascendprof.model.units import us_column_to_ns
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
@@ -246,7 +246,7 @@ def read_kernel_details_spilled(path: Path, rank: int, bad_rows: list | None = N
                                 negative: list | None = None):
     """:func:`read_kernel_details` for a file too large to hold: read in batches of
     ~16 MB of text, each converted as the whole file would be and written as one row group of
-    a spilled Parquet file (:mod:`ascendprof.model.bigtables`). Returns ``(slim KERNELS,
+    a spilled Parquet file (:mod:`ascendprof.sysio.bigtables`). Returns ``(slim KERNELS,
     SpilledTable)``, or None when the file needs the whole-file read (duplicated headers).
 
     Same tables as the whole-file read: a column whose cells turn out not to be numbers is
@@ -254,8 +254,8 @@ def read_kernel_details_spilled(path: Path, rank: int, bad_rows: list | None = N
     first cell is text is left out. Rows with a negative duration are left out as
     :func:`ascendprof.readers.values.check` does; ``negative`` gets ``[count, example row]``
     for its report. Raises InputError as read_kernel_details does."""
-    from ascendprof.model import bigtables
-    from ascendprof.readers.textio import csv_header, open_csv_stream
+    from ascendprof.sysio import bigtables
+    from ascendprof.sysio.textio import csv_header, open_csv_stream
 
     path = Path(path)
     header = csv_header(path)
@@ -292,8 +292,8 @@ def _kernel_batches(path, rank, header, names, col_types, dropped, decided, bad_
                     negative, open_csv_stream, threads):
     import re
 
-    from ascendprof.model import bigtables
-    from ascendprof.readers.textio import _COLUMN_RE
+    from ascendprof.sysio import bigtables
+    from ascendprof.sysio.textio import _COLUMN_RE
 
     if bad_rows is not None:
         bad_rows.clear()
@@ -661,7 +661,7 @@ def _call_external(problems: Problems, rank: int, path: Path, module: str, func:
 
 
 def report_bad_rows(problems: Problems, path: Path, bad: list, rank, affects=()) -> None:
-    """One problem for the rows :func:`ascendprof.readers.textio.read_csv` left out of ``path``
+    """One problem for the rows :func:`ascendprof.sysio.textio.read_csv` left out of ``path``
     (``bad``: (line, fields, expected) each): how many, the first lines and their widths."""
     lines = [b for b in bad if b[0] is not None]
     first = lines[0] if lines else bad[0]
@@ -731,7 +731,7 @@ def read_output_dir(source) -> "RankData":  # noqa: F821 (import below avoids a 
     present = {p.name for p in out.iterdir() if p.is_file()}
     data.missing = [f for f in ANALYSIS_INPUTS if f not in present]
 
-    from ascendprof.model import bigtables
+    from ascendprof.sysio import bigtables
 
     for fname, (table, parse) in CSV_PARSERS.items():
         if fname not in present:
@@ -810,7 +810,7 @@ def read_output_dir(source) -> "RankData":  # noqa: F821 (import below avoids a 
 
 def _respill(spilled, fn):
     """A spilled table with ``fn`` applied to each of its row groups (a new file)."""
-    from ascendprof.model import bigtables
+    from ascendprof.sysio import bigtables
 
     writer = None
     try:
@@ -832,10 +832,10 @@ def _respill(spilled, fn):
 def read_communication_spilled(path: Path, rank: int, problems: Problems | None = None):
     """communication.json too large to hold, read in batches (comm_fast.iter_tables) into
     spilled COMM_OPS / COMM_BANDWIDTH / COMM_SIZE_DIST with aligned row groups
-    (:mod:`ascendprof.model.bigtables`). Returns ``({COMM_OPS: slim table}, {name:
+    (:mod:`ascendprof.sysio.bigtables`). Returns ``({COMM_OPS: slim table}, {name:
     SpilledTable})``; a file the streaming reader hands back (comm_fast.Reread) is read whole
     and returned as ``(tables, {})``. Raises InputError."""
-    from ascendprof.model import bigtables
+    from ascendprof.sysio import bigtables
     from ascendprof.readers import comm_fast
     from ascendprof.readers.communication import read_communication_per_value
 

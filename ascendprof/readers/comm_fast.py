@@ -154,7 +154,7 @@ def iter_tables(path: Path, rank: int, problems=None, *, whole_file_bytes: int |
 
 
 def _whole(path, rank, problems, C):
-    from ascendprof.readers.textio import read_payload
+    from ascendprof.sysio.textio import read_payload
 
     raw = read_payload(path)
     try:
@@ -750,7 +750,7 @@ class _Scanner:
 
     def blocks(self):
         """Yield an :class:`_Entries` (with ``doc``) per block that holds ops."""
-        from ascendprof.readers.textio import open_regular
+        from ascendprof.sysio.textio import open_regular
 
         path = self.path
         with open_regular(path) as f:  # a regular file only (never a FIFO or device)

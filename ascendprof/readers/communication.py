@@ -26,7 +26,7 @@ import pyarrow as pa
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError
 from ascendprof.model.problems import Problems
-from ascendprof.readers.textio import parse_json, read_json, read_payload
+from ascendprof.sysio.textio import parse_json, read_json, read_payload
 from ascendprof.model.units import (ms_list_to_ns, ms_to_ns, ms_vector_to_ns, us_column_to_ns,
                               us_text_to_ns)
 

@@ -64,7 +64,7 @@ import pyarrow.compute as pc
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError
 from ascendprof.model.rankdata import RankData
-from ascendprof.scan import Source
+from ascendprof.model.source import Source
 from ascendprof.model.units import us_text_to_ns
 
 #: Accelerator Core given to COMMUNICATION_OP big-op rows of ``kernels`` (torch_npu writes
@@ -96,7 +96,7 @@ class _Db:
     def __init__(self, path: Path):
         self.path = Path(path)
         uri = f"file:{quote(str(self.path.resolve()))}?mode=ro&immutable=1"
-        from ascendprof.readers.textio import open_regular
+        from ascendprof.sysio.textio import open_regular
 
         open_regular(self.path).close()  # a FIFO or device would block or feed SQLite forever
         try:
@@ -222,7 +222,7 @@ def read(source: Source) -> RankData:
 
 
 def _read_json_meta(source: Source, data: RankData) -> None:
-    from ascendprof.readers.textio import METADATA_MAX_BYTES, read_json
+    from ascendprof.sysio.textio import METADATA_MAX_BYTES, read_json
 
     for f in source.files:
         base = os.path.basename(f)

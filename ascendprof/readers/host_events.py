@@ -371,7 +371,7 @@ def extend(data, read_trace: bool) -> None:
     cheap). Text sources: trace_view.json only when ``read_trace``; otherwise
     ``meta["advice_not_read"]`` says why. A file that cannot be read is recorded in
     ``data.problems`` (affects: advice) and the rest is kept."""
-    from ascendprof import scan
+    from ascendprof.model import source as scan
 
     src = data.source
     rank = data.rank

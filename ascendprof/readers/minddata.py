@@ -39,7 +39,7 @@ import pyarrow as pa
 
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError
-from ascendprof.readers.textio import read_json
+from ascendprof.sysio.textio import read_json
 
 _TIME_KIND = {0: "pipeline_time", 1: "push_time", 2: "batch_time"}
 

@@ -37,7 +37,7 @@ import pyarrow as pa
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError, shielded
 from ascendprof.model.rankdata import RankData
-from ascendprof.readers.textio import METADATA_MAX_BYTES, read_csv, read_json
+from ascendprof.sysio.textio import METADATA_MAX_BYTES, read_csv, read_json
 from ascendprof.model.units import us_column_to_ns
 
 OUT = "mindstudio_profiler_output"

@@ -48,7 +48,7 @@ from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError, RecordError
 from ascendprof.model.rankdata import RankData
 from ascendprof.readers import cann_records as C
-from ascendprof.readers.textio import METADATA_MAX_BYTES, int_text, read_json, read_regular
+from ascendprof.sysio.textio import METADATA_MAX_BYTES, int_text, read_json, read_regular
 
 #: legacy HWTS cycle length in ns (100 MHz)
 LEGACY_TICK_NS = 10

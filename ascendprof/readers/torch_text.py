@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ascendprof.model.rankdata import RankData
 from ascendprof.readers.ascend_output import read_output_dir
-from ascendprof.scan import Source
+from ascendprof.model.source import Source
 
 
 def read(source: Source) -> RankData:

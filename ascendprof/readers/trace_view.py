@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError, malformed
-from ascendprof.readers.textio import open_regular
+from ascendprof.sysio.textio import open_regular
 from ascendprof.model.units import us_column_to_ns, us_text_to_ns
 
 #: process name -> TIMELINE track (spec §A.7). "Communication" is the newer CANN name of "HCCL".

@@ -17,7 +17,8 @@ from pathlib import Path
 import orjson
 
 from ascendprof.model.outputs import OUTPUT_FILES  # noqa: F401 - the registry, re-exported
-from ascendprof.report.output import write_csv, write_frame_csv, write_json, write_json_items
+from ascendprof.sysio.atomic import write_csv, write_frame_csv, write_json
+from ascendprof.sysio.jsonstream import write_json_items
 
 PROBLEM_COLUMNS = ["Rank", "Severity", "Path", "Where", "Reason", "Affects"]
 
@@ -108,7 +109,7 @@ class EarlyWrite:
                 import signal
 
                 signal.signal(signal.SIGTERM, _exit_on_signal)  # cancel: remove the temp file
-                from ascendprof.engine.lifetime import die_with_parent
+                from ascendprof.sysio.lifetime import die_with_parent
 
                 die_with_parent(parent, signal.SIGTERM)  # and stop when the run is killed
                 import gc

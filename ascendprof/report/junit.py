@@ -8,7 +8,7 @@ in ranks, groups or op types and only what both have was compared) go into the s
 verdict line (Markdown), so a CI view shows them beside the verdict. A report file is replaced atomically
 only when ascendprof wrote it (it starts with :data:`JUNIT_SIGNATURE` / :data:`MARKDOWN_SIGNATURE`);
 FIFOs, devices, symlinks and files of others are written through, appended to (Markdown) or
-refused (report.output.write_report).
+refused (sysio.atomic.write_report).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import math
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
-from ascendprof.report.output import write_report
+from ascendprof.sysio.atomic import write_report
 
 #: how every JUnit report of ascendprof begins (what marks an existing file as ours)
 JUNIT_SIGNATURE = b'<?xml version="1.0" encoding="UTF-8"?>\n<testsuites name="ascendprof gate"'
@@ -82,7 +82,7 @@ def junit_xml(result) -> str:
 
 
 def write_junit(path: Path, result, inputs=()) -> Path:
-    """Write :func:`junit_xml` to ``path`` (:func:`~ascendprof.report.output.write_report`:
+    """Write :func:`junit_xml` to ``path`` (:func:`~ascendprof.sysio.atomic.write_report`:
     never one of ``inputs``, never replacing a file ascendprof did not write)."""
     return write_report(Path(path), junit_xml(result).encode("utf-8"),
                         signature=JUNIT_SIGNATURE, inputs=inputs)
@@ -118,7 +118,7 @@ def markdown(result, *, all_checks: bool = True) -> str:
 
 
 def write_markdown(path: Path, result, inputs=()) -> Path:
-    """Write :func:`markdown` to ``path`` (:func:`~ascendprof.report.output.write_report`;
+    """Write :func:`markdown` to ``path`` (:func:`~ascendprof.sysio.atomic.write_report`;
     appended to a file of others such as ``$GITHUB_STEP_SUMMARY``, as step summaries are)."""
     return write_report(Path(path), markdown(result).encode("utf-8"),
                         signature=MARKDOWN_SIGNATURE, inputs=inputs, append=True)

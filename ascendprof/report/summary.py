@@ -18,7 +18,7 @@ Times are microseconds (keys end in ``_us``).
 
 from __future__ import annotations
 
-from ascendprof import __version__
+from ascendprof._version import __version__
 from ascendprof.model import schemas as S
 from ascendprof.model.problems import printable
 from ascendprof.report.files import not_written

@@ -17,7 +17,7 @@ Two formats:
   members of each collective.
 
 Events are written in the order given (analyze.timeline.lanes sorts them); the file is written
-atomically (report.output).
+atomically (sysio.atomic).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 import orjson
 import pyarrow as pa
 
-from ascendprof.report.output import write_pieces
+from ascendprof.sysio.atomic import write_pieces
 
 #: how a Chrome trace this module wrote begins (the producer is the first otherData key)
 CHROME_SIGNATURE = b'{"displayTimeUnit":"ns","otherData":{"producer":"ascendprof '
@@ -182,7 +182,7 @@ def check_target(path: Path, inputs=()) -> None:
     import stat
 
     from ascendprof.model.errors import OutputError
-    from ascendprof.report.output import check_report_path
+    from ascendprof.sysio.atomic import check_report_path
 
     path = Path(path)
     check_report_path(path, inputs)

@@ -184,7 +184,7 @@ def build_sections(result) -> list[Section]:
 
 def write_diff_page(result, dest: Path) -> Path:
     """Write diff.html for ``result`` (compare.diff.DiffResult) to ``dest`` atomically."""
-    from ascendprof.report.output import write_bytes
+    from ascendprof.sysio.atomic import write_bytes
 
     sections = build_sections(result)
     html = render(sections, f"ascendprof diff: {result.a} vs {result.b}", "diff.html.j2",

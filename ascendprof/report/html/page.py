@@ -9,7 +9,7 @@ import contextlib
 import itertools
 from pathlib import Path
 
-from ascendprof import __version__
+from ascendprof._version import __version__
 from ascendprof.report.html import (REPORT_NAME, communication, data as data_mod, dataprep,
                                     diagnosis, memory, moe, operators, pipeline, problems,
                                     steps)
@@ -111,7 +111,7 @@ def build_page(out: Path) -> str:
 def write_report(out: Path, dest: Path | None = None) -> Path:
     """Write the page of the analysis in ``out`` to ``dest`` (default ``out/report.html``),
     atomically; returns its path."""
-    from ascendprof.report.output import write_bytes
+    from ascendprof.sysio.atomic import write_bytes
 
     out = Path(out)
     dest = Path(dest) if dest is not None else out / REPORT_NAME

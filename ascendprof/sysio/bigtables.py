@@ -179,7 +179,7 @@ class SpillWriter:
 
         _large_blocks_mapped()
 
-        from ascendprof.report.output import PARQUET_OPTIONS
+        from ascendprof.sysio.parquet import PARQUET_OPTIONS
 
         d = spill_dir() or Path(tempfile.gettempdir())
         fd, path = tempfile.mkstemp(prefix=f".{name}.", suffix=".parquet.spill", dir=d)

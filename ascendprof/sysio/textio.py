@@ -13,6 +13,7 @@ from pathlib import Path
 
 import orjson
 
+from ascendprof.model.numtext import int_text, is_digits  # noqa: F401 - used by the readers
 from ascendprof.model.errors import InputError
 
 
@@ -301,22 +302,3 @@ def parse_json(path: Path, data: bytes):
         return orjson.loads(data)
     except orjson.JSONDecodeError as e:
         raise InputError(path, f"invalid JSON ({e.msg})", where=e.pos) from None
-
-
-def is_digits(s: str) -> bool:
-    """True for a non-empty run of ASCII digits. (``str.isdigit`` also accepts '²' and other
-    Unicode digits, which ``int()`` then rejects.)"""
-    return s.isascii() and s.isdigit()
-
-
-def int_text(text) -> int | None:
-    """The int of an ASCII decimal integer text (``" -12 "``), None for anything else
-    (including more digits than Python converts, ~4300)."""
-    s = str(text).strip()
-    body = s[1:] if s[:1] in "+-" else s
-    if not is_digits(body):
-        return None
-    try:
-        return int(s)
-    except ValueError:
-        return None

@@ -1,4 +1,4 @@
-"""Find profiling sources under a directory, at any depth, and say what each allows.
+"""The walk: find profiling sources under a directory, at any depth, and say what each allows.
 
 A *source* is the data of one rank from one producer:
 
@@ -23,28 +23,14 @@ from __future__ import annotations
 import io
 import os
 import re
-from dataclasses import asdict, dataclass, field
+
 from pathlib import Path
 
 from ascendprof.model.errors import InputError, UsageError
 from ascendprof.model.problems import Problems
-from ascendprof.readers.textio import int_text
-
-TORCH_TEXT = "torch_npu"
-MS_TEXT = "mindspore"
-DB = "db"
-PROF = "prof"
-RAW_CANN = "raw_cann"
-LEGACY_MS = "legacy_mindspore"
-
-KIND_LABELS = {
-    TORCH_TEXT: "torch_npu text",
-    MS_TEXT: "MindSpore text",
-    DB: "db export",
-    PROF: "PROF_ (msprof)",
-    RAW_CANN: "raw CANN data, decoded by ascendprof",
-    LEGACY_MS: "legacy MindSpore",
-}
+from ascendprof.model.source import (DB, KIND_LABELS, LEGACY_MS, MS_TEXT, PROF, RAW_CANN,
+                                     TORCH_TEXT, Source)
+from ascendprof.sysio.textio import int_text
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 _TEXT_FILES = ("kernel_details.csv", "step_trace_time.csv", "trace_view.json",
@@ -75,60 +61,6 @@ _RAW_DEVICE_RE = re.compile(r"^(hwts\.(log\.)?data|stars_soc\.data)")
 #: analyses and the files that allow them (any one suffices)
 ANALYSES = ("step_breakdown", "cluster_step_trace", "communication", "communication_matrix",
             "op_statistics", "verdicts")
-
-
-@dataclass
-class Source:
-    """One rank's data from one producer. ``files`` are paths relative to ``path``."""
-
-    path: str
-    kind: str
-    rank: int | None
-    device_id: int | None = None
-    rank_origin: str = ""
-    framework_version: str | None = None
-    cann_version: str | None = None
-    profiler_level: str | None = None
-    steps: list[int] = field(default_factory=list)
-    files: list[str] = field(default_factory=list)
-    analyses: list[str] = field(default_factory=list)
-    mtime: float = 0.0
-    also: list[str] = field(default_factory=list)  # other producers present but not used
-    #: read trace_view.json even when kernel_details.csv / communication.json carry the facts
-    #: the analyses need (analyse --timeline); part of the cache fingerprint
-    read_timeline: bool = False
-    #: who wrote it: "torch_npu", "mindspore", "legacy_mindspore" or "cann" (runs.py)
-    framework: str | None = None
-    #: collection end (ns since the epoch; profiler_info end_info / PROF_ end_info), if known
-    end_ns: int | None = None
-    #: host name (``{host}_{pid}_{timestamp}_ascend_pt`` directory names, PROF_ info.json)
-    host: str | None = None
-    #: the run (collection) it belongs to: runs.group_runs names it
-    run: str | None = None
-    #: advice mode of analyse --advice (off / summary / all): "all" also reads trace_view.json's
-    #: host events; part of the cache fingerprint
-    advice: str = "summary"
-
-    @property
-    def label(self) -> str:
-        return KIND_LABELS.get(self.kind, self.kind)
-
-    def as_dict(self) -> dict:
-        """The source as JSON-able data (a path that is not UTF-8 shown with ``\\x`` escapes)."""
-        from ascendprof.model.problems import printable
-
-        d = asdict(self)
-        d["path"] = printable(self.path)
-        d["files"] = [printable(f) for f in self.files]
-        d["kind_label"] = self.label
-        return d
-
-    def file(self, name: str) -> Path | None:
-        """Absolute path of the first listed file whose basename is ``name`` (or None)."""
-        for f in self.files:
-            if os.path.basename(f) == name:
-                return Path(self.path) / f
-        return None
 
 
 def scan(root: Path, problems: Problems | None = None) -> list[Source]:
@@ -276,7 +208,7 @@ def _skip(problems: Problems | None, path, reason: str) -> None:
 
 
 def _not_regular(path: str) -> str:
-    from ascendprof.readers.textio import file_kind
+    from ascendprof.sysio.textio import file_kind
 
     try:
         kind = file_kind(os.stat(path).st_mode)
@@ -296,7 +228,7 @@ def _is_utf8(name: str) -> bool:
 
 def _load_json_quiet(path: Path, problems: Problems) -> dict | None:
     """A metadata JSON object, or None (problem recorded) when unreadable or not an object."""
-    from ascendprof.readers.textio import METADATA_MAX_BYTES, read_json
+    from ascendprof.sysio.textio import METADATA_MAX_BYTES, read_json
 
     try:
         obj = read_json(path, METADATA_MAX_BYTES)
@@ -431,7 +363,7 @@ def _fill_from_outputs(src: Source, out_dir: Path, outs: list[str], problems: Pr
         return
     import csv
 
-    from ascendprof.readers.textio import read_regular
+    from ascendprof.sysio.textio import read_regular
 
     try:
         text = read_regular(out_dir / "step_trace_time.csv").decode("utf-8-sig")
@@ -661,9 +593,9 @@ PICK_BY_PATH = "Give the path of one of them."
 
 
 def runs_of(root: Path, problems: Problems | None = None) -> tuple[list[Source], list]:
-    """:func:`scan` ``root`` and group the sources by run (:func:`ascendprof.runs.group_runs`):
+    """:func:`scan` ``root`` and group the sources by run (:func:`ascendprof.scan.runs.group_runs`):
     (sources, runs)."""
-    from ascendprof.runs import group_runs
+    from ascendprof.scan.runs import group_runs
 
     found = scan(Path(root), problems)
     return found, group_runs(found, root)
@@ -680,7 +612,7 @@ def load_sources(root: Path, problems: Problems | None = None, *, run: str | Non
     left (with what was skipped). Light: no Arrow import, so a re-run that restores its outputs
     from the cache starts fast."""
     from ascendprof.model.errors import NothingAnalysable
-    from ascendprof.runs import pick
+    from ascendprof.scan.runs import pick
 
     problems = problems if problems is not None else Problems()
     found, runs = runs_of(root, problems)

@@ -1,8 +1,9 @@
 """Atomic output: every file is written to a temporary name beside it, then renamed.
 
 An interrupted run leaves complete files or none; a second run to the same directory replaces
-files cleanly. Nothing here ever writes into an input tree: :func:`check_output_dir` refuses an
-output directory inside any input directory.
+files cleanly. Report paths the user names (gate reports, report.html, diff.html) go through
+:func:`write_report`, which never replaces what ascendprof did not write and never writes into
+an input.
 """
 
 from __future__ import annotations
@@ -13,39 +14,12 @@ import io
 import os
 import stat
 import tempfile
-from collections.abc import Mapping
-from itertools import chain
 from pathlib import Path
 
 import orjson
 
-from ascendprof.model.errors import UsageError
-
-
-def check_output_dir(out: Path, inputs: list[Path], names=None) -> Path:
-    """Resolve ``out`` and refuse (UsageError, exit 2) an output directory that is an existing
-    file, lies inside (or equals) an input directory, or whose own files would cover an input:
-    with the output names ``names`` given (the registry of the ``analyse`` outputs), an input
-    at or under ``out/<name>``, ``out/tables`` or one of ascendprof's hidden files there
-    (``analyse /x/tables -o /x`` would otherwise replace its own input).
-
-    Returns the resolved path (not created).
-    """
-    out = Path(out).resolve()
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"{out}: exists and is not a directory; choose another --output")
-    for i in inputs:
-        i = Path(i).resolve()
-        if i.is_dir() and (out == i or i in out.parents):
-            raise UsageError(f"{out}: output directory is inside the input {i}; choose another -o")
-        if names is not None and out in i.parents:
-            from ascendprof.engine.outdir import is_managed
-
-            top = i.relative_to(out).parts[0]
-            if is_managed(top, names):
-                raise UsageError(f"{i}: this input lies in {out / top}, which ascendprof "
-                                 f"writes as an output of {out}; choose another -o")
-    return out
+from ascendprof.sysio.csvsafe import csv_safe, csv_safe_frame
+from ascendprof.sysio.parquet import parquet_bytes
 
 
 def write_report(path: Path, data: bytes, *, signature: bytes, inputs=(),
@@ -215,101 +189,6 @@ def write_pieces(path: Path, pieces) -> Path:
     return path
 
 
-def json_object_pieces(items):
-    """Compact JSON text of an object, piece by piece, from ``(key, value)`` pairs where the
-    value is its JSON text as bytes or as an iterable of byte pieces (what ``json.dumps``
-    would write for the dict of those pairs, without the spaces). An iterator whose pieces
-    pass through itertools, so a writer consumes them without a Python step per piece."""
-    return chain.from_iterable(_object_chunks(items))
-
-
-def _object_chunks(items):
-    yield (b"{",)
-    first = True
-    for key, value in items:
-        yield ((b"" if first else b",") + orjson.dumps(str(key)) + b":",)
-        yield (value,) if isinstance(value, (bytes, bytearray, memoryview)) else value
-        first = False
-    yield (b"}",)
-
-
-class JsonMembers(Mapping):
-    """A read-only JSON object kept as the compact JSON text of each member: the cluster step
-    serialises a result as soon as it is built (a dict of 10^4 small dicts is ~5x its text), and
-    the report writer streams the texts (:meth:`items_json`). Indexing parses a member back."""
-
-    def __init__(self, members):
-        """``members``: a dict, or an iterable of (key, value) pairs, each serialised as it
-        comes (so a generator of members is never held whole)."""
-        opt = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
-        pairs = members.items() if isinstance(members, dict) else members
-        self._texts = {k: orjson.dumps(v, option=opt) for k, v in pairs}
-
-    def __getitem__(self, key):
-        return orjson.loads(self._texts[key])
-
-    def __iter__(self):
-        return iter(self._texts)
-
-    def __len__(self) -> int:
-        return len(self._texts)
-
-    def items_json(self):
-        return iter(self._texts.items())
-
-
-def write_json_items(path: Path, items) -> Path:
-    """Write a JSON object whose members come from the iterable ``(key, value JSON bytes)``
-    pairs ``items`` (e.g. one communication group at a time), atomically and without ever
-    holding the whole text."""
-    return write_pieces(path, json_object_pieces(items))
-
-
-#: a CSV cell starting with one of these is a formula to a spreadsheet (OWASP, "CSV Injection")
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-_FORMULA_RE = r"^[=+\-@\t\r]"
-#: ... unless it is a plain number ("-1.5e3") or a lone sign, which no spreadsheet runs
-_NUMBER_RE = r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$|^[+-]$"
-
-
-def csv_safe(cell):
-    """``cell`` as written to a CSV output: a text that a spreadsheet would run as a formula
-    (starting with ``= + - @``, TAB or CR, and not a plain number) gets a leading ``'``, as
-    OWASP recommends; anything else is unchanged. Parquet tables keep the raw text."""
-    import re
-
-    if isinstance(cell, str) and cell.startswith(FORMULA_START) and not re.match(_NUMBER_RE, cell):
-        return "'" + cell
-    return cell
-
-
-def csv_unsafe(cell):
-    """The text :func:`csv_safe` was given, from a cell read back from one of ascendprof's
-    CSV outputs: a leading ``'`` before a formula start is removed (a name that really begins
-    with ``'`` followed by one of those characters cannot be told apart and loses its quote)."""
-    if isinstance(cell, str) and len(cell) > 1 and cell[0] == "'" and cell[1] in FORMULA_START:
-        return cell[1:]
-    return cell
-
-
-def csv_safe_frame(df):
-    """``df`` with :func:`csv_safe` applied to its text columns (vectorised; a copy only when
-    a cell changes)."""
-    out = None
-    for col in df.columns:
-        s = df[col]
-        if s.dtype != object and str(s.dtype) not in ("string", "str"):
-            continue
-        try:  # .str gives NaN for the cells that are not text (numbers in an object column)
-            risky = s.str.match(_FORMULA_RE, na=False) & ~s.str.match(_NUMBER_RE, na=False)
-        except AttributeError:  # no text at all
-            continue
-        if risky.any():
-            out = df.copy() if out is None else out
-            out[col] = s.mask(risky, "'" + s[risky])
-    return df if out is None else out
-
-
 def write_csv(path: Path, header: list[str], rows) -> Path:
     """Rows as CSV, atomically; text cells made safe for spreadsheets (:func:`csv_safe`)."""
     buf = io.StringIO()
@@ -324,23 +203,6 @@ def write_frame_csv(path: Path, df) -> Path:
     spreadsheets (:func:`csv_safe`)."""
     return write_bytes(path, csv_safe_frame(df).to_csv(index=False, lineterminator="\n")
                        .encode("utf-8"))
-
-
-#: Parquet writer options of the cache and of tables/ (which links to the cache): no dictionary
-#: pages or column statistics, which cost a third of the write time and buy nothing for files
-#: read whole (snappy keeps them near the dictionary-encoded size)
-PARQUET_OPTIONS = {"use_dictionary": False, "write_statistics": False}
-
-
-def parquet_bytes(table):
-    """``table`` encoded as a Parquet file in memory (:data:`PARQUET_OPTIONS`), to be written
-    with one call (the writer makes a system call per page when given a file)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    buf = pa.BufferOutputStream()
-    pq.write_table(table, buf, **PARQUET_OPTIONS)
-    return buf.getvalue()
 
 
 def write_parquet(path: Path, table) -> Path:
