@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ascendprof.model.errors import UsageError
 from ascendprof.model.problems import Problem, Problems
+from ascendprof.model.options import ReadOptions
 
 if TYPE_CHECKING:  # imported lazily: `import ascendprof` stays light
     import pandas as pd
@@ -65,22 +66,13 @@ def open(path: str | os.PathLike, *, workers: int | None = None,  # noqa: A001 -
     if not root.exists():
         raise UsageError(f"{root}: no such file or directory")
     if thresholds:
-        from ascendprof.analyze.verdicts import thresholds as check
-
-        try:
-            check(thresholds)
-        except ValueError as e:
-            raise UsageError(str(e)) from None
+        verdict_thresholds(thresholds)
     problems = Problems()
     sources = load_sources(root, problems, run=run, hint=PICK_RUN)
-    if timeline:
-        from dataclasses import replace
-
-        sources = [replace(s, read_timeline=True) for s in sources]
     env = os.environ.get("ASCENDPROF_CACHE")
     cache = Path(cache_dir) if cache_dir is not None else (Path(env) if env else None)
     return Collection(root, sources, problems, workers=workers, cache_dir=cache,
-                      thresholds=thresholds or {}, run=run)
+                      thresholds=thresholds or {}, run=run, read=ReadOptions(timeline=timeline))
 
 
 class Collection:
@@ -88,7 +80,8 @@ class Collection:
 
     def __init__(self, root: Path, sources: list["Source"], problems: Problems, *,
                  workers: int | None = None, cache_dir: Path | None = None,
-                 thresholds: dict[str, float] | None = None, run: str | None = None):
+                 thresholds: dict[str, float] | None = None, run: str | None = None,
+                 read: ReadOptions = ReadOptions()):
         self.root = Path(root)
         #: the run picked under ``root`` (open's ``run``), None when root holds one run
         self.run = run
@@ -97,6 +90,8 @@ class Collection:
         self.workers = workers
         self.cache_dir = cache_dir
         self.thresholds = dict(thresholds or {})
+        #: how every rank is read (open's ``timeline``)
+        self.read = read
         self._results: list[RankResult] | None = None
         self._analysis: ClusterAnalysis | None = None
 
@@ -157,16 +152,17 @@ class Collection:
         from ascendprof.model.errors import InputError
         from ascendprof.readers import read_source
 
-        data = cache.load(source, self.cache_dir) if self.cache_dir is not None else None
+        data = (cache.load(source, self.cache_dir, self.read) if self.cache_dir is not None
+                else None)
         if data is not None:
             return data
         try:
-            data = read_source(source)
+            data = read_source(source, self.read)
         except InputError as e:
             self._scan_problems.add_error(e, rank=source.rank, affects=("all",))
             return None
         if self.cache_dir is not None:
-            cache.store(data, self.cache_dir)
+            cache.store(data, self.cache_dir, read=self.read)
         return data
 
     # --- results (the same objects the output files are written from) --------------------------
@@ -179,7 +175,7 @@ class Collection:
             from ascendprof.engine import pipeline
 
             results = pipeline.run_ranks(self.sources, None, workers=self.workers,
-                                         cache_dir=self.cache_dir)
+                                         cache_dir=self.cache_dir, read=self.read)
             problems = Problems()
             problems.extend(self._scan_problems)
             ca = pipeline.gather(str(self.root), self.sources, results, problems)
@@ -287,6 +283,18 @@ class Collection:
         :func:`diff`."""
         b = other.root if isinstance(other, Collection) else other
         return diff(self.root, b, ranks=ranks, workers=self.workers)
+
+
+def verdict_thresholds(overrides: dict[str, float] | None = None) -> dict[str, float]:
+    """Every verdict threshold in force (as verdicts.json lists them): {lower-case name:
+    value}, the defaults updated by ``overrides`` (names as ``--threshold NAME=VALUE``). Raises
+    UsageError for an unknown name or a value that is not a finite number >= 0."""
+    from ascendprof.engine.pipeline import verdict_thresholds as in_force
+
+    try:
+        return in_force(overrides)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def analyse(directory: str | os.PathLike, out: str | os.PathLike, **options) -> int:

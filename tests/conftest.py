@@ -151,3 +151,11 @@ def _html_page_only_where_tested(request):
     mp.setenv("ASCENDPROF_HTML", "1" if on else "0")
     yield
     mp.undo()
+
+
+def analysis_of(root, workers=None):
+    """The whole cluster analysis of ``root`` in memory, through the path users take
+    (``ascendprof.open(root).analysis()``: the same engine and analyses as ``analyse``)."""
+    import ascendprof
+
+    return ascendprof.open(root, workers=workers).analysis()

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from _advice_data import advise, copy_rank, edit_csv, found, rows, stage_us, status
+from conftest import analysis_of
 
 ALEX = "torch_npu-2rank-levels/text/level2"
 
@@ -56,9 +57,8 @@ def set_env(root, rank, **env):
 
 
 def cluster_doc(root) -> dict:
-    from ascendprof.engine import pipeline
 
-    return pipeline.analyse(root).advice
+    return analysis_of(root).advice
 
 
 def item(doc, key):

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from ascendprof.engine import cache
-from ascendprof.engine.pipeline import load as load_sources
+from ascendprof.scan import load_sources
 from ascendprof.engine.pipeline import process_rank
 from ascendprof.readers import read_source
 from ascendprof.engine.run import run_analyse

@@ -19,6 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from ascendprof.scan import load_sources
 from ascendprof.engine import pipeline
 from ascendprof.model import schemas as S
 from ascendprof.analyze import cluster_communication as cc
@@ -42,7 +43,7 @@ def cluster8(generated_cluster):
 def _analyse(root: Path, out: Path):
     """The analyse flow: per-rank partials (two worker processes), combine, streamed files."""
     problems = Problems()
-    sources = pipeline.load(root, problems)
+    sources = load_sources(root, problems)
     results = pipeline.run_ranks(sources, None, workers=2)
     ca = pipeline.combine(str(root), sources, results, problems)
     write_outputs(ca, out, build_summary(ca))
@@ -55,7 +56,7 @@ def _all_tables(root: Path) -> tuple[dict, dict]:
 
     parts: dict[str, list] = {}
     meta = {}
-    for src in pipeline.load(root, Problems()):
+    for src in load_sources(root, Problems()):
         data = read_source(src)
         meta[data.rank] = (data.meta or {}).get("profiler_metadata") or {}
         for name in (S.COMM_OPS, S.COMM_BANDWIDTH, S.COMM_SIZE_DIST, S.COMM_LINKS):
@@ -228,7 +229,7 @@ def test_rank_results_carry_no_bandwidth_rows(qwen3):
     bandwidth / size-distribution rows."""
     from ascendprof.analyze import verdicts as V
 
-    results = pipeline.run_ranks(pipeline.load(qwen3, Problems()), None, workers=1)
+    results = pipeline.run_ranks(load_sources(qwen3, Problems()), None, workers=1)
     with_comm = [r for r in results if V.OP_ROWS in r.tables]
     assert len(with_comm) == 4
     from _verdict_tables import comm_json

@@ -13,9 +13,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from conftest import analysis_of
 from ascendprof.analyze import data_prep
 from ascendprof.analyze.verdicts import make_verdict
-from ascendprof.engine import pipeline
 from ascendprof.readers import minddata
 
 RUN2 = "mindspore-legacy/run_2/normal_run/profiler"
@@ -36,7 +36,7 @@ def run2(request):
 
 
 def test_run2_pipeline_and_queues(run2):
-    ca = pipeline.analyse(run2.parents[1])
+    ca = analysis_of(run2.parents[1])
     prep = ca.csv_files["data_preparation.csv"]
     ops = ca.csv_files["dataset_pipeline.csv"]
     assert list(prep.columns) == data_prep.PREP_COLUMNS
@@ -108,7 +108,7 @@ def test_run2_variant_data_bound_host_pipeline(run2, tmp_path):
     operator is ImageFolderOp (id 3)."""
     root = _variant_run2(run2, tmp_path, gap_ticks=1_000_000, device_sizes=[1, 0, 0, 2],
                          host_sizes=[5, 0, 0, 0, 3, 0])
-    ca = pipeline.analyse(root)
+    ca = analysis_of(root)
     row = ca.csv_files["data_preparation.csv"].iloc[0]
     assert row["Data Wait(%)"] == pytest.approx(29.67, abs=0.01)
     assert row["Host Queue Empty(%)"] == 80.0 and row["Device Queue Empty(%)"] == pytest.approx(
@@ -126,7 +126,7 @@ def test_run2_variant_transfer(run2, tmp_path):
     the device is the bottleneck. Gap 3e5 ticks = 3 ms of 26.71 ms = 11.2 % -> warning."""
     root = _variant_run2(run2, tmp_path, gap_ticks=300_000, device_sizes=[1, 0, 1, 0],
                          host_sizes=[5, 6, 7, 8])
-    ca = pipeline.analyse(root)
+    ca = analysis_of(root)
     row = ca.csv_files["data_preparation.csv"].iloc[0]
     assert row["Bottleneck Stage"] == "host to device transfer"
     v = _data_verdicts(ca)
@@ -139,7 +139,7 @@ def test_torch_levels_not_data_bound(shared_data, kind):
     loader span (trace_view.json / PYTORCH_API enumerate(DataLoader)#...) is ~3.5 ms of it. Not
     data-bound: no verdict."""
     root = shared_data / LEVELS / kind / "level1"
-    ca = pipeline.analyse(root)
+    ca = analysis_of(root)
     prep = ca.csv_files["data_preparation.csv"].set_index("Rank")
     for rank in (0, 1):
         out = root / f"rank{rank}_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
@@ -163,15 +163,11 @@ def test_torch_levels_not_data_bound(shared_data, kind):
 def test_trace_view_dataloader_span(shared_data):
     """With --timeline the text export's trace_view.json gives the data loader span too (the
     'enumerate(DataLoader)#...' X event), the same as reading it with json here."""
-    from dataclasses import replace
-
-    from ascendprof.model.problems import Problems
+    import ascendprof
 
     root = shared_data / LEVELS / "text" / "level1"
-    probs = Problems()
-    sources = [replace(s, read_timeline=True) for s in pipeline.load(root, probs)]
-    ca = pipeline.combine(str(root), sources, pipeline.run_ranks(sources, workers=1), probs)
-    prep = ca.csv_files["data_preparation.csv"].set_index("Rank")
+    prep = ascendprof.open(root, workers=1, timeline=True).frame(
+        "data_preparation.csv").set_index("Rank")
     for rank in (0, 1):
         ev = json.loads((root / f"rank{rank}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" /
                          "trace_view.json").read_text())
@@ -193,7 +189,7 @@ def test_db_variant_slow_dataloader(shared_data, tmp_path):
                  WHERE name IN (SELECT id FROM STRING_IDS WHERE value LIKE 'enumerate(DataLoader)%')""")
     c.commit()
     c.close()
-    ca = pipeline.analyse(root)
+    ca = analysis_of(root)
     row = ca.csv_files["data_preparation.csv"].set_index("Rank").loc[1]
     assert row["Dataloader(ms)"] == pytest.approx(40.0)
     v = _data_verdicts(ca)
@@ -252,7 +248,7 @@ def test_minddata_files_in_ascend_profiler_output(shared_data, run2, tmp_path):
     shutil.copytree(src, dst)
     shutil.copy(run2 / "minddata_pipeline_raw_1.csv",
                 dst / "ASCEND_PROFILER_OUTPUT" / "minddata_pipeline_raw_0.csv")
-    ca = pipeline.analyse(tmp_path)
+    ca = analysis_of(tmp_path)
     ops = ca.csv_files["dataset_pipeline.csv"]
     assert list(ops["Op Type"]) == ["BatchOp", "MapOp", "MapOp", "ImageFolderOp"]
     assert list(ops["Rank"]) == [0, 0, 0, 0]

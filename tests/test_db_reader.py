@@ -20,7 +20,7 @@ import pytest
 
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError
-from ascendprof.engine.pipeline import load
+from ascendprof.scan import load_sources as load
 from ascendprof.model.problems import Problems
 from ascendprof.readers import db as dbreader
 from ascendprof.scan import DB, TORCH_TEXT, Source, one_per_rank, scan

@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from ascendprof.scan import load_sources
 from ascendprof.engine import pipeline
 from ascendprof.model.problems import Problems
 from ascendprof.report import files
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
 
 def _gathered(root):
     problems = Problems()
-    sources = pipeline.load(root, problems)
+    sources = load_sources(root, problems)
     return pipeline.gather(str(root), sources, pipeline.run_ranks(sources, workers=1), problems)
 
 

@@ -8,7 +8,8 @@ import pytest
 
 from ascendprof.engine import executors
 from ascendprof.engine.executors import local_map, plan_workers
-from ascendprof.engine.pipeline import load as load_sources, process_rank
+from ascendprof.engine.pipeline import process_rank
+from ascendprof.scan import load_sources
 from ascendprof.engine.run import run_analyse
 from ascendprof.scan import Source
 from test_cache import analysis_outputs, assert_same_outputs
@@ -129,20 +130,20 @@ def test_on_result_sees_every_result_as_it_arrives():
 
 
 def test_spilled_results_give_the_same_cluster_results(cluster, tmp_path):
-    """Tables and OPINFO chunks parked in a ResultSpill as results arrive are read back when
+    """Tables and OPINFO chunks parked in a ParkingFile as results arrive are read back when
     the cluster step needs them: verdicts, step tables, op statistics and
     cluster_communication.json equal those of results that kept them in memory."""
     from ascendprof.engine import pipeline
     from ascendprof.model import schemas as S
     from ascendprof.analyze.verdicts import OP_ROWS
     from ascendprof.model.problems import Problems
-    from ascendprof.engine.spill import ParkedTable, ResultSpill, unpark
+    from ascendprof.sysio.parking import ParkedTable, ParkingFile, unpark
 
     sources = load_sources(cluster)
     in_memory = local_map(process_rank, sources, workers=1)
     kept = pipeline.combine(str(cluster), sources, local_map(process_rank, sources, workers=1),
                             Problems())
-    spill = ResultSpill(tmp_path)
+    spill = ParkingFile(tmp_path)
     results = local_map(process_rank, sources, workers=2, on_result=spill.take)
     for r, m in zip(results, in_memory):  # everything parked, and read back unchanged
         assert all(isinstance(t, ParkedTable) for t in r.tables.values())

@@ -12,11 +12,12 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from ascendprof.scan import load_sources
 from ascendprof.analyze import memory
 from ascendprof.analyze.verdicts import make_verdict
 from ascendprof.engine import pipeline
 from ascendprof.model import schemas as S
-from conftest import QWEN3
+from conftest import QWEN3, analysis_of
 
 OUT = "ASCEND_PROFILER_OUTPUT"
 MB = 1 << 20
@@ -28,7 +29,7 @@ def _text_us(s: str) -> str:
 
 @pytest.fixture(scope="module")
 def qwen3_ca():
-    return pipeline.analyse(QWEN3)
+    return analysis_of(QWEN3)
 
 
 def _record(rank: int) -> pd.DataFrame:
@@ -136,7 +137,7 @@ def test_text_and_db_give_the_same_peaks(shared_data, level):
     base = shared_data / "torch_npu-2rank-levels"
     got = {}
     for kind in ("text", "db"):
-        ca = pipeline.analyse(base / kind / f"level{level}")
+        ca = analysis_of(base / kind / f"level{level}")
         got[kind] = ca.csv_files["memory_summary.csv"]
     for rank in (0, 1):
         text_src = _text_peaks(base / "text" / f"level{level}" / f"rank{rank}_ascend_pt" / OUT
@@ -178,7 +179,7 @@ def test_text_and_db_give_the_same_peaks(shared_data, level):
 def test_db_modules_match_text_layout(shared_data):
     """db NPU_MODULE_MEM -> memory_modules.csv with module names from ENUM_MODULE and MB."""
     base = shared_data / "torch_npu-2rank-levels" / "db" / "level0"
-    ca = pipeline.analyse(base)
+    ca = analysis_of(base)
     mods = ca.csv_files["memory_modules.csv"]
     c = sqlite3.connect(base / "rank0_ascend_pt" / OUT / "ascend_pytorch_profiler_0.db")
     want = dict(c.execute("""SELECT e.name, MAX(m.totalReserved) FROM NPU_MODULE_MEM m
@@ -197,7 +198,7 @@ def _mem_verdicts(ca):
 def test_no_memory_verdict_on_healthy_data(qwen3_ca, shared_data):
     assert _mem_verdicts(pipeline.combine(*_args(QWEN3))) == []
     for kind in ("text", "db"):
-        ca = pipeline.analyse(shared_data / "torch_npu-2rank-levels" / kind / "level1")
+        ca = analysis_of(shared_data / "torch_npu-2rank-levels" / kind / "level1")
         assert _mem_verdicts(ca) == []
 
 
@@ -205,7 +206,7 @@ def _args(root):
     from ascendprof.model.problems import Problems
 
     probs = Problems()
-    sources = pipeline.load(root, probs)
+    sources = load_sources(root, probs)
     return str(root), sources, pipeline.run_ranks(sources, workers=1), probs
 
 

@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 
 from ascendprof.analyze import moe
-from ascendprof.engine import pipeline
-from conftest import QWEN3
+from conftest import QWEN3, analysis_of
 
 OUT = "ASCEND_PROFILER_OUTPUT"
 
@@ -77,7 +76,7 @@ def test_tokens_of_input_shapes():
 
 def test_balanced_group_is_silent(tmp_path):
     """Ranks 0 and 2 each route 4 x 2048 = 8192 tokens: max / mean 1.0, no verdict."""
-    ca = pipeline.analyse(_cluster(tmp_path, [2048] * 4, [2048] * 4))
+    ca = analysis_of(_cluster(tmp_path, [2048] * 4, [2048] * 4))
     t = ca.csv_files["moe_expert_load.csv"]
     assert list(t.columns) == moe.COLUMNS
     assert list(t["Rank"]) == [0, 2] and list(t["Tokens"]) == [8192, 8192]
@@ -90,7 +89,7 @@ def test_balanced_group_is_silent(tmp_path):
 def test_unbalanced_group(tmp_path):
     """Rank 2's experts take 4 x 4096 = 16384 tokens, rank 0's 4 x 2048 = 8192: mean 12288,
     max / mean = 16384 / 12288 = 1.3333 >= 1.2 -> warning on rank 2 (critical from 1.5)."""
-    ca = pipeline.analyse(_cluster(tmp_path, [2048] * 4, [4096] * 4))
+    ca = analysis_of(_cluster(tmp_path, [2048] * 4, [4096] * 4))
     t = ca.csv_files["moe_expert_load.csv"].set_index("Rank")
     assert t.loc[2, "Tokens"] == 16384 and t.loc[0, "Group Mean Tokens"] == 12288.0
     assert t.loc[2, "Load / Mean"] == pytest.approx(1.3333, abs=1e-4)
@@ -103,7 +102,7 @@ def test_unbalanced_group(tmp_path):
 def test_without_ep_group_all_ranks_inferred(tmp_path):
     """No exp group in the metadata: the ranks with GroupedMatmul form one inferred group.
     5 x 1000 vs 1 x 1000 tokens: mean 3000, max / mean 5000 / 3000 = 1.667 -> critical."""
-    ca = pipeline.analyse(_cluster(tmp_path, [1000] * 5, [1000], group=False))
+    ca = analysis_of(_cluster(tmp_path, [1000] * 5, [1000], group=False))
     t = ca.csv_files["moe_expert_load.csv"]
     assert set(t["EP Group Source"]) == {"inferred: all ranks with GroupedMatmul"}
     v = _moe(ca)
@@ -111,5 +110,5 @@ def test_without_ep_group_all_ranks_inferred(tmp_path):
 
 
 def test_no_moe_no_file(qwen3):
-    ca = pipeline.analyse(qwen3)
+    ca = analysis_of(qwen3)
     assert "moe_expert_load.csv" not in ca.csv_files and _moe(ca) == []

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _verdict_tables import tables as qwen_tables
+from ascendprof.scan import load_sources
 from ascendprof.model import schemas as S
 from ascendprof.analyze import verdicts as V
 
@@ -174,7 +175,7 @@ def test_generated_cluster(generated_cluster):
 
     root = generated_cluster(8, "--comm-ops-per-rank", "120", "--kernels-per-rank", "500")
     ops, bws = [], []
-    for src in pipeline.load(root, Problems()):
+    for src in load_sources(root, Problems()):
         data = read_source(src)
         ops.append(data.tables[S.COMM_OPS])
         bws.append(data.tables[S.COMM_BANDWIDTH])

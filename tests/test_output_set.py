@@ -258,9 +258,9 @@ def test_a_commit_killed_at_any_rename_is_completed_by_the_next_run(tmp_path, mo
 
 
 def test_leftovers_of_dead_runs_are_removed(tmp_path):
-    """Staging directories without a journal, trash, and the temporary files older versions
-    left (.cluster_communication.json.<pid>.early, .tables.partial, .<output>.*.tmp) are
-    removed by the next run; a user's hidden file is not."""
+    """Staging directories without a journal, trash, and the temporary files of writes that
+    died (.cluster_communication.json.<pid>.early, .<output>.*.tmp) are removed by the next
+    run; a user's hidden file is not, nor a name ascendprof never writes (.tables.partial)."""
     out = tmp_path / "out"
     out.mkdir()
     (out / f"{outdir.STAGING_PREFIX}99999" / "tables").mkdir(parents=True)
@@ -273,9 +273,10 @@ def test_leftovers_of_dead_runs_are_removed(tmp_path):
     (out / "notes.early").write_text("mine too")
     with outdir.OutputDir(out, OUTPUT_FILES) as od:
         assert sorted(p.name for p in out.iterdir()) == sorted(
-            [".my_hidden_config", "notes.early", outdir.LOCK, od.staging.name])
+            [".my_hidden_config", "notes.early", ".tables.partial", outdir.LOCK,
+             od.staging.name])
     assert sorted(p.name for p in out.iterdir()) == sorted([".my_hidden_config", outdir.LOCK,
-                                                            "notes.early"])
+                                                            "notes.early", ".tables.partial"])
 
 
 @pytest.mark.parametrize("at", [1, 3, 6])

@@ -12,8 +12,7 @@ import pyarrow as pa
 import pytest
 
 from ascendprof.analyze import pipeline_stages as ps
-from ascendprof.engine import pipeline
-from conftest import QWEN3, ROOT
+from conftest import QWEN3, ROOT, analysis_of
 
 OUT = "ASCEND_PROFILER_OUTPUT"
 REF = ROOT / "tests" / "reference" / "qwen3-4rank-pp2dp2" / "cluster_step_trace_time.csv"
@@ -30,7 +29,7 @@ def _us(text: str) -> float:
 
 @pytest.fixture(scope="module")
 def analysed():
-    ca = pipeline.analyse(QWEN3)
+    ca = analysis_of(QWEN3)
     return ca
 
 
@@ -209,7 +208,7 @@ def test_no_labels_when_sequence_does_not_fit():
 
 def test_no_pipeline_outputs_without_p2p(shared_data):
     """Data parallel only (2-rank levels): no pipeline, no pipeline files."""
-    ca = pipeline.analyse(shared_data / "torch_npu-2rank-levels" / "text" / "level1")
+    ca = analysis_of(shared_data / "torch_npu-2rank-levels" / "text" / "level1")
     assert "pipeline.csv" not in ca.csv_files
     assert "pipeline_stages.csv" not in ca.csv_files
 
@@ -266,7 +265,7 @@ def test_one_rank_alone(tmp_path):
     import shutil
 
     shutil.copytree(QWEN3 / "rank_0_ascend_pt", tmp_path / "rank_0_ascend_pt")
-    ca = pipeline.analyse(tmp_path)
+    ca = analysis_of(tmp_path)
     pipe = ca.csv_files["pipeline.csv"]
     assert list(pipe["Rank"]) == [0, 0, 0]
     assert list(pipe["Send"]) == ["F0", "F1", ""] and list(pipe["Recv"]) == ["", "B0", "B1"]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ascendprof.engine import pipeline
+from conftest import analysis_of
 
 OUT = "ASCEND_PROFILER_OUTPUT"
 #: The documented threshold: bandwidth below this fraction of the median is a slow link.
@@ -71,7 +71,7 @@ def _slow_down_link(root: Path, rank: int, group: str, link: str, factor: float)
 
 
 def _slow_links(root: Path) -> list[dict]:
-    return [v for v in pipeline.analyse(root).verdicts if v["category"] == "slow_link"]
+    return [v for v in analysis_of(root).verdicts if v["category"] == "slow_link"]
 
 
 def test_real_links_are_all_comparable(qwen3):
@@ -113,6 +113,6 @@ def test_slow_ranks_are_not_slow_links(generated_cluster):
     root = generated_cluster(32, "--kernels-per-rank", "200", "--seed", "3")
     manifest = json.loads((root / "make_cluster.json").read_text())
     assert sorted(manifest["slow_ranks"]) == [8, 15]
-    verdicts = pipeline.analyse(root).verdicts
+    verdicts = analysis_of(root).verdicts
     assert sorted(r for v in verdicts if v["category"] == "slow_rank" for r in v["ranks"]) == [8, 15]
     assert [v for v in verdicts if v["category"] == "slow_link"] == []

@@ -13,7 +13,7 @@ import sqlite3
 
 import pytest
 
-from ascendprof.engine import pipeline
+from conftest import analysis_of
 
 METRICS = {"Computing": "computing", "Communication(Not Overlapped)": "communication_not_overlapped",
            "Free": "free"}
@@ -41,7 +41,7 @@ def analyses(request):
     if SHARED is None:
         pytest.skip("../shared/data not present")
     root = SHARED / "torch_npu-2rank-levels"
-    return {(kind, lvl): pipeline.analyse(root / kind / lvl, workers=1)
+    return {(kind, lvl): analysis_of(root / kind / lvl, workers=1)
             for kind in ("text", "db") for lvl in ("level1", "level2")}
 
 

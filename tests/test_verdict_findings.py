@@ -18,8 +18,8 @@ import shutil
 import pyarrow as pa
 import pytest
 
+from conftest import analysis_of
 from ascendprof.analyze import verdicts as V
-from ascendprof.engine import pipeline
 from ascendprof.model import schemas as S
 
 import synth_cluster as sc
@@ -82,7 +82,7 @@ def test_1_synchronous_host_bound_rank_is_named_once(tmp_path):
     its kernels); the other seven wait for it in the gradient all-reduce. One schedule verdict
     naming rank 5, whose peers' waits are its symptoms; no compute verdict for the others."""
     sc.write(sc.Spec(sc.Shape(1, 1, 8), host_gap_ms={5: 20.0}), tmp_path / "c")
-    out = pipeline.analyse(tmp_path / "c", workers=1).verdicts
+    out = analysis_of(tmp_path / "c", workers=1).verdicts
     (v,) = _loud(out)
     assert (v["category"], v["ranks"]) == ("schedule", [5])
     (s,) = v["symptoms"]
@@ -95,7 +95,7 @@ def test_1_synchronous_host_bound_rank_is_named_once(tmp_path):
 
 
 def test_2_qwen3_pipeline_one_cause_no_verdict_the_other_way(qwen3):
-    out = pipeline.analyse(qwen3, workers=1).verdicts
+    out = analysis_of(qwen3, workers=1).verdicts
     (v,) = _loud(out)
     assert (v["category"], v["ranks"]) == ("stage", [2, 3])
     assert [x for x in out if x is not v] == []
@@ -111,7 +111,7 @@ def test_2_qwen3_pipeline_one_cause_no_verdict_the_other_way(qwen3):
 
 
 def test_3_one_rank_alone_says_which_ranks_are_missing(qwen3):
-    out = pipeline.analyse(qwen3 / "rank_0_ascend_pt", workers=1).verdicts
+    out = analysis_of(qwen3 / "rank_0_ascend_pt", workers=1).verdicts
     (v,) = _loud(out)
     assert (v["category"], v["scope"], v["ranks"]) == ("collection", "collection", [1, 2, 3])
     ev = v["evidence"]
@@ -142,7 +142,7 @@ def test_3_group_with_members_not_collected(shared_data):
     all-reduces that is neither transfer nor waiting between the two is not "spent alike by
     every member": it may be waiting on the six not collected."""
     root = shared_data / "torch_npu-2rank-levels" / "text" / "level1"
-    out = pipeline.analyse(root, workers=1).verdicts
+    out = analysis_of(root, workers=1).verdicts
     (v,) = _loud(out)
     assert v["category"] == "collection" and v["ranks"] == []  # their global ranks are unknown
     (g,) = v["evidence"]["groups"].values()
@@ -163,7 +163,7 @@ def test_5_transfer_bound_names_group_transport_and_bandwidth_and_points_at_what
     group, its global ranks, the transport and the bandwidth, and refers to no slow_link
     verdict (there is none)."""
     sc.write(sc.Spec(sc.Shape(1, 1, 8), dp_mb=2000.0), tmp_path / "c")
-    out = pipeline.analyse(tmp_path / "c", workers=1).verdicts
+    out = analysis_of(tmp_path / "c", workers=1).verdicts
     for x in out:
         text = (x["message"] + " " + x["next_step"]).lower()
         assert "slow_link" not in text and "slow link" not in text
@@ -187,7 +187,7 @@ def test_5_references_only_to_verdicts_that_exist(qwen3, tmp_path):
     for case in (qwen3, root):
         if case is root:
             _halve_link(root, rank=0, group=DP_GROUP_0_1, link="0-1")
-        out = pipeline.analyse(case, workers=1).verdicts
+        out = analysis_of(case, workers=1).verdicts
         cats = {v["category"] for v in out}
         for v in out:
             for cat in ("slow_link", "slow_rank", "slow_group"):

@@ -8,7 +8,7 @@
     link and transport.
 
 Each case runs on tables parsed by the test itself (tests/_verdict_tables.py) and through the
-whole pipeline (ascendprof.engine.pipeline.analyse).
+whole pipeline (ascendprof.open(...).analysis()).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import shutil
 
 import pytest
 
+from conftest import analysis_of
 from ascendprof.analyze import verdicts as V
 
 from _verdict_tables import fake_cluster
@@ -31,7 +32,7 @@ def _verdicts(root, how):
         return V.derive(fake_cluster(root), V.thresholds(None))
     from ascendprof.engine import pipeline
 
-    return pipeline.analyse(root).verdicts
+    return analysis_of(root).verdicts
 
 
 def _copy(qwen3, tmp_path):
@@ -173,7 +174,7 @@ def test_seeded_slow_ranks_of_a_generated_64_rank_cluster(tmp_path, shared_data)
                    capture_output=True)
     seeded = sorted(json.loads((out / "make_cluster.json").read_text())["slow_ranks"])
     assert seeded
-    verdicts = pipeline.analyse(out).verdicts
+    verdicts = analysis_of(out).verdicts
     named = sorted(r for v in verdicts if v["category"] == "slow_rank" for r in v["ranks"])
     assert named == seeded
     assert not [v for v in verdicts if v["category"] == "slow_link"]

@@ -27,6 +27,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import synth_cluster as sc  # noqa: E402
+from conftest import analysis_of  # noqa: E402
 
 A = sc.Shape(2, 2, 2)   # 8 ranks, one node
 F = sc.Shape(1, 1, 8)   # 8 ranks, data parallel only
@@ -212,9 +213,8 @@ def case_root(case: Case, tmp: Path) -> Path | None:
 
 def diagnose(root: Path, workers: int = 1) -> tuple[list, list]:
     """(warning and critical verdicts as sorted (category, ranks), all verdicts)."""
-    from ascendprof.engine import pipeline
 
-    out = pipeline.analyse(root, workers=workers).verdicts
+    out = analysis_of(root, workers=workers).verdicts
     got = sorted((v["category"], list(v["ranks"])) for v in out
                  if v["severity"] in ("warning", "critical"))
     return got, out

@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 
 from ascendprof._version import __version__
-from ascendprof.model.errors import EXIT_NOTHING, AscendProfError
+from ascendprof.model.errors import EXIT_NOTHING, AscendProfError, UsageError
 
 EXIT_CODES_HELP = ("Exit codes: 0 done (possibly with warnings), 1 regression (gate only), "
                    "2 usage or data error (also: an output that cannot be written), 3 nothing "
@@ -131,11 +131,11 @@ def _parse_thresholds(items) -> dict:
             raise click.BadParameter(f"{it!r}: VALUE must be a number",
                                      param_hint="--threshold") from None
     if out:  # check names and values now, not after the whole analysis has run
-        from ascendprof.analyze.verdicts import thresholds as known
+        from ascendprof.api import verdict_thresholds
 
         try:
-            known(out)
-        except ValueError as e:
+            verdict_thresholds(out)
+        except UsageError as e:
             raise click.BadParameter(str(e), param_hint="--threshold") from None
     return out
 
@@ -215,7 +215,6 @@ def analyse(directory, out, fmt, workers, executor, scheduler, no_tables, no_cac
     from ascendprof.scan import runs_of
 
     if not directory.exists():
-        from ascendprof.model.errors import UsageError
 
         raise UsageError(f"{directory}: no such file or directory")
     _, runs = runs_of(directory)

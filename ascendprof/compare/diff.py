@@ -272,12 +272,6 @@ def step_stats(steps: pd.DataFrame | None) -> tuple[pd.Series, pd.Series]:
     return v.median(), v.mean()
 
 
-def step_means(steps: pd.DataFrame | None) -> pd.Series:
-    """Mean of each :data:`STEP_METRICS` column (ns, float) over all (rank, step) rows;
-    NaN when there are no rows."""
-    return step_stats(steps)[1]
-
-
 def op_type_totals(side: Side) -> pd.DataFrame:
     """Per (op_type, accelerator_core): ``count`` and ``total_ns`` per step per rank.
 

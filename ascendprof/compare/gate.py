@@ -593,7 +593,7 @@ def load_profiling_dir(path: Path, *, workers: int | None = None) -> Side:
     (no such directory), NothingAnalysable (no source / no readable rank)."""
     from ascendprof.model.errors import NothingAnalysable
     from ascendprof.engine.executors import local_map
-    from ascendprof.engine.pipeline import load
+    from ascendprof.scan import load_sources as load
 
     sources = load(Path(path))
     parts = local_map(_read_rank, sources, workers=workers)

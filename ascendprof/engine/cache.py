@@ -93,18 +93,15 @@ def entry_key(source) -> str:
     return hashlib.sha256(_b(ident)).hexdigest()[:32]
 
 
-def fingerprint(source) -> str:
+def fingerprint(source, read=None) -> str:
     """Hash of (relative path, size, mtime ns) of the source's input files, the code and the
-    source's reading choices (``read_timeline``, ``advice``).
+    reading choices ``read`` (model.options.ReadOptions: ``timeline``, ``advice``).
 
     A file that vanished since the scan is hashed as missing, so the entry no longer matches.
     """
     h = hashlib.sha256(code_fingerprint().encode())
-    if getattr(source, "read_timeline", False):  # a reading choice changes the tables
-        h.update(b"read_timeline\n")
-    advice = getattr(source, "advice", "summary")
-    if advice != "summary":  # the advice mode changes the tables read and the result
-        h.update(f"advice={advice}\n".encode())
+    if read is not None:  # a reading choice changes the tables read and the result
+        h.update(read.cache_text())
     base = Path(source.path)
     for rel in sorted(source.files):
         try:
@@ -115,7 +112,7 @@ def fingerprint(source) -> str:
     return h.hexdigest()
 
 
-def load(source, cache_dir: Path):
+def load(source, cache_dir: Path, read=None):
     """The cached :class:`RankData` of ``source``, or None on a miss (absent, stale, damaged).
 
     Tables are read back from Parquet with their schemas (including schema metadata); ``source``
@@ -126,7 +123,7 @@ def load(source, cache_dir: Path):
 
     d = Path(cache_dir) / entry_key(source)
     entry = _read_entry(d)
-    if entry is None or entry.get("fingerprint") != fingerprint(source):
+    if entry is None or entry.get("fingerprint") != fingerprint(source, read):
         return None
     try:
         import pyarrow.parquet as pq
@@ -153,7 +150,7 @@ def load(source, cache_dir: Path):
                     problems=problems, missing=list(entry["missing"]), spilled=spilled)
 
 
-def store(data, cache_dir: Path, result=None) -> Path | None:
+def store(data, cache_dir: Path, result=None, read=None) -> Path | None:
     """Write ``data`` (a RankData) as the entry of its source, with the per-rank ``result``
     (pipeline.RankResult) when given, in one directory rename; returns the entry directory.
 
@@ -165,7 +162,7 @@ def store(data, cache_dir: Path, result=None) -> Path | None:
     from ascendprof.model.problems import printable
 
     entry = {
-        "format": FORMAT, "fingerprint": fingerprint(data.source),
+        "format": FORMAT, "fingerprint": fingerprint(data.source, read),
         "path": printable(data.source.path),
         "kind": data.source.kind, "rank": data.rank, "tables": sorted(data.names()),
         "spilled": sorted(data.spilled),
@@ -201,7 +198,7 @@ def store(data, cache_dir: Path, result=None) -> Path | None:
 _RESULT = "result.bin"
 
 
-def load_result(source, cache_dir: Path | None):
+def load_result(source, cache_dir: Path | None, read=None):
     """The cached per-rank analysis result (pipeline.RankResult) of ``source``, or None.
 
     It is valid only together with a fresh table entry: same fingerprint (inputs and code).
@@ -215,7 +212,7 @@ def load_result(source, cache_dir: Path | None):
 
     d = Path(cache_dir) / entry_key(source)
     entry = _read_entry(d)
-    fp = fingerprint(source)
+    fp = fingerprint(source, read)
     if entry is None or entry.get("fingerprint") != fp:
         return None
     try:
@@ -224,7 +221,7 @@ def load_result(source, cache_dir: Path | None):
         return None
 
 
-def store_result(result, cache_dir: Path | None) -> Path | None:
+def store_result(result, cache_dir: Path | None, read=None) -> Path | None:
     """Keep ``result`` beside the table entry of its source (only when that entry is fresh);
     returns the entry directory, None when nothing was stored."""
     if cache_dir is None:
@@ -233,7 +230,7 @@ def store_result(result, cache_dir: Path | None) -> Path | None:
 
     d = Path(cache_dir) / entry_key(result.source)
     entry = _read_entry(d)
-    fp = fingerprint(result.source)
+    fp = fingerprint(result.source, read)
     if entry is None or entry.get("fingerprint") != fp:
         return None
     tmp = None
@@ -274,7 +271,7 @@ _RUN_PREFIX = "run-"
 _MANIFEST = "manifest.json"
 
 
-def run_key(sources, out: Path, options: dict, scan_problems=()) -> str:
+def run_key(sources, out: Path, options: dict, scan_problems=(), read=None) -> str:
     """Key of one ``analyse`` run: the output directory, the options that change outputs
     (thresholds, tables), what the scan reported, and every source's :func:`fingerprint`
     (inputs and code). Equal keys mean byte-identical outputs."""
@@ -283,7 +280,7 @@ def run_key(sources, out: Path, options: dict, scan_problems=()) -> str:
     for p in scan_problems:
         h.update(_b(f"{p}\n"))
     for s in sorted(sources, key=lambda s: (s.rank, s.path)):
-        h.update(_b(f"{os.path.abspath(s.path)}\0{s.kind}\0{s.rank}\0{fingerprint(s)}\n"))
+        h.update(_b(f"{os.path.abspath(s.path)}\0{s.kind}\0{s.rank}\0{fingerprint(s, read)}\n"))
     return h.hexdigest()[:32]
 
 

@@ -16,7 +16,7 @@ nothing removed that ascendprof did not write.
   killed (SIGKILL, power loss) in the middle, there is no manifest until the next run into the
   directory completes the journal (roll forward); a staging directory without a journal (a
   run that died earlier) is removed by the next run, with the leftovers of older versions
-  (``.tables.partial``, ``.<output>.<pid>.early``, ``.<output>.*.tmp``).
+  (``.<output>.<pid>.early``, ``.<output>.*.tmp``).
 
 Which names are outputs comes from one registry, :data:`ascendprof.report.files.OUTPUT_FILES`
 plus ``tables/``: an analysis that adds an output file adds its name there.
@@ -298,7 +298,8 @@ def finish(out: Path, staging: Path) -> None:
 def recover(out: Path, names=()) -> list[str]:
     """Finish or remove what runs that died left in ``out`` (call with the lock held): a staging
     directory with a journal is rolled forward, one without is removed, trash is removed, and
-    so are the temporary files older versions left. Returns the names handled."""
+    so are the temporary files of a write that died (``.<output>.<pid>.early``,
+    ``.<output>.*.tmp``). Returns the names handled."""
     handled = []
     legacy = _legacy_pattern(names)
     for entry in sorted(os.listdir(out)):
@@ -315,8 +316,6 @@ def recover(out: Path, names=()) -> list[str]:
             finish(out, p)
         elif entry.startswith(TRASH_PREFIX) and os.path.isdir(p) and not os.path.islink(p):
             shutil.rmtree(p, ignore_errors=True)
-        elif entry == ".tables.partial" and os.path.isdir(p) and not os.path.islink(p):
-            shutil.rmtree(p, ignore_errors=True)
         elif legacy.match(entry) and os.path.isfile(p) and not os.path.islink(p):
             os.unlink(p)
         else:
@@ -326,8 +325,9 @@ def recover(out: Path, names=()) -> list[str]:
 
 
 def _legacy_pattern(names):
-    """Temporary names of ascendprof before the staging directory: ``.<output>.<pid>.early``
-    (EarlyWrite) and ``.<output>.<random>.tmp`` (atomic writes)."""
+    """Temporary names of ascendprof's writers outside the staging directory:
+    ``.<output>.<pid>.early`` (the early communication writer) and ``.<output>.<random>.tmp``
+    (atomic writes)."""
     alts = "|".join(re.escape(n) for n in sorted(names)) or r"(?!)"
     return re.compile(rf"^\.(?:{alts})\.(?:\d+\.early|[A-Za-z0-9_]+\.tmp)$")
 

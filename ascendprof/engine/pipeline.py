@@ -9,17 +9,27 @@ output directory is given. :func:`combine` builds the cluster results from the p
 from __future__ import annotations
 
 import gc
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
 
+from ascendprof.analyze import (advice as advice_rules, cluster_communication, cluster_step_trace,
+                                registry, iteration_trace, op_stats, step_breakdown, verdicts)
+from ascendprof.analyze.advice.base import READ_COLUMNS
+from ascendprof.engine import cache
+from ascendprof.engine.executors import local_map, release_free_heap
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import AscendProfError, InputError, NothingAnalysable
+from ascendprof.model.options import ReadOptions
 from ascendprof.model.problems import Problems
+from ascendprof.model.results import (ClusterAnalysis, RankResult,  # noqa: F401 - re-exported
+                                      SMALL_TABLES, unpark)
 from ascendprof.model.source import Source
-from ascendprof.engine.spill import unpark
-from ascendprof.model.results import SMALL_TABLES, RankResult  # noqa: F401 - re-exported
+from ascendprof.readers import host_events, read_source, reader_module
+from ascendprof.sysio import bigtables
+from ascendprof.sysio.atomic import ensure_dir, write_parquet
+from ascendprof.sysio.jsonstream import JsonMembers
+
 
 def _advice_tables(data) -> dict:
     """The tables the advice rules read from ``data`` (model.rankdata.RankData). A spilled
@@ -29,7 +39,6 @@ def _advice_tables(data) -> dict:
     rank gets the same advice as a small one."""
     if not data.spilled:
         return data.tables
-    from ascendprof.analyze.advice.base import READ_COLUMNS
 
     tables = dict(data.tables)
     for name, st in data.spilled.items():
@@ -41,8 +50,9 @@ def _advice_tables(data) -> dict:
 
 
 def process_rank(source: Source, tables_dir: Path | None = None,
-                 cache_dir: Path | None = None) -> RankResult:
-    """Read one source and reduce it to a :class:`RankResult`.
+                 cache_dir: Path | None = None, read: ReadOptions = ReadOptions()) -> RankResult:
+    """Read one source (as ``read`` says: model.options.ReadOptions) and reduce it to a
+    :class:`RankResult`.
 
     When ``tables_dir`` is given, every normalised table of the rank is written there as
     ``rank<r>/<table>.parquet`` (atomically). With ``cache_dir`` the normalised tables come from
@@ -56,40 +66,42 @@ def process_rank(source: Source, tables_dir: Path | None = None,
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _process_rank(source, tables_dir, cache_dir)
+        return _process_rank(source, tables_dir, cache_dir, read)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | None) -> RankResult:
-    from ascendprof.engine import cache
+def read_rank(source: Source, read: ReadOptions = ReadOptions(), cache_dir: Path | None = None):
+    """The worker's reading step, shared by every job (analyse, timeline, gate, the API): the
+    rank's RankData from the cache when its entry is fresh, else read now
+    (readers.read_source), with the advice's host tables unless ``read.advice`` is "off".
+    Returns ``(data, fresh)``, fresh when it was read now. Raises InputError when nothing of
+    the rank can be read."""
+    data = cache.load(source, cache_dir, read) if cache_dir is not None else None
+    if data is not None:
+        return data, False
+    data = read_source(source, read)
+    if read.advice != "off":
+        host_events.extend(data, read_trace=read.advice == "all")
+    return data, True
 
-    hit = cache.load_result(source, cache_dir)
+
+def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | None,
+                  read: ReadOptions) -> RankResult:
+    hit = cache.load_result(source, cache_dir, read)
     if hit is not None:  # inputs and code unchanged since the last run: nothing to recompute
         if tables_dir is None or cache.link_tables(Path(cache_dir) / cache.entry_key(source),
                                                    hit.table_rows,
                                                    Path(tables_dir) / f"rank{hit.rank}"):
             return hit
-    from ascendprof.analyze import cluster_communication, op_stats, step_breakdown, verdicts
-    from ascendprof.readers import read_source
-
-    from ascendprof.sysio import bigtables
-
     res = RankResult(source=source, rank=source.rank)
     scratch = cache_dir if cache_dir is not None else tables_dir
     try:
         if scratch is not None:
             Path(scratch).mkdir(parents=True, exist_ok=True)
         with bigtables.spilling(scratch):  # a file too large to hold is read in batches
-            data = cache.load(source, cache_dir) if cache_dir is not None else None
-            fresh = data is None  # read now: the entry is written with the result below
-            if fresh:
-                data = read_source(source)
-                if getattr(source, "advice", "summary") != "off":
-                    from ascendprof.readers import host_events
-
-                    host_events.extend(data, read_trace=source.advice == "all")
+            data, fresh = read_rank(source, read, cache_dir)
     except InputError as e:
         res.problems.add_error(e, rank=source.rank, affects=("all",))
         return res
@@ -102,7 +114,6 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
     res.problems.extend(data.problems)
     res.tables = {k: v for k, v in data.tables.items() if k in SMALL_TABLES}
     if data.spilled:  # a large file was read in batches: give its garbage back now
-        from ascendprof.engine.executors import release_free_heap
 
         release_free_heap()
     if S.COMM_OPS in data.spilled:
@@ -115,27 +126,22 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
     res.memberships = cluster_communication.first_memberships(data.tables.get(S.COMM_OPS),
                                                               data.tables.get(S.COMM_LINKS))
     res.table_rows = {k: data.num_rows(k) for k in data.names()}
-    if getattr(source, "advice", "summary") != "off":
-        from ascendprof.analyze import advice
-
-        res.advice = advice.rank_advice(_advice_tables(data), data.meta, data.rank,
-                                        source.advice)
+    if read.advice != "off":
+        res.advice = advice_rules.rank_advice(_advice_tables(data), data.meta, data.rank, read.advice)
     res.breakdown, res.breakdown_method = step_breakdown.recompute(data.tables, data.rank)
-    from ascendprof.analyze import extended
 
-    res.tables.update(extended.rank_partials(data.tables, data.rank, res.problems, data.meta))
+    res.tables.update(registry.rank_partials(data.tables, data.rank, res.problems, data.meta))
     if data.has(S.KERNELS):
         res.op_partial = op_stats.rank_partial(data.tables[S.KERNELS])
         res.kernel_partial = op_stats.kernel_partial(data.tables[S.KERNELS])
     entry = None
     if cache_dir is not None:  # tables, entry and result in one directory write
-        entry = (cache.store(data, cache_dir, result=res) if fresh
-                 else cache.store_result(res, cache_dir))
+        entry = (cache.store(data, cache_dir, result=res, read=read) if fresh
+                 else cache.store_result(res, cache_dir, read))
     if tables_dir is not None:
         dest = Path(tables_dir) / f"rank{data.rank}"
         # the cache entry holds the same Parquet bytes: link rather than encode twice
         if entry is None or not cache.link_tables(entry, data.names(), dest):
-            from ascendprof.sysio.atomic import ensure_dir, write_parquet
 
             for name, t in data.tables.items():
                 if name not in data.spilled:
@@ -151,8 +157,6 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
 def _spilled_comm(data):
     """rank_fragments and op_rows of a rank whose communication tables are spilled: one
     aligned row group of COMM_OPS / COMM_BANDWIDTH / COMM_SIZE_DIST at a time."""
-    from ascendprof.analyze import cluster_communication, verdicts
-    from ascendprof.sysio import bigtables
 
     frags = cluster_communication.FragmentsBuilder()
     rows = []
@@ -165,88 +169,21 @@ def _spilled_comm(data):
         rows.append(verdicts.op_rows(ops, b.get(S.COMM_BANDWIDTH)))
     op_rows = (pa.concat_tables(rows).unify_dictionaries().combine_chunks() if rows
                else verdicts.op_rows(data.tables[S.COMM_OPS].slice(0, 0)))
-    from ascendprof.engine.executors import release_free_heap
 
     result = frags.result()
     release_free_heap()
     return result, op_rows
 
 
-@dataclass
-class ClusterAnalysis:
-    """Cluster-level results built from :class:`RankResult` partials (see :func:`combine`).
-
-    The ranks' per-op rows (verdicts.OP_ROWS) are released once the verdicts are derived."""
-
-    root: str
-    sources: list[Source]
-    ranks: list[RankResult]
-    problems: Problems
-    step_trace: pa.Table | None = None          # reported, all ranks (STEP_TRACE schema)
-    breakdown: pa.Table | None = None           # recomputed, all ranks (STEP_TRACE schema)
-    step_trace_check: object = None             # pandas DataFrame (step_trace_check.csv)
-    #: per rank: does the recomputed breakdown agree with the profiler's, which values are used
-    #: (step_breakdown.rank_checks: rank, status, used, metrics with deviation_pct, reason)
-    breakdown_check: list = field(default_factory=list)
-    cluster_step_trace: object = None           # pandas DataFrame (cluster_step_trace_time.csv)
-    communication: object = None                # cluster_communication.json: a Mapping
-    #                                             (cluster_communication.CommunicationFile)
-    communication_matrix: object = None         # cluster_communication_matrix.json: a Mapping
-    #                                             (output.JsonMembers, members kept as text)
-    communication_group: dict | None = None     # communication_group.json
-    op_statistics: object = None                # pandas DataFrame (op_statistics.csv)
-    top_kernels: object = None                  # pandas DataFrame (top_kernels.csv)
-    iteration_trace: object = None              # pandas DataFrame (iteration_trace.csv)
-    csv_files: dict = field(default_factory=dict)  # further CSVs: file name -> DataFrame
-    #                                             (analyze.extended: pipeline, memory, ...)
-    verdicts: list = field(default_factory=list)
-    thresholds: dict = field(default_factory=dict)
-    advice: dict | None = None                  # advice.json (analyze.advice); None when off
-    #: between gather and conclude: all ranks' COMM_LINKS (None without links) and the group
-    #: membership (cluster_communication.group_membership), for the matrix
-    links: pa.Table | None = None
-    membership: tuple | None = None
-
-    def concat(self, name: str) -> pa.Table | None:
-        """All ranks' small table ``name`` concatenated (None when no rank has it)."""
-        parts = [unpark(r.tables[name]) for r in self.ranks if name in r.tables]
-        if not parts:
-            return None
-        # one chunk: hundreds of small per-rank chunks cost more than their data
-        return pa.concat_tables(parts, promote_options="permissive").combine_chunks()
-
-    def op_row_batches(self):
-        """The ranks' per-op rows (verdicts.OP_ROWS), one table per rank in rank order (read
-        back one at a time when parked by a spill.ResultSpill)."""
-        from ascendprof.analyze.verdicts import OP_ROWS
-
-        for r in self.ranks:
-            if OP_ROWS in r.tables and r.tables[OP_ROWS].num_rows:
-                yield unpark(r.tables[OP_ROWS])
-
-    @property
-    def metadata(self) -> dict[int, dict]:
-        """rank -> profiler_metadata.json object (empty dict when absent)."""
-        return {r.rank: r.meta.get("profiler_metadata") or {} for r in self.ranks}
-
-
-def load(root: Path, problems: Problems | None = None) -> list[Source]:
-    """Scan ``root`` and keep one source per rank (:func:`ascendprof.scan.load_sources`).
-    Raises NothingAnalysable when none."""
-    from ascendprof.scan import load_sources
-
-    return load_sources(root, problems)
-
-
 def run_ranks(sources: list[Source], tables_dir: Path | None = None, *, workers: int | None = None,
-              progress=None, cache_dir: Path | None = None, on_result=None) -> list[RankResult]:
+              progress=None, cache_dir: Path | None = None, on_result=None,
+              read: ReadOptions = ReadOptions()) -> list[RankResult]:
     """Run :func:`process_rank` over ``sources`` with the local executor (see executors);
-    ``on_result`` sees each result as it arrives (e.g. spill.ResultSpill.take)."""
-    from ascendprof.engine.executors import local_map
+    ``on_result`` sees each result as it arrives (e.g. sysio.parking.ParkingFile.take)."""
 
     preload(sources)
     return local_map(process_rank, sources, tables_dir=tables_dir, workers=workers,
-                     progress=progress, cache_dir=cache_dir, on_result=on_result)
+                     progress=progress, cache_dir=cache_dir, on_result=on_result, read=read)
 
 
 def preload(sources) -> None:
@@ -256,12 +193,11 @@ def preload(sources) -> None:
     cluster step needs most of it afterwards anyway."""
     from importlib import import_module
 
-    from ascendprof.readers import reader_module
 
     for kind in sorted({s.kind for s in sources}):
         import_module(reader_module(kind))
     for name in ("engine.cache", "analyze.cluster_communication", "analyze.op_stats",
-                 "analyze.step_breakdown", "analyze.verdicts", "analyze.extended",
+                 "analyze.step_breakdown", "analyze.verdicts", "analyze.registry",
                  "sysio.atomic"):
         import_module(f"ascendprof.{name}")
 
@@ -273,7 +209,7 @@ def combine(root: str, sources: list[Source], results: list[RankResult], problem
 
     Consumes ``results``: once the verdicts are derived each result's per-op rows
     (verdicts.OP_ROWS) are dropped (the memory is needed for writing the files), so combine a
-    list of results once. Tables a spill.ResultSpill parked are read back as needed."""
+    list of results once. Tables a sysio.parking.ParkingFile parked are read back as needed."""
     return conclude(gather(root, sources, results, problems), thresholds)
 
 
@@ -283,8 +219,6 @@ def gather(root: str, sources: list[Source], results: list[RankResult],
     communication groups and file, op statistics, iteration trace), from per-rank partials.
     ``verdicts`` and ``communication_matrix`` stay empty until :func:`conclude`. Raises
     NothingAnalysable when no rank produced any table."""
-    from ascendprof.analyze import cluster_communication, cluster_step_trace, op_stats, \
-        step_breakdown, verdicts
 
     for r in results:
         problems.extend(r.problems)
@@ -338,31 +272,33 @@ def gather(root: str, sources: list[Source], results: list[RankResult],
                                                if r.kernel_partial is not None])
     iterations = ca.concat(S.ITERATIONS)
     if iterations is not None and iterations.num_rows:
-        from ascendprof.analyze import iteration_trace
 
         ca.iteration_trace = iteration_trace.per_rank(iterations)
     ca.links, ca.membership = (links if has_links else None), membership
-    from ascendprof.analyze import extended
 
-    ca.csv_files = extended.cluster_files(ca)
+    ca.csv_files = registry.cluster_files(ca)
     return ca
 
 
-def conclude(ca: ClusterAnalysis, thresholds: dict | None = None) -> ClusterAnalysis:
+def verdict_thresholds(overrides: dict | None = None) -> dict:
+    """Every verdict threshold in force, {lower-case name: value}: the built-in ones and the
+    analyses' (analyze.registry), updated by ``overrides``. Raises ValueError for an unknown
+    name or a value that is not a finite number >= 0."""
+    return verdicts.thresholds(overrides, extra=registry.thresholds())
+
+
+def conclude(ca: ClusterAnalysis, thresholds: dict | None = None,
+             advice: str = "summary") -> ClusterAnalysis:
     """Complete ``ca`` (from :func:`gather`): the verdicts (``thresholds`` override the
-    defaults, see verdicts.thresholds), the advice (analyze.advice, unless the sources' advice
-    mode is off), then the communication matrix. Drops the ranks'
+    defaults, see verdicts.thresholds), the advice (analyze.advice, in the mode ``advice``;
+    none when "off"), then the communication matrix. Drops the ranks'
     per-op rows once the verdicts hold what they need; returns ``ca``."""
-    from ascendprof.analyze import cluster_communication, verdicts
-    from ascendprof.engine.executors import release_free_heap
 
-    ca.thresholds = verdicts.thresholds(thresholds)
-    ca.verdicts = verdicts.derive(ca, ca.thresholds)
-    mode = getattr(ca.sources[0], "advice", "summary") if ca.sources else "off"
+    ca.thresholds = verdict_thresholds(thresholds)
+    ca.verdicts = verdicts.derive(ca, ca.thresholds, registry.verdict_rules())
+    mode = advice if ca.sources else "off"
     if mode != "off":
-        from ascendprof.analyze import advice
-
-        ca.advice = advice.cluster_advice({r.rank: r.advice for r in ca.ranks if r.advice},
+        ca.advice = advice_rules.cluster_advice({r.rank: r.advice for r in ca.ranks if r.advice},
                                           {r.rank: r.meta for r in ca.ranks}, mode)
     # every rank's op rows are in the verdicts now: free them before the files are written
     for r in ca.ranks:
@@ -370,7 +306,6 @@ def conclude(ca: ClusterAnalysis, thresholds: dict | None = None) -> ClusterAnal
     release_free_heap()
     links, ca.links = ca.links, None
     if links is not None:  # after the verdicts: the peaks of the two do not add up
-        from ascendprof.sysio.jsonstream import JsonMembers
 
         ca.communication_matrix = JsonMembers(cluster_communication.matrix_groups(
             links, membership=ca.membership))
@@ -378,15 +313,5 @@ def conclude(ca: ClusterAnalysis, thresholds: dict | None = None) -> ClusterAnal
     return ca
 
 
-def analyse(root: Path, *, tables_dir: Path | None = None, workers: int | None = None,
-            thresholds: dict | None = None, progress=None,
-            problems: Problems | None = None) -> ClusterAnalysis:
-    """The whole job for ``root``: scan, read every rank, combine. Raises the project's errors."""
-    problems = problems if problems is not None else Problems()
-    sources = load(root, problems)
-    results = run_ranks(sources, tables_dir, workers=workers, progress=progress)
-    return combine(str(root), sources, results, problems, thresholds)
-
-
-__all__ = ["RankResult", "ClusterAnalysis", "process_rank", "load", "run_ranks", "combine",
-           "gather", "conclude", "analyse", "AscendProfError"]
+__all__ = ["RankResult", "ClusterAnalysis", "process_rank", "run_ranks", "combine", "gather",
+           "conclude", "AscendProfError"]

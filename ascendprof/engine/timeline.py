@@ -13,8 +13,16 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ascendprof.model.errors import InputError, UsageError
+from ascendprof._version import __version__
+from ascendprof.analyze import timeline as T
+from ascendprof.analyze.timeline import rank_events
+from ascendprof.analyze.verdicts import group_directory
+from ascendprof.engine.executors import local_map
+from ascendprof.engine.pipeline import read_rank
+from ascendprof.model.errors import InputError, NothingAnalysable, UsageError
+from ascendprof.model.options import ReadOptions
 from ascendprof.model.problems import Problems
+from ascendprof.report import trace
 
 
 @dataclass
@@ -28,16 +36,13 @@ class RankPart:
 
 
 def rank_part(source, tables_dir=None, steps: frozenset | None = None) -> RankPart:
-    """Read ``source`` and return its trace events, only those of ``steps`` when given.
-    Never raises for bad input: an unreadable rank comes back without events and with its
-    problem recorded. ``tables_dir`` is accepted for the executors' signature and unused."""
-    from ascendprof.analyze.timeline import rank_events
-    from ascendprof.analyze.verdicts import group_directory
-    from ascendprof.readers import read_source
-
+    """Read ``source`` with the worker's reading step (engine.pipeline.read_rank, no advice
+    tables) and return its trace events, only those of ``steps`` when given. Never raises for
+    bad input: an unreadable rank comes back without events and with its problem recorded.
+    ``tables_dir`` is accepted for the executors' signature and unused."""
     part = RankPart(rank=source.rank, events=None)
     try:
-        data = read_source(source)
+        data, _ = read_rank(source, ReadOptions(advice="off"))
     except InputError as e:
         part.problems.add_error(e, rank=source.rank, affects=("timeline",))
         return part
@@ -93,9 +98,6 @@ def build(sources, *, steps=None, window=None, align=False, workers=None,
     event of the collection, keeps the events that overlap it; ``align``: shift every rank by
     its measured offset (clock_skew) so that collectives end together. Raises
     NothingAnalysable when no rank has an event."""
-    from ascendprof.analyze import timeline as T
-    from ascendprof.engine.executors import local_map
-    from ascendprof.model.errors import NothingAnalysable
 
     problems = problems if problems is not None else Problems()
     parts = local_map(rank_part, sources, workers=workers, progress=progress,
@@ -131,8 +133,6 @@ def build(sources, *, steps=None, window=None, align=False, workers=None,
 
 def write(tl: Timeline, path: Path, fmt: str, root: str) -> Path:
     """Write ``tl`` to ``path`` in ``fmt`` ('chrome' or 'perfetto')."""
-    from ascendprof._version import __version__
-    from ascendprof.report import trace
 
     if fmt == "perfetto":
         return trace.write_perfetto(path, tl.events, tl.joined, tl.names)

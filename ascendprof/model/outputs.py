@@ -13,7 +13,7 @@ CLUSTER_FILES = ("cluster_step_trace_time.csv", "cluster_communication.json",
                  "iteration_trace.csv", "verdicts.json", "problems.csv", "summary.json")
 
 #: files of the pipeline, memory, data preparation and expert-load analyses
-#: (analyze.extended), in the order they are written
+#: (analyze.registry), in the order they are written
 ANALYSIS_FILES = ("pipeline.csv", "pipeline_stages.csv", "memory_summary.csv",
                   "memory_top_ops.csv", "memory_modules.csv", "data_preparation.csv",
                   "dataset_pipeline.csv", "moe_expert_load.csv")

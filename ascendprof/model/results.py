@@ -8,12 +8,14 @@ and crosses a process pool or a Dask cluster.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from ascendprof.model import schemas as S
 from ascendprof.model.problems import Problems
 from ascendprof.model.source import Source
+
+if TYPE_CHECKING:  # the contract is read by the light restore path too: pyarrow only when used
+    import pyarrow as pa
 
 #: Tables small enough to send back from a worker and concatenate over ranks. COMM_OPS,
 #: COMM_BANDWIDTH and COMM_SIZE_DIST stay in the worker: what the cluster step needs of them
@@ -50,3 +52,74 @@ class RankResult:
     table_rows: dict[str, int] = field(default_factory=dict)
     #: the rank's advice findings and rule status (analyze.advice.rank_advice); None when off
     advice: dict | None = None
+
+
+#: the per-rank table of per-communication-op rows the verdicts read (made by
+#: analyze.verdicts.opsplit.op_rows in the worker, released once the verdicts are derived)
+OP_ROWS = "comm_op_rows"
+
+
+def unpark(value):
+    """``value`` itself, or the table it stands for when the engine parked it on disk to keep
+    the parent's memory flat (an object with ``load()``: sysio.parking.ParkedTable)."""
+    load = getattr(value, "load", None)
+    return load() if callable(load) else value
+
+
+@dataclass
+class ClusterAnalysis:
+    """Cluster-level results built from :class:`RankResult` partials (the engine's combine step:
+    engine.pipeline.gather / conclude); what the cluster analyses, the report and the API read.
+
+    The ranks' per-op rows (verdicts.OP_ROWS) are released once the verdicts are derived."""
+
+    root: str
+    sources: list[Source]
+    ranks: list[RankResult]
+    problems: Problems
+    step_trace: pa.Table | None = None          # reported, all ranks (STEP_TRACE schema)
+    breakdown: pa.Table | None = None           # recomputed, all ranks (STEP_TRACE schema)
+    step_trace_check: object = None             # pandas DataFrame (step_trace_check.csv)
+    #: per rank: does the recomputed breakdown agree with the profiler's, which values are used
+    #: (step_breakdown.rank_checks: rank, status, used, metrics with deviation_pct, reason)
+    breakdown_check: list = field(default_factory=list)
+    cluster_step_trace: object = None           # pandas DataFrame (cluster_step_trace_time.csv)
+    communication: object = None                # cluster_communication.json: a Mapping
+    #                                             (cluster_communication.CommunicationFile)
+    communication_matrix: object = None         # cluster_communication_matrix.json: a Mapping
+    #                                             (output.JsonMembers, members kept as text)
+    communication_group: dict | None = None     # communication_group.json
+    op_statistics: object = None                # pandas DataFrame (op_statistics.csv)
+    top_kernels: object = None                  # pandas DataFrame (top_kernels.csv)
+    iteration_trace: object = None              # pandas DataFrame (iteration_trace.csv)
+    csv_files: dict = field(default_factory=dict)  # further CSVs: file name -> DataFrame
+    #                                             (analyze.registry: pipeline, memory, ...)
+    verdicts: list = field(default_factory=list)
+    thresholds: dict = field(default_factory=dict)
+    advice: dict | None = None                  # advice.json (analyze.advice); None when off
+    #: between gather and conclude: all ranks' COMM_LINKS (None without links) and the group
+    #: membership (cluster_communication.group_membership), for the matrix
+    links: pa.Table | None = None
+    membership: tuple | None = None
+
+    def concat(self, name: str) -> pa.Table | None:
+        """All ranks' small table ``name`` concatenated (None when no rank has it)."""
+        parts = [unpark(r.tables[name]) for r in self.ranks if name in r.tables]
+        if not parts:
+            return None
+        import pyarrow as pa
+
+        # one chunk: hundreds of small per-rank chunks cost more than their data
+        return pa.concat_tables(parts, promote_options="permissive").combine_chunks()
+
+    def op_row_batches(self):
+        """The ranks' per-op rows (verdicts.OP_ROWS), one table per rank in rank order (read
+        back one at a time when parked by a sysio.parking.ParkingFile)."""
+        for r in self.ranks:
+            if OP_ROWS in r.tables and r.tables[OP_ROWS].num_rows:
+                yield unpark(r.tables[OP_ROWS])
+
+    @property
+    def metadata(self) -> dict[int, dict]:
+        """rank -> profiler_metadata.json object (empty dict when absent)."""
+        return {r.rank: r.meta.get("profiler_metadata") or {} for r in self.ranks}

@@ -44,9 +44,6 @@ class Source:
     analyses: list[str] = field(default_factory=list)
     mtime: float = 0.0
     also: list[str] = field(default_factory=list)  # other producers present but not used
-    #: read trace_view.json even when kernel_details.csv / communication.json carry the facts
-    #: the analyses need (analyse --timeline); part of the cache fingerprint
-    read_timeline: bool = False
     #: who wrote it: "torch_npu", "mindspore", "legacy_mindspore" or "cann" (scan.runs)
     framework: str | None = None
     #: collection end (ns since the epoch; profiler_info end_info / PROF_ end_info), if known
@@ -55,9 +52,6 @@ class Source:
     host: str | None = None
     #: the run (collection) it belongs to: runs.group_runs names it
     run: str | None = None
-    #: advice mode of analyse --advice (off / summary / all): "all" also reads trace_view.json's
-    #: host events; part of the cache fingerprint
-    advice: str = "summary"
 
     @property
     def label(self) -> str:

@@ -170,12 +170,3 @@ def ms_vector_to_ns(ms) -> pa.Array | None:
         return None
     ns[missing] = 0
     return pa.array(ns.astype(np.int64), pa.int64(), mask=missing if missing.any() else None)
-
-
-def ns_to_us(ns) -> float:
-    """int ns to float microseconds (for output columns named ``...(us)``)."""
-    return ns / NS_PER_US
-
-
-def ns_to_ms(ns) -> float:
-    return ns / NS_PER_MS

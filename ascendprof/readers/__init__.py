@@ -1,7 +1,8 @@
 """Readers: one per producer, each turning one :class:`~ascendprof.scan.Source` into a
 :class:`~ascendprof.model.rankdata.RankData` whose tables follow :mod:`ascendprof.model.schemas`.
 
-Every reader module exposes ``read(source: Source) -> RankData``. A damaged file is recorded in
+Every reader module exposes ``read(source: Source, options: ReadOptions | None) -> RankData``
+(:class:`~ascendprof.model.options.ReadOptions`: what to read beyond the defaults). A damaged file is recorded in
 ``RankData.problems`` and only the tables that depend on it are missing; a reader raises
 :class:`~ascendprof.model.errors.InputError` only when nothing of the rank can be read.
 """
@@ -25,11 +26,12 @@ def reader_module(kind: str) -> str:
     }[kind]
 
 
-def read_source(source):
-    """Dispatch ``source`` to the reader of its kind; returns a RankData whose odd values
-    (negative durations and times) are left out and reported (:mod:`ascendprof.readers.values`)."""
+def read_source(source, options=None):
+    """Dispatch ``source`` to the reader of its kind (``options``: model.options.ReadOptions,
+    None for the defaults); returns a RankData whose odd values (negative durations and times)
+    are left out and reported (:mod:`ascendprof.readers.values`)."""
     from ascendprof.readers import values
 
-    data = import_module(reader_module(source.kind)).read(source)
+    data = import_module(reader_module(source.kind)).read(source, options)
     values.check(data)
     return data

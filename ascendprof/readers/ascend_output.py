@@ -699,7 +699,7 @@ def _timeline_not_needed(data) -> str | None:
     return None
 
 
-def read_output_dir(source) -> "RankData":  # noqa: F821 (import below avoids a cycle)
+def read_output_dir(source, options=None) -> "RankData":  # noqa: F821 (import below avoids a cycle)
     """Read every known file of a torch_npu or MindSpore text source (spec §0, §A) into a RankData.
 
     ``source`` is a :class:`~ascendprof.scan.Source` of kind torch_npu or mindspore. Each CSV
@@ -711,7 +711,8 @@ def read_output_dir(source) -> "RankData":  # noqa: F821 (import below avoids a 
     come from the kernels' Step Id span; kernels without Step Id get their step from STEPS.
 
     trace_view.json, the largest file by far, is read only when the other files lack facts the
-    analyses need (:func:`_timeline_not_needed`) or ``source.read_timeline`` asks for it; when
+    analyses need (:func:`_timeline_not_needed`) or ``options.timeline`` (model.options.ReadOptions)
+    asks for it; when
     skipped, ``meta["not_read"]`` says why.
 
     Raises InputError only when the rank is unknown or ``ASCEND_PROFILER_OUTPUT`` is not a
@@ -778,7 +779,7 @@ def read_output_dir(source) -> "RankData":  # noqa: F821 (import below avoids a 
         if got is not None:
             data.tables[S.COMM_LINKS] = got
     if TRACE_VIEW in present:
-        why_not = None if getattr(source, "read_timeline", False) else _timeline_not_needed(data)
+        why_not = None if options is not None and options.timeline else _timeline_not_needed(data)
         if why_not:
             data.meta.setdefault("not_read", {})[TRACE_VIEW] = why_not
         else:

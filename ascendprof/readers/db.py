@@ -173,7 +173,7 @@ def _to_array(values, typ: pa.DataType) -> pa.Array:
 
 # ----------------------------------------------------------------------------- entry point
 
-def read(source: Source) -> RankData:
+def read(source: Source, options=None) -> RankData:  # noqa: ARG001 - one signature for all readers
     """Read one db-export source into a :class:`RankData` (see the module docstring for tables).
 
     Raises :class:`InputError` (naming the file) when no database of the source can be opened;

@@ -59,7 +59,7 @@ _OP_TYPE_RE = re.compile(r"([^/]+?)(?:-op\d+)?$")
 _P2P_RE = re.compile(r"(send|receive|recv)", re.I)
 
 
-def read(source) -> RankData:
+def read(source, options=None) -> RankData:  # noqa: ARG001 - one signature for all readers
     """Read one legacy rank (``source.kind == "legacy_mindspore"``) into a :class:`RankData`.
 
     Each file is optional; a malformed file is recorded in ``problems`` and only its tables are

@@ -13,7 +13,7 @@ from ascendprof.readers.ascend_output import read_output_dir
 from ascendprof.model.source import Source
 
 
-def read(source: Source) -> RankData:
+def read(source: Source, options=None) -> RankData:
     """One MindSpore text source (kind ``mindspore``) -> RankData; same tables, problems and
     errors as :func:`ascendprof.readers.torch_text.read`."""
-    return read_output_dir(source)
+    return read_output_dir(source, options)

@@ -51,7 +51,7 @@ _TRACKS = {"Overlap Analysis": "overlap", "HCCL": "communication", "Communicatio
            "Ascend Hardware": "hardware", "Step Trace": "step"}
 
 
-def read(source) -> RankData:
+def read(source, options=None) -> RankData:  # noqa: ARG001 - one signature for all readers
     """Read one ``PROF_*`` source into a :class:`RankData` (tables per the module doc).
 
     A damaged file is recorded in ``problems`` and only its tables are missing. Raises

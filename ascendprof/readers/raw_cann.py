@@ -55,7 +55,7 @@ LEGACY_TICK_NS = 10
 _OP_TYPE_RE = re.compile(r"([^/]+?)(?:-op\d+)?$")
 
 
-def read(source) -> RankData:
+def read(source, options=None) -> RankData:  # noqa: ARG001 - one signature for all readers
     """Decode one raw source into a :class:`RankData` with a KERNELS table.
 
     Raises :class:`InputError` / :class:`RecordError` (file + byte offset) when the device log

@@ -18,7 +18,10 @@ Times are microseconds (keys end in ``_us``).
 
 from __future__ import annotations
 
+import math
+
 from ascendprof._version import __version__
+from ascendprof.analyze import memory
 from ascendprof.model import schemas as S
 from ascendprof.model.problems import printable
 from ascendprof.report.files import not_written
@@ -114,7 +117,54 @@ def build_summary(ca, outputs: list[str] | None = None, top: int = 10) -> dict:
 
 
 def _analyses(ca) -> dict:
-    """Pipeline / memory / data preparation / expert-load results in brief (analyze.extended)."""
-    from ascendprof.analyze.extended import summary
+    """Pipeline / memory / data preparation / expert-load results in brief (analyze.registry)."""
+    return analyses_summary(ca.csv_files)
 
-    return summary(getattr(ca, "csv_files", None) or {})
+
+def _num(v, nd=3):
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else round(f, nd)
+
+
+def analyses_summary(csv_files: dict) -> dict:
+    """Short per-analysis results for summary.json: ``pipeline`` (per step-averaged stage:
+    ranks, computing / bubble ms, bubble %, micro-batches), ``memory`` (per rank, main
+    component: peak allocated / reserved MB, % of capacity), ``data_preparation`` (per rank:
+    data wait ms and % of the step, its source, bottleneck stage and operator), ``moe`` (per EP
+    group: max / mean tokens). Keys only for the analyses that produced output."""
+    out: dict = {}
+    st = csv_files.get("pipeline_stages.csv")
+    if st is not None and len(st):
+        rows = []
+        for stage, g in st.groupby("Stage", sort=True):
+            rows.append({"stage": int(stage), "ranks": str(g["Ranks"].iloc[0]),
+                         "computing_ms": _num(g["Computing(us)"].mean() / 1000),
+                         "bubble_ms": _num(g["Bubble(us)"].mean() / 1000),
+                         "bubble_pct": _num(g["Bubble(%)"].mean(), 2),
+                         "micro_batches": None if g["Micro-batches"].isna().all()
+                         else int(g["Micro-batches"].dropna().iloc[0])})
+        out["pipeline"] = rows
+    ms = csv_files.get("memory_summary.csv")
+    if ms is not None and len(ms):
+        per = memory.rank_peaks(ms)
+        out["memory"] = [{"rank": int(r.rank), "component": r.component,
+                          "peak_allocated_mb": _num(r.allocated_mb),
+                          "peak_reserved_mb": _num(r.reserved_mb),
+                          "capacity_pct": _num(r.reserved_mb / r.capacity_mb * 100, 2)
+                          if _num(r.capacity_mb) else None} for r in per.itertuples()]
+    dp = csv_files.get("data_preparation.csv")
+    if dp is not None and len(dp):
+        out["data_preparation"] = [{"rank": int(r["Rank"]), "data_wait_ms": _num(r["Data Wait(ms)"]),
+                                    "data_wait_pct": _num(r["Data Wait(%)"], 2),
+                                    "source": r["Wait Source"],
+                                    "bottleneck_stage": r["Bottleneck Stage"] or None,
+                                    "bottleneck_operator": r["Bottleneck Operator"] or None}
+                                   for r in dp.to_dict("records")]
+    me = csv_files.get("moe_expert_load.csv")
+    if me is not None and len(me):
+        out["moe"] = [{"group": grp, "max_over_mean": _num(g["Group Max / Mean"].max(), 4)}
+                      for grp, g in me.groupby("EP Group", sort=True)]
+    return out

@@ -57,8 +57,8 @@ def register_rule(name: str, fn=None, *, thresholds: dict | None = None):
     A rule that raises loses its own verdicts only (the error is recorded in ``ca.problems``).
     ``thresholds`` ({lower-case name: default}) join :func:`thresholds`: listed in
     verdicts.json, overridable with ``--threshold NAME=VALUE``; the rule reads them from ``th``.
-    A module contributing rules must be listed in thresholds.CONTRIBUTORS so that its
-    thresholds are known before the first run.
+    (ascendprof's own analyses do not register: they are records of analyze.registry, whose
+    rules and thresholds the engine passes to :func:`derive` and :func:`thresholds`.)
     """
     from ascendprof.analyze.verdicts.thresholds import CONTRIBUTED
 
@@ -76,9 +76,9 @@ def registered_rules() -> dict:
     return dict(_RULES)
 
 
-def _contributed(ca, th: dict, facts: Facts) -> list[dict]:
+def _contributed(ca, th: dict, facts: Facts, rules: dict | None = None) -> list[dict]:
     out = []
-    for name, rule in _RULES.items():
+    for name, rule in list((rules or {}).items()) + list(_RULES.items()):
         try:
             takes_facts = "facts" in inspect.signature(rule).parameters
             got = rule(ca, th, facts=facts) if takes_facts else rule(ca, th)
@@ -122,7 +122,7 @@ def _finish(out: list[dict]) -> list[dict]:
             for v in kept]
 
 
-def derive(ca, th: dict) -> list[dict]:
+def derive(ca, th: dict, contributed: dict | None = None) -> list[dict]:
     """All verdicts for one :class:`~ascendprof.engine.pipeline.ClusterAnalysis`, most severe
     first.
 
@@ -132,8 +132,9 @@ def derive(ca, th: dict) -> list[dict]:
     ``groups``, ``message``, ``evidence`` (numbers with unit-bearing keys, per step means, and
     ``step_values``: which step values were used per rank), ``symptoms`` (consequences attached
     to this cause), ``threshold``, ``next_step`` and ``caused_by``. ``th`` comes from
-    :func:`thresholds`. The built-in rules run first, then the contributed ones
-    (:func:`register_rule`). Never raises for missing tables: each analysis runs on what
+    :func:`thresholds`. The built-in rules run first, then ``contributed`` ({name: fn(ca, th)}:
+    the analyses' rules of analyze.registry), then those added with :func:`register_rule`.
+    Never raises for missing tables: each analysis runs on what
     exists; a cluster with data and no warning gets one "balanced" info verdict.
     """
     f = Facts(ca, th)
@@ -144,7 +145,7 @@ def derive(ca, th: dict) -> list[dict]:
     causes += rules.stage_verdicts(f, outliers)
     causes += rules.link_verdicts(f)
     causes += rules.iteration_verdicts(f)
-    causes += _contributed(ca, th, f)
+    causes += _contributed(ca, th, f, contributed)
     out = story.assemble(f, causes)
     if not [v for v in out if v.get("severity") in ("warning", "critical")] and (
             not f.steps.empty or not f.comp.empty):

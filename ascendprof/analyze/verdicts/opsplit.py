@@ -25,6 +25,7 @@ from itertools import repeat
 import numpy as np
 import pandas as pd
 
+from ascendprof.model.results import OP_ROWS  # noqa: F401 - re-exported (verdicts.OP_ROWS)
 from ascendprof.analyze.codes import text_codes
 
 _BW_KEY = ["rank", "step_key", "op", "group"]
@@ -69,9 +70,8 @@ def _bw_transit_of(keys, comm_bandwidth):
     return joined.column("bw_ns_sum").cast(pa.float64())
 
 
-#: Name of the per-rank table :func:`op_rows` makes; the worker puts it in RankResult.tables in
-#: place of COMM_OPS, so the cluster step holds ~80 bytes of numbers and keys per op.
-OP_ROWS = "comm_op_rows"
+# OP_ROWS (model.results) names the per-rank table :func:`op_rows` makes; the worker puts it in
+# RankResult.tables in place of COMM_OPS, so the cluster step holds ~80 bytes per op.
 _OP_ROWS_TEXT = ("step_key", "kind", "op", "group")
 
 

@@ -51,30 +51,18 @@ NAMES = ("EXCESS_OF_STEP_PCT", "MIN_EXCESS_MS",
 
 #: thresholds of contributed rules (verdicts.register_rule(..., thresholds=...)): name -> default
 CONTRIBUTED: dict[str, float] = {}
-#: modules that contribute rules on import (their thresholds must be known before any run,
-#: e.g. to accept ``--threshold data_bound_pct=20`` on the command line)
-CONTRIBUTORS = ("ascendprof.analyze.extended",)
-
-
-def contributed() -> dict[str, float]:
-    """{name: default} of the contributed rules' thresholds (importing the contributors)."""
-    import importlib
-
-    for mod in CONTRIBUTORS:
-        importlib.import_module(mod)
-    return dict(CONTRIBUTED)
-
-
-def thresholds(overrides: dict | None = None) -> dict:
-    """The module constants and the contributed rules' thresholds (:func:`contributed`) as
-    ``{lower-case name: value}``, updated by ``overrides``.
+def thresholds(overrides: dict | None = None, extra: dict | None = None) -> dict:
+    """The module constants, the analyses' rule thresholds ``extra`` ({lower-case name:
+    default}: analyze.registry.thresholds, passed by the engine) and those of rules registered
+    with verdicts.register_rule, as ``{lower-case name: value}``, updated by ``overrides``.
 
     Keys of ``overrides`` are the lower-case names (``comm_share_pct``, ``data_bound_pct`` …);
     ``None`` values are ignored. Raises ``ValueError`` for an unknown key or a non-numeric /
     negative value.
     """
     th = {n.lower(): float(globals()[n]) for n in NAMES}
-    th.update(contributed())
+    th.update(extra or {})
+    th.update(CONTRIBUTED)
     for k, v in (overrides or {}).items():
         if v is None:
             continue

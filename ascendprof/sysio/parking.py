@@ -1,14 +1,14 @@
 """Per-rank data parked on disk while the cluster step waits for the other ranks.
 
-A rank's result (pipeline.RankResult) is small, but the parent holds one per rank until the
+A rank's result (model.results.RankResult) is small, but the parent holds one per rank until the
 cluster step: its Arrow tables (per-op rows of the verdicts, ~80 bytes per op; step tables,
 partials, links: a few KB each, with Arrow's per-table overhead) and the compressed OPINFO
 chunks of cluster_communication.json grew the parent's memory with the number of ranks. A
-:class:`ResultSpill` moves them, as each result arrives, to one unlinked temporary file: every
+:class:`ParkingFile` moves them, as each result arrives, to one unlinked temporary file: every
 table as an Arrow IPC stream, replaced in the result by a :class:`ParkedTable`
 (:func:`unpark` reads it back), every chunk as raw bytes, replaced by a :class:`ParkedBytes`.
 The cluster step reads each back when it needs it, one rank or one group at a time. The file
-disappears when closed (or when the process ends), so the spill must stay open until the
+disappears when closed (or when the process ends), so the parking file must stay open until the
 files are written.
 """
 
@@ -18,11 +18,14 @@ import os
 import tempfile
 from pathlib import Path
 
+# unpark (a ParkedTable read back, anything else as it is) is defined with the result contract
+from ascendprof.model.results import unpark  # noqa: F401 - re-exported
+
 #: RankResult attributes holding one Arrow table (besides the ``tables`` dict)
 TABLE_FIELDS = ("breakdown", "op_partial", "kernel_partial", "memberships")
 
 
-class ResultSpill:
+class ParkingFile:
     """Parks the Arrow tables and OpFragments chunks of per-rank results in an unlinked file
     in ``directory`` (the system's temporary directory when None).
 
@@ -31,7 +34,7 @@ class ResultSpill:
     """
 
     def __init__(self, directory: Path | None = None):
-        self._file = tempfile.TemporaryFile(prefix=".ascendprof-spill-", dir=directory)
+        self._file = tempfile.TemporaryFile(prefix=".ascendprof-parked-", dir=directory)
         self._pending = False  # written since the last flush
 
     def take(self, result) -> None:
@@ -102,37 +105,32 @@ def _setter(obj):
 
 
 class ParkedBytes:
-    """Bytes kept in a :class:`ResultSpill`'s file: ``bytes(p)`` reads them back, ``len(p)`` is
-    their length. Valid until the spill is closed."""
+    """Bytes kept in a :class:`ParkingFile`'s file: ``bytes(p)`` reads them back, ``len(p)`` is
+    their length. Valid until the parking file is closed."""
 
-    __slots__ = ("_spill", "_offset", "_length")
+    __slots__ = ("_parking", "_offset", "_length")
 
-    def __init__(self, spill: ResultSpill, offset: int, length: int):
-        self._spill, self._offset, self._length = spill, offset, length
+    def __init__(self, parking: ParkingFile, offset: int, length: int):
+        self._parking, self._offset, self._length = parking, offset, length
 
     def __bytes__(self) -> bytes:
-        return self._spill.read(self._offset, self._length)
+        return self._parking.read(self._offset, self._length)
 
     def __len__(self) -> int:
         return self._length
 
 
 class ParkedTable(ParkedBytes):
-    """An Arrow table kept in a :class:`ResultSpill`'s file; ``num_rows`` is known without
-    reading it, :meth:`load` reads it back. Valid until the spill is closed."""
+    """An Arrow table kept in a :class:`ParkingFile`'s file; ``num_rows`` is known without
+    reading it, :meth:`load` reads it back. Valid until the parking file is closed."""
 
     __slots__ = ("num_rows",)
 
-    def __init__(self, spill: ResultSpill, offset: int, length: int, num_rows: int):
-        super().__init__(spill, offset, length)
+    def __init__(self, parking: ParkingFile, offset: int, length: int, num_rows: int):
+        super().__init__(parking, offset, length)
         self.num_rows = num_rows
 
     def load(self):
         import pyarrow as pa
 
         return pa.ipc.open_stream(pa.py_buffer(bytes(self))).read_all()
-
-
-def unpark(value):
-    """``value`` itself, or the table it stands for when it is a :class:`ParkedTable`."""
-    return value.load() if isinstance(value, ParkedTable) else value

@@ -1,0 +1,144 @@
+"""The registry of the analyses beyond the cluster files: pipeline stages, memory, data
+preparation and expert load. Each is one :class:`Analysis` record in :data:`ANALYSES` — its
+name, output files, per-rank partial, cluster files, verdict rule and thresholds — and the
+engine runs them all through this module: :func:`rank_partials` in the worker (one rank's tables
+in, small tables out), :func:`cluster_files` in the cluster step (all ranks' partials in, output
+frames out), :func:`verdict_rules` and :func:`thresholds` with the verdicts.
+
+A new analysis adds its module and one record here, and its file names to
+:mod:`ascendprof.model.outputs`. A failing analysis loses its own outputs, never the run: the
+failure is recorded as a problem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from ascendprof.analyze import data_prep, memory, moe, pipeline_stages
+from ascendprof.analyze.verdicts import make_verdict
+
+
+def _p2p(tables, rank, meta):
+    t = pipeline_stages.rank_p2p_ops(tables, rank)
+    return {pipeline_stages.P2P_OPS: t} if t is not None else {}
+
+
+def _pipeline_files(ca, lines):
+    pipe, stages = pipeline_stages.build(ca.concat(pipeline_stages.P2P_OPS), lines,
+                                         ca.step_trace, ca.breakdown)
+    return {"pipeline.csv": pipe, "pipeline_stages.csv": stages}
+
+
+def _memory_files(ca, lines):
+    stage_of = {r: s for line in lines for s, r in enumerate(line)}
+    return memory.build(ca.concat(memory.MEMORY_PEAKS), ca.concat(memory.MEMORY_OPS),
+                        ca.concat(memory.MEMORY_MODULES), stage_of)
+
+
+def _data_prep_files(ca, lines):
+    return data_prep.build(ca.concat(data_prep.DATA_PREP), ca.concat(data_prep.DATASET_OPS_FLAGGED))
+
+
+def _moe_files(ca, lines):
+    return {"moe_expert_load.csv": moe.build(ca.concat(moe.EXPERT_LOAD),
+                                             moe.ep_groups(ca.metadata))}
+
+
+def _memory_rule(ca, th):
+    return memory.verdicts(ca.csv_files.get("memory_summary.csv"), make_verdict, th)
+
+
+def _data_rule(ca, th):
+    return data_prep.verdicts(ca.csv_files.get("data_preparation.csv"), make_verdict, th)
+
+
+def _moe_rule(ca, th):
+    return moe.verdicts(ca.csv_files.get("moe_expert_load.csv"), make_verdict, th)
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """One analysis as the engine runs it.
+
+    ``files``: its output files (names also in model.outputs.ANALYSIS_FILES);
+    ``rank_partial(tables, rank, meta) -> {partial name: pa.Table}`` in the worker;
+    ``cluster_files(ca, pipelines) -> {file name: pandas DataFrame}`` in the cluster step
+    (``pipelines``: the pp groups' ranks in stage order); ``rule(ca, th) -> [verdict]`` reads
+    its files from ``ca.csv_files`` and ``thresholds`` ({lower-case name: default}) from ``th``
+    (listed in verdicts.json, overridable with ``--threshold``); ``rule_name`` names the rule in
+    verdicts and problems."""
+
+    name: str
+    files: tuple[str, ...]
+    rank_partial: Callable
+    cluster_files: Callable
+    rule: Callable | None = None
+    rule_name: str = ""
+    thresholds: Mapping[str, float] = field(default_factory=dict)
+
+
+#: every analysis, in the order its files are written
+ANALYSES = (
+    Analysis("pipeline", ("pipeline.csv", "pipeline_stages.csv"), _p2p, _pipeline_files),
+    Analysis("memory", ("memory_summary.csv", "memory_top_ops.csv", "memory_modules.csv"),
+             memory.rank_memory, _memory_files, _memory_rule, "memory",
+             {"memory_near_capacity_pct": memory.NEAR_CAPACITY_PCT,
+              "memory_peer_excess_pct": memory.PEER_EXCESS_PCT,
+              "memory_peer_excess_min_mb": memory.PEER_EXCESS_MIN_MB}),
+    Analysis("data_preparation", ("data_preparation.csv", "dataset_pipeline.csv"),
+             data_prep.rank_data_prep, _data_prep_files, _data_rule, "data",
+             {"data_bound_pct": data_prep.DATA_BOUND_PCT,
+              "preparing_bound_pct": data_prep.PREPARING_BOUND_PCT}),
+    Analysis("moe", ("moe_expert_load.csv",), moe.rank_expert_load, _moe_files, _moe_rule, "moe",
+             {"ep_imbalance_ratio": moe.EP_IMBALANCE_RATIO}),
+)
+
+#: the order the verdict rules run in (their verdicts keep this order among equals)
+_RULE_ORDER = ("memory", "moe", "data")
+
+
+def rank_partials(tables: dict[str, pa.Table], rank: int, problems=None,
+                  meta: dict | None = None) -> dict[str, pa.Table]:
+    """{partial name: table} of one rank (absent when the rank has no such data)."""
+    out: dict[str, pa.Table] = {}
+    for a in ANALYSES:
+        try:
+            got = a.rank_partial(tables, rank, meta or {})
+        except Exception as e:  # noqa: BLE001 - one analysis' defect must not lose the rank
+            if problems is not None:
+                problems.add("<analysis>", f"{a.name} analysis failed ({type(e).__name__}: {e}); "
+                                           f"please report this", rank=rank, affects=(a.name,))
+            continue
+        out.update({k: v for k, v in got.items() if v is not None and v.num_rows})
+    return out
+
+
+def cluster_files(ca) -> dict[str, object]:
+    """{output file name: pandas DataFrame} from a ClusterAnalysis after gather's own results
+    (step trace, breakdown, communication groups). Files without rows are left out."""
+    out: dict[str, object] = {}
+    lines = pipeline_stages.pipelines(ca.metadata, ca.communication_group)
+    for a in ANALYSES:
+        try:
+            out.update(a.cluster_files(ca, lines))
+        except Exception as e:  # noqa: BLE001
+            ca.problems.add("<analysis>", f"{a.name} analysis failed ({type(e).__name__}: {e}); "
+                                          f"please report this", affects=(a.name,))
+    return {k: v for k, v in out.items() if v is not None and len(v)}
+
+
+def verdict_rules() -> dict:
+    """{rule name: fn(ca, th)} of the analyses' verdict rules, in the order they run (given to
+    analyze.verdicts.derive)."""
+    by_name = {a.rule_name: a.rule for a in ANALYSES if a.rule is not None}
+    return {n: by_name[n] for n in _RULE_ORDER}
+
+
+def thresholds() -> dict[str, float]:
+    """{lower-case name: default} of the analyses' verdict thresholds (given to
+    analyze.verdicts.thresholds)."""
+    by_rule = {a.rule_name: a.thresholds for a in ANALYSES if a.rule is not None}
+    return {k: float(v) for n in _RULE_ORDER for k, v in by_rule[n].items()}
