@@ -3,8 +3,8 @@
 cluster_communication.json is written one group key at a time from compressed per-rank
 fragments (cluster_communication.rank_fragments / CommunicationFile). Expected values: the
 in-memory build over all ranks' concatenated tables (:func:`_in_memory_communication`, a
-different path: one call over every row, no per-rank partials, no streaming, a second path), msprof-analyze 26.2.0's reference files
-for the Qwen3 sample and an 8-rank cluster cloned from it, each rank's own communication.json
+different path: one call over every row, no per-rank partials, no streaming, a second path),
+msprof-analyze 26.2.0's reference files for the Qwen3 sample and an 8-rank cluster cloned from it, each rank's own communication.json
 as the profiler wrote it, and sums written out here.
 """
 

@@ -1,13 +1,9 @@
 """Byte chunks compressed with LZ4 (raw block format, through pyarrow), kept with their size.
 
 A chunk is ``(uncompressed size, compressed bytes)``: LZ4's raw block format does not record
-the size, and decompression needs it. The compressed part may be any buffer that ``bytes()``
-accepts (bytes read back from a spill file, for instance).
-
-Why LZ4: on the benchmark's communication records it compresses ~2.5x and decompresses ~3.5x
-faster than zstd (1970 / 5820 vs 768 / 1686 MB/s), at a ratio of 10 instead of 16; chunks that
-are parked on disk hardly care about the size, while a reader that decompresses every chunk in
-one process does care about the speed.
+the size. Why LZ4: on the benchmark's communication records it compresses ~2.5x and
+decompresses ~3.5x faster than zstd (1970 / 5820 vs 768 / 1686 MB/s), at a ratio of 10
+instead of 16; chunks parked on disk hardly care about the size, a serial reader about speed.
 """
 
 from __future__ import annotations

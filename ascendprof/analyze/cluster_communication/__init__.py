@@ -22,29 +22,16 @@ Group keys are ``str(tuple(set_of_ranks))`` as msprof-analyze writes them. mspro
 ranks in the order it finds the rank directories; we add them in ascending rank order, and list
 groups, ops and ranks in that order too (same keys and values; list order can differ).
 
-Modules, one responsibility each (all take tables and return plain dicts / DataFrames; nothing
-touches files):
-
-- ``group_names``: the profiler's group name (:func:`double_hash`), parallel_group_info by that
-  name (:func:`parallel_groups`), the group key (:func:`group_key`).
-- ``membership``: which ranks belong to which group (:func:`first_memberships` per rank in the
-  workers, :func:`group_membership` over all ranks).
-- ``group_file``: communication_group.json (:func:`build_groups`).
-- ``opinfo``: one op's OPINFO, its field names and :func:`ratio`; OPINFOs built from table rows.
-- ``totals``: the per-step 'Total Op Info' sums.
-- ``fragments``: one rank's OPINFOs serialised and compressed in the worker
-  (:func:`rank_fragments`, :class:`OpFragments`); ``fragments_builder``: the same from tables
-  read batch by batch (:class:`FragmentsBuilder`).
-- ``communication_file``: cluster_communication.json streamed one group at a time from all
-  ranks' fragments (:class:`CommunicationFile`).
-- ``matrix``: cluster_communication_matrix.json (:func:`matrix_groups`) and the links it leaves
-  out (:func:`unmapped_links`).
-
-The public API is what this package exports (``__all__``): the engine builds the three files
-with ``first_memberships``, ``rank_fragments`` / ``FragmentsBuilder``, ``group_membership``,
-``build_groups``, ``CommunicationFile``, ``matrix_groups`` and ``unmapped_links``; its result
-files carry ``OpFragments``; cluster_step_trace takes ``parallel_groups``; the verdicts, diff,
-and generated clusters name groups with ``double_hash``.
+Public API (``__all__``), by module; all take tables and return plain dicts, none touches files.
+``groups``: :func:`double_hash` (the profiler's group name), :func:`parallel_groups`,
+:func:`first_memberships` (per rank, in the workers), :func:`group_membership`,
+:func:`build_groups` (communication_group.json). ``fragments``: :func:`rank_fragments`
+serialises and compresses a rank's OPINFOs in the worker into :class:`OpFragments`
+(:data:`RECORDS_PER_CHUNK` per chunk); ``fragments_builder``: :class:`FragmentsBuilder`, the
+same from tables read batch by batch. ``communication_file``: :class:`CommunicationFile`,
+cluster_communication.json streamed one group at a time. ``matrix``: :func:`matrix_groups`
+(cluster_communication_matrix.json), :func:`unmapped_links` (the links it leaves out).
+Internal: ``opinfo`` (an OPINFO's fields, built from rows), ``totals`` ('Total Op Info' sums).
 """
 
 from __future__ import annotations
@@ -53,11 +40,10 @@ from ascendprof.analyze.cluster_communication.communication_file import Communic
 from ascendprof.analyze.cluster_communication.fragments import (RECORDS_PER_CHUNK, OpFragments,
                                                                 rank_fragments)
 from ascendprof.analyze.cluster_communication.fragments_builder import FragmentsBuilder
-from ascendprof.analyze.cluster_communication.group_file import build_groups
-from ascendprof.analyze.cluster_communication.group_names import double_hash, parallel_groups
+from ascendprof.analyze.cluster_communication.groups import (build_groups, double_hash,
+                                                             first_memberships, group_membership,
+                                                             parallel_groups)
 from ascendprof.analyze.cluster_communication.matrix import matrix_groups, unmapped_links
-from ascendprof.analyze.cluster_communication.membership import (first_memberships,
-                                                                 group_membership)
 
 __all__ = ["CommunicationFile", "FragmentsBuilder", "OpFragments", "RECORDS_PER_CHUNK",
            "build_groups", "double_hash", "first_memberships", "group_membership",

@@ -9,7 +9,7 @@ from operator import itemgetter
 import orjson
 
 from ascendprof.analyze.cluster_communication.fragments import RECORDS_PER_CHUNK, OpFragments
-from ascendprof.analyze.cluster_communication.group_names import key_for
+from ascendprof.analyze.cluster_communication.groups import key_for
 from ascendprof.analyze.cluster_communication.opinfo import TOTAL_OP_INFO
 from ascendprof.analyze.cluster_communication.totals import merge_totals
 

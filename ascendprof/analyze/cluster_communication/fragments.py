@@ -27,12 +27,12 @@ class OpFragments:
     """One rank's communication ops of one (kind, group), serialised for cluster_communication.json.
 
     ``count`` records in the rank's file order, one per (step key, op key) (first occurrence
-    wins, as in msprof-analyze). ``head``: (uncompressed size, compressed bytes, see
-    :mod:`ascendprof.sysio.lz4chunk`) of ``lengths | step index | op key JSONs`` with ``lengths`` int32 [count
-    OPINFO lengths, count op key lengths] and ``step index`` int32 positions in ``steps`` (the
-    step keys' JSON). ``chunks``: (size, compressed bytes) of the OPINFO JSONs of records
-    [k i, k i + k), k = :data:`RECORDS_PER_CHUNK`
-    (in the cluster step the bytes may be parked on disk: engine.spill.ParkedBytes).
+    wins, as in msprof-analyze). ``head``: a :mod:`ascendprof.sysio.lz4chunk` chunk of
+    ``lengths | step index | op key JSONs`` with ``lengths`` int32 [count OPINFO lengths, count
+    op key lengths] and ``step index`` int32 positions in ``steps`` (the step keys' JSON).
+    ``chunks``: chunks of the OPINFO JSONs of records [k i, k i + k), k =
+    :data:`RECORDS_PER_CHUNK` (in the cluster step the bytes may be parked on disk:
+    engine.spill.ParkedBytes).
     ``totals``: ``[(step key JSON, "Total Op Info" JSON of this rank)]``. Built by
     :func:`rank_fragments` (in the worker), combined by :class:`CommunicationFile`.
     """

@@ -10,7 +10,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ascendprof.sysio.lz4chunk import compress
-from ascendprof.analyze.cluster_communication.fragments import RECORDS_PER_CHUNK, OpFragments, from_communication_json
+from ascendprof.analyze.cluster_communication.fragments import (RECORDS_PER_CHUNK, OpFragments,
+                                                                from_communication_json)
 from ascendprof.analyze.cluster_communication.totals import add_sums, step_sums, totals_from_sums
 
 

@@ -8,8 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ascendprof.analyze.cluster_communication.group_names import key_for
-from ascendprof.analyze.cluster_communication.membership import group_membership
+from ascendprof.analyze.cluster_communication.groups import group_membership, key_for
 from ascendprof.analyze.cluster_communication.opinfo import TOTAL_OP_INFO, ratio, to_ms
 
 _MATRIX_TYPE_RE = ("send|reduce|invalid|broadcast|allreduce|receive|allgather|reducescatter|"
@@ -186,10 +185,8 @@ def unmapped_links(comm_links: pa.Table | None) -> list[dict]:
 
 def matrix_groups(comm_links: pa.Table | None, comm_ops: pa.Table | None = None,
                   membership=None):
-    """The members of cluster_communication_matrix.json as msprof-analyze writes it (see
-    the package docstring), as ``(group key, {step key: ...})`` pairs in first-seen order, built
-    one group key at a time from that group's rows, so only one group's records are Python
-    objects at once.
+    """cluster_communication_matrix.json (see the package docstring) as ``(group key, {step key:
+    ...})`` pairs in first-seen order, one group key at a time (one group's records in memory).
 
     In: all ranks' COMM_LINKS (group-local src/dst, int ns, MB), optionally COMM_OPS (group
     membership, as msprof-analyze reads both files). Raw flat-CANN per-op records are first
@@ -198,9 +195,7 @@ def matrix_groups(comm_links: pa.Table | None, comm_ops: pa.Table | None = None,
     "Transit Time(ms)", "Transit Size(MB)", "Op Name", "Bandwidth(GB/s)"}},
     "Total Op Info@<group>": {...}}})``; nothing without links. Links whose ranks are null (not
     an int in the input) or cannot be mapped are left out. ``membership``:
-    :func:`group_membership` of the same tables when the caller has it already.
-    (msprof-analyze's lookup of parallel_group_info never matches, so profiler_metadata does not
-    change the result and is not taken.)"""
+    :func:`group_membership` of the same tables when the caller has it already."""
     if comm_links is None or comm_links.num_rows == 0:
         return
     coll, p2p = membership or group_membership(comm_ops, comm_links)

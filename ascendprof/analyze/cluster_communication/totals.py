@@ -8,7 +8,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ascendprof.analyze.cluster_communication.opinfo import (BANDWIDTH_INFO, TIME_FIELDS, TIME_INFO, ratio)
+from ascendprof.analyze.cluster_communication.opinfo import (BANDWIDTH_INFO, TIME_FIELDS,
+                                                             TIME_INFO, ratio)
 
 ROW = "__row"
 
