@@ -2,7 +2,7 @@
 
 Expected values: tests/reference/ (produced by the peer tool, see its README.md), each rank's
 step_trace_time.csv read here with the csv module, and hand calculations written out below.
-Our side is built from our readers only.
+Our side is built from our readers only, or is what ``ascendprof analyse`` writes.
 """
 
 from __future__ import annotations
@@ -10,12 +10,14 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 import pytest
 
+from ascendprof import api
 from ascendprof.model import schemas as S
 from ascendprof.analyze import cluster_communication as cc
 from ascendprof.analyze import cluster_step_trace as cst
@@ -105,28 +107,52 @@ def case(request, qwen3):
     return name, root, load_ranks(root)
 
 
-def test_cluster_communication_json(case):
-    name, _, d = case
-    t = d["tables"]
-    ours = cc.build_communication(t[S.COMM_OPS], t[S.COMM_BANDWIDTH], t[S.COMM_SIZE_DIST],
-                                  d["meta"], comm_links=t[S.COMM_LINKS])
-    assert diffs(as_json(ours), ref_json(name, "cluster_communication.json")) == []
+def analysed(root: Path, out: Path) -> Path:
+    """``ascendprof analyse root -o out`` (no cache, tables or page); returns ``out``."""
+    code = api.analyse(root, out, fmt="json", workers=1, tables=False, cache=False,
+                       progress=False, html=False)
+    assert code == 0
+    return out
 
 
-def test_cluster_communication_json_without_links(case):
-    """The pipeline-level call (no matrix table) gives the same file on consistent data."""
-    name, _, d = case
-    t = d["tables"]
-    ours = cc.build_communication(t[S.COMM_OPS], t[S.COMM_BANDWIDTH], t[S.COMM_SIZE_DIST],
-                                  d["meta"])
-    assert diffs(as_json(ours), ref_json(name, "cluster_communication.json")) == []
+def without_matrix_files(root: Path, tmp: Path) -> Path:
+    """A copy of ``root`` (files linked) without any rank's communication_matrix.json."""
+    for dirpath, _, files in os.walk(root):
+        here = tmp / Path(dirpath).relative_to(root)
+        here.mkdir(parents=True, exist_ok=True)
+        for f in files:
+            if f != "communication_matrix.json":
+                (here / f).symlink_to(Path(dirpath) / f)
+    return tmp
 
 
-def test_cluster_communication_matrix_json(case):
-    name, _, d = case
-    t = d["tables"]
-    ours = cc.build_matrix(t[S.COMM_LINKS], d["meta"], comm_ops=t[S.COMM_OPS])
-    assert diffs(as_json(ours), ref_json(name, "cluster_communication_matrix.json")) == []
+@pytest.fixture
+def written(case, tmp_path):
+    """The case and the directory ``ascendprof analyse`` wrote for it."""
+    name, root, d = case
+    return name, root, d, analysed(root, tmp_path / "out")
+
+
+def test_cluster_communication_json(written):
+    name, _, _, out = written
+    ours = json.loads((out / "cluster_communication.json").read_text())
+    assert diffs(ours, ref_json(name, "cluster_communication.json")) == []
+
+
+def test_cluster_communication_json_without_links(case, tmp_path):
+    """Without the matrix files (group membership from the ops alone) the file is the same on
+    consistent data."""
+    name, root, _ = case
+    out = analysed(without_matrix_files(root, tmp_path / "in"), tmp_path / "out")
+    assert not (out / "cluster_communication_matrix.json").exists()
+    ours = json.loads((out / "cluster_communication.json").read_text())
+    assert diffs(ours, ref_json(name, "cluster_communication.json")) == []
+
+
+def test_cluster_communication_matrix_json(written):
+    name, _, _, out = written
+    ours = json.loads((out / "cluster_communication_matrix.json").read_text())
+    assert diffs(ours, ref_json(name, "cluster_communication_matrix.json")) == []
 
 
 def test_communication_group_json(case):
@@ -170,17 +196,20 @@ def test_cluster_step_trace_time_stages_from_metadata_only(case):
     _compare_step_trace(cst.build(d["tables"][S.STEP_TRACE], d["meta"]), _ref_csv(name))
 
 
-def test_level0_without_communication(shared_data):
+def test_level0_without_communication(shared_data, tmp_path):
     """Level0 has no communication*.json: msprof-analyze writes an empty group file and the
-    step trace; we build the same and the JSON builders give nothing to write."""
-    d = load_ranks(shared_data / "torch_npu-2rank-levels/text/level0")
+    step trace; we build the same and write neither cluster_communication*.json."""
+    root = shared_data / "torch_npu-2rank-levels/text/level0"
+    d = load_ranks(root)
     t = d["tables"]
     assert t[S.COMM_OPS] is None and t[S.COMM_LINKS] is None
     groups = cc.build_groups(None, d["meta"])
     assert groups == ref_json("torch_npu-2rank-level0", "communication_group.json")
     _compare_step_trace(cst.build(t[S.STEP_TRACE], d["meta"], groups),
                         _ref_csv("torch_npu-2rank-level0"))
-    assert cc.build_matrix(None, d["meta"]) == {}
+    out = analysed(root, tmp_path / "out")
+    assert not (out / "cluster_communication_matrix.json").exists()
+    assert not (out / "cluster_communication.json").exists()
 
 
 def _own_step_trace(root: Path) -> dict[tuple[int, int], dict[str, float]]:
@@ -269,10 +298,12 @@ def test_double_hash_names_groups():
     assert cc.double_hash("group_name_5") == 5862276114690318097
 
 
-def test_group_table_matches_reference_totals(qwen3):
-    """group_table's per-rank sums are msprof-analyze's 'Total Op Info@<group>' time fields."""
-    d = load_ranks(qwen3)
-    gt = cc.group_table(d["tables"][S.COMM_OPS], d["meta"])
+def test_group_totals_match_reference_totals(qwen3, tmp_path):
+    """The per-rank 'Total Op Info@<group>' sums ascendprof writes are msprof-analyze's time
+    fields (to 2 ns), under the same group key; the groups' parallel names and global ranks
+    come from parallel_group_info."""
+    out = analysed(qwen3, tmp_path / "out")
+    ours = json.loads((out / "cluster_communication.json").read_text())
     ref = ref_json("qwen3-4rank-pp2dp2", "cluster_communication.json")
     n = 0
     for gk, steps in ref.items():
@@ -280,27 +311,24 @@ def test_group_table_matches_reference_totals(qwen3):
             for op_key, ranks in ops.items():
                 if not op_key.startswith("Total Op Info@"):
                     continue
-                group = op_key.split("@")[1]
                 for rank, total in ranks.items():
-                    row = gt[(gt["group"] == group) & (gt["step_key"] == step_key)
-                             & (gt["rank"] == int(rank))]
-                    assert len(row) == 1
-                    row = row.iloc[0]
-                    assert row["group_key"] == gk
+                    mine = ours[gk][step_key][op_key][rank]["Communication Time Info"]
                     tinfo = total["Communication Time Info"]
-                    for label, col in (("Elapse Time(ms)", "elapse_ns"),
-                                       ("Transit Time(ms)", "transit_ns"),
-                                       ("Wait Time(ms)", "wait_ns"),
-                                       ("Synchronization Time(ms)", "sync_ns"),
-                                       ("Idle Time(ms)", "idle_ns")):
-                        assert row[col] == pytest.approx(tinfo[label] * 1e6, abs=2)
-                    assert row["wait_ratio"] == pytest.approx(tinfo["Wait Time Ratio"], abs=1e-4)
+                    for label in ("Elapse Time(ms)", "Transit Time(ms)", "Wait Time(ms)",
+                                  "Synchronization Time(ms)", "Idle Time(ms)"):
+                        assert mine[label] * 1e6 == pytest.approx(tinfo[label] * 1e6, abs=2)
+                    assert mine["Wait Time Ratio"] == pytest.approx(tinfo["Wait Time Ratio"],
+                                                                    abs=1e-4)
                     n += 1
-    assert n == len(gt) > 0
-    dp = gt[gt["group"] == "5862276114690318097"]
-    assert set(dp["group_name"]) == {"dp_cp"} and set(dp["global_ranks"]) == {(0, 1)}
-    pp = gt[gt["group_name"] == "pp"]
-    assert set(pp["kinds"]) == {"p2p"} and set(pp["global_ranks"]) == {(0, 2), (1, 3)}
+    assert n == sum(len(ranks) for steps in ours.values() for ops in steps.values()
+                    for op_key, ranks in ops.items() if op_key.startswith("Total Op Info@")) > 0
+    info = json.loads((out / "communication_group.json").read_text())["comm_group_parallel_info"]
+    dp = [g for g in info if g["group_name"] == "5862276114690318097"]
+    assert {g["pg_name"] for g in dp} == {"dp_cp"} and {tuple(g["rank_set"]) for g in dp} \
+        == {(0, 1)}
+    pp = [g for g in info if g["pg_name"] == "pp"]
+    assert {g["type"] for g in pp} == {"p2p"} and {tuple(g["rank_set"]) for g in pp} \
+        == {(0, 2), (1, 3)}
 
 
 def test_matrix_from_flat_cann_records_by_hand(tmp_path):
@@ -319,7 +347,7 @@ def test_matrix_from_flat_cann_records_by_hand(tmp_path):
         p = tmp_path / f"m{rank}.json"
         p.write_text(json.dumps(data))
         tables.append(read_matrix(p, rank))
-    out = cc.build_matrix(pa.concat_tables(tables), {})
+    out = dict(cc.matrix_groups(pa.concat_tables(tables)))
     step = out["(0, 1)"]["step"]
     # link 0-1 of rank 0: op 1_1 (4 GB/s) before op 1_0 (2 GB/s)
     assert step["allreduce-top1@g"]["0-1"]["Op Name"] == "hcom_allReduce__1_1_1"

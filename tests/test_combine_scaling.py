@@ -2,9 +2,9 @@
 
 cluster_communication.json is written one group key at a time from compressed per-rank
 fragments (cluster_communication.rank_fragments / CommunicationFile). Expected values: the
-in-memory build over all ranks' concatenated tables (a different path: one call over every row,
-no per-rank partials, no streaming, a second path), msprof-analyze 26.2.0's reference files
-for the Qwen3 sample and an 8-rank cluster cloned from it, each rank's own communication.json
+in-memory build over all ranks' concatenated tables (:func:`_in_memory_communication`, a
+different path: one call over every row, no per-rank partials, no streaming, a second path),
+msprof-analyze 26.2.0's reference files for the Qwen3 sample and an 8-rank cluster cloned from it, each rank's own communication.json
 as the profiler wrote it, and sums written out here.
 """
 
@@ -65,6 +65,14 @@ def _all_tables(root: Path) -> tuple[dict, dict]:
     return {n: pa.concat_tables(v) for n, v in parts.items()}, meta
 
 
+def _in_memory_communication(ops, bw, dist, links=None) -> dict:
+    """cluster_communication.json built in one call over all ranks' COMM_* tables (whatever
+    ranks they hold): the fragments of every row at once, membership from ``ops`` (and
+    ``links``), materialised as a dict."""
+    coll, p2p = cc.group_membership(ops, links)
+    return dict(cc.CommunicationFile(cc.rank_fragments(ops, bw, dist), coll, p2p))
+
+
 def _close(ours, ref, key="", rel=1e-9, abs_=1e-12) -> list[str]:
     if isinstance(ref, dict):
         if not isinstance(ours, dict) or set(ours) != set(ref):
@@ -92,10 +100,9 @@ def test_streamed_file_equals_in_memory_build(analysed):
     """The file written group by group from per-rank partials is the dict the in-memory build
     makes from all ranks' rows at once: same keys at every level, same numbers."""
     _, root, out, ca, _ = analysed
-    t, meta = _all_tables(root)
-    expected = cc.build_communication(t[S.COMM_OPS], t.get(S.COMM_BANDWIDTH),
-                                      t.get(S.COMM_SIZE_DIST), meta,
-                                      comm_links=t.get(S.COMM_LINKS))
+    t, _ = _all_tables(root)
+    expected = _in_memory_communication(t[S.COMM_OPS], t.get(S.COMM_BANDWIDTH),
+                                        t.get(S.COMM_SIZE_DIST), t.get(S.COMM_LINKS))
     streamed = json.loads((out / "cluster_communication.json").read_text())
     assert expected and streamed == json.loads(json.dumps(expected))
     # the mapping the pipeline keeps gives the same groups, and each group on demand
@@ -103,8 +110,8 @@ def test_streamed_file_equals_in_memory_build(analysed):
     first = next(iter(expected))
     assert ca.communication[first] == json.loads(json.dumps(expected[first]))
     matrix = json.loads((out / "cluster_communication_matrix.json").read_text())
-    assert matrix == json.loads(json.dumps(cc.build_matrix(t[S.COMM_LINKS], meta,
-                                                           comm_ops=t[S.COMM_OPS])))
+    assert matrix == json.loads(json.dumps(dict(cc.matrix_groups(t[S.COMM_LINKS],
+                                                                 comm_ops=t[S.COMM_OPS]))))
 
 
 @pytest.fixture(scope="module")
@@ -306,7 +313,7 @@ def test_tables_without_opinfo_text_first_row_wins():
         [dict(op_name="a", transport="HCCS", packet_size_mb="1", count=2, dur_ns=400_000),
          dict(op_name="b", transport="HCCS", packet_size_mb="1", count=3, dur_ns=600_000),
          dict(op_name="c", transport="HCCS", packet_size_mb="1", count=9, dur_ns=900_000)])
-    got = cc.build_communication(ops, bw, dist, {})
+    got = _in_memory_communication(ops, bw, dist)
     (step,) = got.values()
     ops_out = step["step1"]
     assert set(ops_out) == {"a@g", "b@g", "Total Op Info@g"}

@@ -5,6 +5,6 @@ about profiling.
 write), ``ownership`` (which names in a directory ascendprof wrote: the manifest), ``csvsafe``
 (spreadsheet-safe CSV cells), ``jsonstream`` (JSON written member by member), ``parquet``,
 ``textio`` (CSV / JSON text with errors that name the file), ``bigtables`` (tables too large to
-hold, spilled to Parquet) and ``lifetime`` (signals, workers that die with the run). It imports
-only :mod:`ascendprof.model`.
+hold, spilled to Parquet), ``lz4chunk`` (compressed byte chunks) and ``lifetime`` (signals,
+workers that die with the run). It imports only :mod:`ascendprof.model`.
 """

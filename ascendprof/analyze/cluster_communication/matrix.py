@@ -1,0 +1,240 @@
+"""cluster_communication_matrix.json as msprof-analyze writes it, and the links it leaves out."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ascendprof.analyze.cluster_communication.groups import group_membership, key_for
+from ascendprof.analyze.cluster_communication.opinfo import TOTAL_OP_INFO, ratio, to_ms
+
+_MATRIX_TYPE_RE = ("send|reduce|invalid|broadcast|allreduce|receive|allgather|reducescatter|"
+                   "scatter|alltoall|alltoallv|alltoallvc|batchsendrecv")
+
+
+def _rows(table: pa.Table | None) -> list[dict]:
+    if table is None or table.num_rows == 0:
+        return []
+    return table.to_pylist()
+
+
+def _is_raw_op_row(r: dict) -> bool:
+    """A flat-CANN matrix record (link_key is the op key itself), not a torch_npu summary."""
+    return r.get("op_name") is not None and r["link_key"].rpartition("@")[0] == r["op_name"]
+
+
+def _matrix_type(op_name: str) -> str:
+    import re
+
+    m = re.search(_MATRIX_TYPE_RE, op_name.lower())
+    return m.group() if m else op_name.split("__")[0]
+
+
+def _condense_raw(rows: list[dict]) -> list[dict]:
+    """Per rank and step, turn raw per-op link records into the ``<type>-top1/middle/bottom1/
+    bottom2/bottom3/total@<group>`` records torch_npu writes (spec §A.6; msprof-analyze's
+    MsprofCommunicationMatrixAdapter does the same for PROF_ data)."""
+    out, raw = [], defaultdict(list)
+    for r in rows:
+        if _is_raw_op_row(r):
+            raw[(r["rank"], r["step_key"], r["kind"])].append(r)
+        else:
+            out.append(r)
+    for (rank, step_key, kind), recs in raw.items():
+        by_link: dict[tuple, list[dict]] = {}
+        for r in recs:
+            by_link.setdefault((_matrix_type(r["op_name"]), r["group"], r["src_rank"],
+                                r["dst_rank"]), []).append(r)
+        for (typ, group, src, dst), data in by_link.items():
+            data = sorted(data, key=lambda x: x.get("bandwidth_gbps") or 0, reverse=True)
+            picks = [("top1", data[0]), ("middle", data[len(data) // 2]), ("bottom1", data[-1])]
+            size = sum(x.get("size_mb") or 0 for x in data)
+            time_ns = sum(x.get("transit_ns") or 0 for x in data)
+            total = dict(data[0], op_name=None, size_mb=size, transit_ns=time_ns,
+                         bandwidth_gbps=ratio(size, time_ns / 1e6), large_packet_ratio=None)
+            picks.append(("total", total))
+            if len(data) >= 2:
+                picks.append(("bottom2", data[-2]))
+            if len(data) >= 3:
+                picks.append(("bottom3", data[-3]))
+            for label, rec in picks:
+                out.append(dict(rec, link_key=f"{typ}-{label}@{group}"))
+    return out
+
+
+_LINK_FIELDS = ("rank", "kind", "group", "step_key", "link_key", "src_rank", "dst_rank",
+                "transport", "size_mb", "transit_ns", "op_name")
+
+
+def _link_records(comm_links: pa.Table | None):
+    """COMM_LINKS as tuples of :data:`_LINK_FIELDS`, ranks ascending (file order within a
+    rank), raw flat-CANN records condensed first (:func:`_condense_raw`). Column-wise: no
+    dict per row unless there are raw records."""
+    if comm_links is None or comm_links.num_rows == 0:
+        return []
+    if _has_raw_records(comm_links):
+        rows = sorted(_condense_raw(_rows(comm_links)), key=lambda r: r["rank"])
+        return [tuple(r[f] for f in _LINK_FIELDS) for r in rows]
+    t = comm_links.take(pc.sort_indices(comm_links.column("rank")))  # a stable sort
+    return zip(*(t.column(f).to_pylist() for f in _LINK_FIELDS))
+
+
+def _has_raw_records(comm_links: pa.Table) -> bool:
+    before_at = pc.replace_substring_regex(comm_links.column("link_key"), "@[^@]*$", "")
+    return pc.any(pc.fill_null(pc.equal(before_at, comm_links.column("op_name")), False)).as_py()
+
+
+def _check_add_op(op_key: str) -> bool:
+    """msprof-analyze's filter for matrix totals: skip top/middle/bottom summaries."""
+    return not any(s in op_key for s in ("middle", "top", "bottom"))
+
+
+def _new_link() -> dict:
+    return {"Transport Type": "", "Transit Time(ms)": 0, "Transit Size(MB)": 0, "Op Name": ""}
+
+
+def _add_link(acc: dict, rec: dict) -> None:
+    acc["Transport Type"] = rec["Transport Type"]
+    acc["Op Name"] = rec.get("Op Name") or ""
+    acc["Transit Time(ms)"] += rec.get("Transit Time(ms)", 0)
+    acc["Transit Size(MB)"] += rec.get("Transit Size(MB)", 0)
+
+
+def _merge_step(step_ops: dict[str, dict[int, dict[str, dict]]]) -> dict:
+    """One (group key, step) of the matrix: sum each link over ranks, map local -> global ranks
+    through the self-links, add per-group totals (CommMatrixAnalysis.compute_total_info)."""
+    local_to_global: dict[str, dict[int, int]] = {}
+    for op_key, ranks in step_ops.items():
+        group = op_key.split("@")[-1]
+        for rank, links in ranks.items():
+            for (src, dst) in links:
+                if src == dst:
+                    local_to_global.setdefault(group, {}).setdefault(src, rank)
+    merged: dict[str, dict] = {}
+    for op_key, ranks in step_ops.items():
+        rmap = local_to_global.get(op_key.split("@")[-1], {})
+        acc: dict[tuple, dict] = {}
+        for links in ranks.values():
+            for link, rec in links.items():
+                _add_link(acc.setdefault(link, _new_link()), rec)
+        glob = {}
+        for (src, dst), d in acc.items():
+            if src not in rmap or dst not in rmap:
+                continue
+            d["Bandwidth(GB/s)"] = ratio(d["Transit Size(MB)"], d["Transit Time(ms)"])
+            glob[f"{rmap[src]}-{rmap[dst]}"] = d
+        merged[op_key] = glob
+    totals: dict[str, dict[str, dict]] = {}
+    for op_key, links in merged.items():
+        if not _check_add_op(op_key):
+            continue
+        for link, d in links.items():
+            _add_link(totals.setdefault(op_key.split("@")[-1], {}).setdefault(link, _new_link()), d)
+    for group, links in totals.items():
+        for d in links.values():
+            d["Bandwidth(GB/s)"] = ratio(d["Transit Size(MB)"], d["Transit Time(ms)"])
+        merged[f"{TOTAL_OP_INFO}@{group}"] = links
+    return merged
+
+
+def unmapped_links(comm_links: pa.Table | None) -> list[dict]:
+    """The links cluster_communication_matrix.json leaves out because a local rank of theirs
+    cannot be mapped to a global rank (no rank of the collection reports its self-link
+    ``"i-i"`` in that group and step -- typically the peer on another node whose data is not
+    here), as msprof-analyze leaves them out (it warns once per link and op).
+
+    In: all ranks' COMM_LINKS. Out: one dict per (group, step key) with dropped links:
+    ``{"group", "step_key", "links": n, "ops": n distinct link keys, "local_ranks": [the
+    unmapped local ranks], "example": "<link key> <src>-<dst>"}``, in first-seen order;
+    [] when every link maps (or raw flat-CANN records, condensed elsewhere)."""
+    if comm_links is None or comm_links.num_rows == 0 or _has_raw_records(comm_links):
+        return []
+    t = comm_links.select(["kind", "group", "step_key", "link_key", "src_rank", "dst_rank"])
+    t = t.filter(pc.and_(pc.is_valid(t["src_rank"]), pc.is_valid(t["dst_rank"])))
+    if t.num_rows == 0:
+        return []
+    df = t.to_pandas()
+    key = ["kind", "group", "step_key"]
+    for c in key:
+        df[c] = df[c].fillna("")
+    self_links = df[df["src_rank"] == df["dst_rank"]][key + ["src_rank"]].drop_duplicates()
+    mapped = set(map(tuple, self_links.to_numpy().tolist()))
+    keys = list(zip(df["kind"], df["group"], df["step_key"]))
+    src_ok = [(*k, s) in mapped for k, s in zip(keys, df["src_rank"].tolist())]
+    dst_ok = [(*k, d) in mapped for k, d in zip(keys, df["dst_rank"].tolist())]
+    src_ok = np.array(src_ok)
+    miss = ~(src_ok & np.array(dst_ok))
+    bad = df[miss].copy()
+    if not len(bad):
+        return []
+    bad["local"] = np.where(src_ok[miss], bad["dst_rank"], bad["src_rank"])
+    # the ranks' records of one link are merged before mapping: one dropped link each
+    bad = bad.drop_duplicates(key + ["link_key", "src_rank", "dst_rank"])
+    out = []
+    for (_, group, step_key), g in bad.groupby(key, sort=False):
+        r = g.iloc[0]
+        out.append({"group": group, "step_key": step_key, "links": int(len(g)),
+                    "ops": int(g["link_key"].nunique()),
+                    "local_ranks": sorted({int(x) for x in g["local"]}),
+                    "example": f"{r['link_key']} {int(r['src_rank'])}-{int(r['dst_rank'])}"})
+    return out
+
+
+def matrix_groups(comm_links: pa.Table | None, comm_ops: pa.Table | None = None,
+                  membership=None):
+    """cluster_communication_matrix.json (see the package docstring) as ``(group key, {step key:
+    ...})`` pairs in first-seen order, one group key at a time (one group's records in memory).
+
+    In: all ranks' COMM_LINKS (group-local src/dst, int ns, MB), optionally COMM_OPS (group
+    membership, as msprof-analyze reads both files). Raw flat-CANN per-op records are first
+    condensed to top1/middle/bottom/total like msprof-analyze does for PROF_ data. Out: pairs
+    ``(group key, {step key: {link key: {"<global src>-<global dst>": {"Transport Type",
+    "Transit Time(ms)", "Transit Size(MB)", "Op Name", "Bandwidth(GB/s)"}},
+    "Total Op Info@<group>": {...}}})``; nothing without links. Links whose ranks are null (not
+    an int in the input) or cannot be mapped are left out. ``membership``:
+    :func:`group_membership` of the same tables when the caller has it already."""
+    if comm_links is None or comm_links.num_rows == 0:
+        return
+    coll, p2p = membership or group_membership(comm_ops, comm_links)
+    if _has_raw_records(comm_links):  # PROF_ input: condensed over all rows first
+        yield from _matrix_members(_link_records(comm_links), coll, p2p)
+        return
+    t = comm_links.take(pc.sort_indices(comm_links.column("rank")))  # a stable sort
+    pair = pc.binary_join_element_wise(pc.fill_null(t.column("kind"), ""),
+                                       pc.fill_null(t.column("group"), ""), "\0")
+    codes, pairs = (lambda e: (e.indices.to_numpy(), e.dictionary.to_pylist()))(
+        pc.dictionary_encode(pair).combine_chunks())
+    keys: dict[str, int] = {}  # group key -> position, first seen first
+    key_of_pair = np.array([keys.setdefault(key_for(*p.split("\0", 1), coll, p2p), len(keys))
+                            for p in pairs], dtype=np.int64)
+    row_key = key_of_pair[codes]
+    order = np.argsort(row_key, kind="stable")  # rows of a group key together, in row order
+    bounds = np.flatnonzero(np.r_[True, row_key[order][1:] != row_key[order][:-1], True])
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        sub = t.take(order[a:b])
+        yield from _matrix_members(zip(*(sub.column(f).to_pylist() for f in _LINK_FIELDS)),
+                                   coll, p2p)
+
+
+def _matrix_members(records, coll: dict, p2p: dict):
+    """(group key, {step key: merged links}) of ``records`` (tuples of :data:`_LINK_FIELDS`),
+    group keys in first-seen order."""
+    struct: dict = {}
+    keys: dict[tuple, str] = {}
+    for (rank, kind, group, step_key, link_key, src, dst, transport, size_mb, transit_ns,
+         op_name) in records:
+        if src is None or dst is None:
+            continue
+        gk = keys.get((kind, group))
+        if gk is None:
+            gk = keys[(kind, group)] = key_for(kind, group, coll, p2p)
+        ranks = struct.setdefault(gk, {}).setdefault(step_key, {}).setdefault(link_key, {})
+        links = ranks.setdefault(rank, {})
+        links.setdefault((src, dst), {
+            "Transport Type": transport, "Transit Size(MB)": size_mb or 0,
+            "Transit Time(ms)": to_ms(transit_ns) or 0, "Op Name": op_name or ""})
+    for gk, steps in struct.items():
+        yield gk, {step: _merge_step(ops) for step, ops in steps.items()}
