@@ -11,7 +11,6 @@ import csv
 import json
 import shutil
 import sqlite3
-from dataclasses import replace
 from pathlib import Path
 
 OUT = "ASCEND_PROFILER_OUTPUT"
@@ -71,10 +70,11 @@ def db_query(path: Path, sql: str, params=()):
 def advise(rank_dir: Path, mode: str = "summary") -> dict:
     """The rank's advice result ({"findings", "status"}) as analyse --advice ``mode`` makes it."""
     from ascendprof.engine.pipeline import process_rank
+    from ascendprof.model.options import ReadOptions
     from ascendprof.scan import load_sources
 
     (src,) = load_sources(Path(rank_dir))
-    res = process_rank(replace(src, advice=mode))
+    res = process_rank(src, read=ReadOptions(advice=mode))
     assert res.advice is not None, res.problems.brief()
     return res.advice
 

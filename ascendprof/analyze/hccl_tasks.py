@@ -46,6 +46,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ascendprof.model import schemas as S
+from ascendprof.model.tasks import op_kind
 
 NS_PER_MS = 1_000_000
 BYTES_PER_MB = 1_000_000
@@ -60,7 +61,6 @@ NOTIFY_WAIT = "Notify_Wait"
 RDMA_SEND_PAYLOAD = "RDMA_SEND_PAYLOAD"
 INVALID_RANK = 0xFFFFFFFF
 FLAT_STEP_KEY = "step"
-P2P_PREFIXES = ("hcom_send", "hcom_receive", "hcom_batchsendrecv")
 
 REQUIRED = ("op_name", "group", "start_ns", "dur_ns", "plane_id", "is_master", "task_name",
             "transport", "link_type", "rdma_type", "size_bytes", "local_rank", "remote_rank")
@@ -295,11 +295,6 @@ def _records(tasks) -> list[dict]:
     df["is_master"] = df["is_master"].fillna(0).astype("int64")
     df = df.astype(object).where(df.notna(), None)
     return df.to_dict("records")
-
-
-def op_kind(op_name: str) -> str:
-    """'p2p' for send / receive / batchSendRecv ops, else 'collective' (§A.5)."""
-    return "p2p" if op_name.lower().startswith(P2P_PREFIXES) else "collective"
 
 
 def comm_tables(tasks, rank: int, elapse: str = "master") -> dict[str, pa.Table]:

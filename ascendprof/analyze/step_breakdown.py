@@ -94,7 +94,7 @@ def compute_mask(task_types, names, unknown: str = "name") -> np.ndarray:
     has_t = pc.greater(pc.binary_length(raw_t), 0)
     excluded = pc.or_(pc.or_(pc.ends_with(n, _EXCLUDED_SUFFIX[0]),
                              pc.ends_with(n, _EXCLUDED_SUFFIX[1])),
-                      pc.starts_with(pc.utf8_lower(n), "hcom_"))
+                      pc.starts_with(pc.utf8_lower(n), tasks.COMM_NAME_PREFIX))
     compute_type = pc.and_(has_t, pc.is_in(t, value_set=pa.array(sorted(COMPUTE_TYPES))))
     other_type = pc.and_(has_t, pc.match_substring_regex(t, _NON_COMPUTE, ignore_case=True))
     if unknown == "exclude":

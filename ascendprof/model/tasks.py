@@ -12,6 +12,16 @@ import pyarrow.compute as pc
 
 #: Accelerator Core values of communication rows; the profiler's op_statistic leaves them out.
 COMM_CORES = ("COMMUNICATION", "HCCL")
+#: the name prefix of every HCCL big op (``hcom_allReduce__…``, ``hcom_send__…``)
+COMM_NAME_PREFIX = "hcom_"
+#: point-to-point ops by name (any case): sends and receives of pipeline parallelism
+P2P_PREFIXES = ("hcom_send", "hcom_receive", "hcom_batchsendrecv")
+
+
+def op_kind(op_name: str) -> str:
+    """"p2p" for a send / receive / batchSendRecv op (its name or communication.json key, any
+    case), else "collective"."""
+    return "p2p" if op_name.lower().startswith(P2P_PREFIXES) else "collective"
 
 
 def comm_rows(cores, names) -> pa.Array:
@@ -19,4 +29,12 @@ def comm_rows(cores, names) -> pa.Array:
     starting with ``hcom_`` (any case). ``cores`` / ``names``: Arrow string columns."""
     core = pc.utf8_upper(pc.fill_null(cores, ""))
     name = pc.utf8_lower(pc.fill_null(names, ""))
-    return pc.or_(pc.is_in(core, value_set=pa.array(COMM_CORES)), pc.starts_with(name, "hcom_"))
+    return pc.or_(pc.is_in(core, value_set=pa.array(COMM_CORES)),
+                  pc.starts_with(name, COMM_NAME_PREFIX))
+
+
+def comm_frame_rows(cores, names):
+    """:func:`comm_rows` for pandas Series (bool Series, never NA)."""
+    core = cores.fillna("").astype(str).str.upper()
+    name = names.fillna("").astype(str).str.lower()
+    return core.isin(COMM_CORES) | name.str.startswith(COMM_NAME_PREFIX)

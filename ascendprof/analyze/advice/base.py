@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ascendprof.model import schemas as S
+from ascendprof.model import schemas as S, tasks
 
 AREAS = ("computation", "schedule", "communication", "memory", "environment")
 SEVERITIES = ("critical", "warning", "info")
@@ -302,9 +302,7 @@ class Context:
                 t = S.empty(S.KERNELS)
             core = pc.utf8_upper(pc.fill_null(t["accelerator_core"], ""))
             name = pc.fill_null(t["name"], "")
-            comm = pc.or_(pc.is_in(core, value_set=pa.array(["COMMUNICATION", "HCCL"])),
-                          pc.starts_with(pc.utf8_lower(name), "hcom_"))
-            keep = pc.invert(comm)
+            keep = pc.invert(tasks.comm_rows(t["accelerator_core"], name))
             t = t.filter(keep)
             txt = lambda c: np.asarray(pc.fill_null(c, "").to_numpy(zero_copy_only=False),  # noqa: E731
                                        dtype=object)
@@ -324,9 +322,7 @@ class Context:
         """True for KERNELS rows that are compute tasks (not communication big ops)."""
         if not len(k):
             return pd.Series([], dtype=bool)
-        core = k["accelerator_core"].fillna("").str.upper()
-        name = k["name"].fillna("").str.lower()
-        return ~(core.isin(["COMMUNICATION", "HCCL"]) | name.str.startswith("hcom_"))
+        return ~tasks.comm_frame_rows(k["accelerator_core"], k["name"])
 
     def compute_kernels(self) -> pd.DataFrame:
         """KERNELS rows that are compute tasks (not communication big ops)."""
