@@ -227,7 +227,7 @@ class Collection:
         ca = self.analysis()
         if file_name == "iteration_trace.csv":
             return _frame(ca.iteration_trace)
-        return _frame((getattr(ca, "csv_files", None) or {}).get(file_name))
+        return _frame(ca.csv_files.get(file_name))
 
     def verdicts(self) -> list[dict]:
         """verdicts.json ``verdicts``: compute / schedule / communication bound, slow rank,

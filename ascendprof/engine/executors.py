@@ -50,7 +50,7 @@ def memory_budget() -> int:
 def input_bytes(source) -> int:
     """Total size of the files the scanner listed for ``source`` (0 when unknown)."""
     total = 0
-    for rel in getattr(source, "files", ()) or ():
+    for rel in getattr(source, "files", ()):  # tests map plain values too
         try:
             total += os.path.getsize(os.path.join(source.path, rel))
         except OSError:

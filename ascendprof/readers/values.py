@@ -39,7 +39,7 @@ _FILE_OF = {S.KERNELS: r"kernel_details\.csv$|op_summary.*\.csv$|_profiler(_\d+)
 def check(data) -> None:
     """Fix ``data.tables`` in place as the module doc says and record one problem per fix in
     ``data.problems`` (severity ``skipped``: a value or row was left out)."""
-    spilled = getattr(data, "spilled", {})  # fixed batch by batch by their reader
+    spilled = data.spilled  # fixed batch by batch by their reader
     for name in (S.KERNELS, S.TIMELINE):
         t = data.tables.get(name)
         if name in spilled:
@@ -93,7 +93,7 @@ def _report(data, table: str, reason: str, affects, where: str = "") -> None:
     import re
 
     rx = re.compile(_FILE_OF.get(table, "$^"))
-    hits = [f for f in (getattr(data.source, "files", None) or []) if rx.search(f)]
+    hits = [f for f in data.source.files if rx.search(f)]
     path = os.path.join(data.source.path, hits[0]) if hits else data.source.path
     data.problems.add(path, reason, rank=data.rank, where=where, severity="skipped",
                       affects=affects)

@@ -33,7 +33,7 @@ def not_written(ca) -> dict[str, str]:
     lvl = f" (profiler level {', '.join(levels)})" if levels else ""
     level0 = any(str(v).strip().lower() == "level0" for v in levels)
     if ca.cluster_step_trace is None or not len(ca.cluster_step_trace):
-        it = getattr(ca, "iteration_trace", None)
+        it = ca.iteration_trace
         why["cluster_step_trace_time.csv"] = (
             "no rank has the profiler's step breakdown (step_trace_time.csv, analysis.db "
             "StepTraceTime or MindSpore's ascend_cluster_analyse)"
@@ -209,7 +209,7 @@ def write_outputs(ca, out: Path, summary: dict, early: EarlyWrite | None = None)
     frame("top_kernels.csv", ca.top_kernels)
     frame("step_trace_check.csv", ca.step_trace_check)
     frame("iteration_trace.csv", ca.iteration_trace)
-    for name, df in (getattr(ca, "csv_files", None) or {}).items():
+    for name, df in ca.csv_files.items():
         frame(name, df)
     written.append(write_json(out / "verdicts.json", {
         "verdicts": ca.verdicts, "thresholds": ca.thresholds,

@@ -49,7 +49,7 @@ def _text(v) -> str:
 def _iterations(ca) -> list[dict]:
     """The graph-mode iteration trace per rank (iteration_trace.csv rows: rank, steps and the
     mean interval / fp+bp / tail / total in ms), [] when no rank has one."""
-    it = getattr(ca, "iteration_trace", None)
+    it = ca.iteration_trace
     if it is None or not len(it):
         return []
     return [{k: (int(v) if k in ("rank", "steps") else float(v)) for k, v in r.items()}
@@ -101,11 +101,11 @@ def build_summary(ca, outputs: list[str] | None = None, top: int = 10) -> dict:
                     for s in ca.sources],
         "ranks": ranks,
         "breakdown_methods": {r.rank: r.breakdown_method for r in ca.ranks},
-        "breakdown_check": list(getattr(ca, "breakdown_check", None) or []),
+        "breakdown_check": list(ca.breakdown_check),
         "top_op_types": tops,
         "iterations": _iterations(ca),
         "verdicts": ca.verdicts,
-        "advice": advice_summary(getattr(ca, "advice", None)),
+        "advice": advice_summary(ca.advice),
         "problems": [p.as_dict() for p in ca.problems],
         "missing": {r.rank: r.missing for r in ca.ranks if r.missing},
         "not_read": {r.rank: r.meta["not_read"] for r in ca.ranks
