@@ -59,6 +59,8 @@ COMPONENTS = ("PTA+GE", "PTA", "GE", "WORKSPACE", "APP")
 METRICS = (("allocated", "total_allocated_mb"), ("reserved", "total_reserved_mb"),
            ("active", "total_active_mb"))
 
+#: static_op_mem.csv's row for the whole graph (not an operator; left out of the top operators)
+STATIC_TOTAL = "TOTAL"
 #: operators kept per rank in memory_top_ops.csv: the top N by total allocation and the top N
 #: by size x lifetime (the union)
 TOP_N = 20
@@ -193,7 +195,8 @@ def top_operators(ops: pa.Table | None, static: pa.Table | None = None, end_ns: 
                 "unreleased_mb": g["unrel_sum"]}, schema=OPS_SCHEMA))
     if static is not None and static.num_rows:
         d = static.to_pandas()
-        d = d[d["size_kb"].fillna(0) > 0]
+        # the TOTAL row is the graph's total (msprof's name for op 0), not an operator
+        d = d[(d["size_kb"].fillna(0) > 0) & (d["name"] != STATIC_TOTAL)]
         if not d.empty:
             d["mb"] = d["size_kb"] / 1024.0
             nodes = (d["node_end"] - d["node_start"] + 1).clip(lower=0)

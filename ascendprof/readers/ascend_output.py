@@ -525,20 +525,36 @@ def read_npu_module_mem(path: Path, rank: int, bad_rows: list | None = None) -> 
 
 
 STATIC_OP_MEM_COLUMNS = {
-    "Device_id": ("device_id", INT), "Op Name": ("name", STR), "Model Name": ("model_name", STR),
+    "Op Name": ("name", STR), "Model Name": ("model_name", STR),
     "Graph ID": ("graph_id", STR), "Node Index Start": ("node_start", INT),
     "Node Index End": ("node_end", INT), "Size(KB)": ("size_kb", FLOAT),
 }
 
 
-def read_static_op_mem(path: Path, rank: int) -> pa.Table:
-    """static_op_mem.csv (static graphs) -> :data:`~ascendprof.model.schemas.STATIC_OP_MEM`.
+def _device_numbers(col) -> pa.Array:
+    """A ``Device_id`` column that may hold ``host`` or ``NPU:<n>`` besides device numbers ->
+    int32 device number, null where the cell names no device (``host``)."""
+    s = _clean(col)
+    num = pc.extract_regex(s, r"^(?:NPU:)?(?P<n>\d+)$")
+    return pc.struct_field(num, "n").cast(pa.int32()) if len(s) else pa.nulls(0, pa.int32())
 
-    A ``Size(MB)`` column instead of ``Size(KB)`` is accepted (x 1024). Raises InputError."""
+
+def read_static_op_mem(path: Path, rank: int, bad_rows: list | None = None) -> pa.Table:
+    """static_op_mem.csv (torch_npu / CANN, static graphs) ->
+    :data:`~ascendprof.model.schemas.STATIC_OP_MEM`.
+
+    Columns ``Device_id, Op Name, Model Name, Graph ID, Node Index Start, Node Index End,
+    Size(KB)``; ``Device_id`` is ``host`` (device_id null), a device number or ``NPU:<n>``. The
+    row named ``TOTAL`` is the graph's total (msprof names op 0 so) and is kept as written. A
+    ``Size(MB)`` column instead of ``Size(KB)`` is accepted (x 1024). Rows of the wrong width go
+    to ``bad_rows`` as in the other parsers. Raises InputError."""
     path = Path(path)
-    raw = read_csv(path, required=("Op Name",),
-                   types={**_read_types(STATIC_OP_MEM_COLUMNS), "Size(MB)": pa.float64()})
+    raw = read_csv(path, bad_rows=bad_rows, required=("Op Name",),
+                   types={**_read_types(STATIC_OP_MEM_COLUMNS), "Device_id": pa.string(),
+                          "Size(MB)": pa.float64()})
     extra = {}
+    if "Device_id" in raw.column_names:
+        extra["device_id"] = _device_numbers(raw.column("Device_id"))
     if "Size(KB)" not in raw.column_names:
         if "Size(MB)" not in raw.column_names:
             raise InputError(path, "missing column(s) Size(KB)")
