@@ -170,6 +170,54 @@ def spreadsheet(path: Path) -> None:
     path.write_bytes(b"\xef\xbb\xbf" + data)
 
 
+def excel_general(text: str) -> str:
+    """A number as a spreadsheet's General format writes it into a CSV: at most 11 characters,
+    so a number of 12 digits or more before the point, like a us timestamp
+    (``1736408883702735.700``), becomes ``1.73641E+15`` (6 significant digits). Smaller numbers
+    are kept as written (trailing TAB dropped)."""
+    t = text.strip()
+    if abs(float(t)) < 1e11:
+        return t
+    mant, exp = f"{float(t):.5E}".split("E")
+    mant = mant.rstrip("0").rstrip(".")
+    return f"{mant}E{exp[0]}{int(exp[1:]):02d}"
+
+
+def e_notation(path: Path, columns: tuple[str, ...]) -> None:
+    """Values of ``columns`` as a spreadsheet saves them (:func:`excel_general`)."""
+    def fn(h, rows):
+        idx = [h.index(c) for c in columns]
+        for r in rows:
+            for i in idx:
+                if r[i].strip():
+                    r[i] = excel_general(r[i])
+        return h, rows
+    edit_csv(path, fn)
+
+
+def trailing_tabs(path: Path) -> None:
+    """A TAB after every value that is a number (torch_npu writes one after absolute times only;
+    a spreadsheet's 'keep as text' export after every number)."""
+    def fn(h, rows):
+        for r in rows:
+            for i, v in enumerate(r):
+                try:
+                    float(v.strip())
+                except ValueError:
+                    continue
+                r[i] = v.rstrip("\t") + "\t"
+        return h, rows
+    edit_csv(path, fn)
+
+
+def quote_all(path: Path) -> None:
+    """Every cell in double quotes, numbers too (a spreadsheet's 'quote all cells' export)."""
+    rows, le = read_rows(path)
+    buf = io.StringIO(newline="")
+    csv.writer(buf, lineterminator=le, quoting=csv.QUOTE_ALL).writerows(rows)
+    path.write_bytes(buf.getvalue().encode("utf-8"))
+
+
 def file_for_dir(path: Path) -> None:
     """Replace directory ``path`` by a file of the same name holding its first file's bytes."""
     first = next((p for p in sorted(path.rglob("*")) if p.is_file()), None)
@@ -340,6 +388,33 @@ def corpus() -> list[Fault]:
     add("spreadsheet_bom_crlf_csvs", q,
         lambda root: [spreadsheet(_k(0, n)(root)) for n in (KD, ST, "op_statistic.csv")],
         touched=frozenset(), skip_expected=False)
+    # --- values a spreadsheet rewrote: E-notation (precision lost: reported), trailing TABs,
+    # quoted numbers, with BOM + CRLF; the rank's other analyses are kept
+    MR, OM = "memory_record.csv", "operator_memory.csv"
+    add("spreadsheet_e_notation_memory_record", q,
+        lambda root: e_notation(_k(0, MR)(root), ("Timestamp(us)",)), light=False,
+        mentions=(MR, "E-notation", "Timestamp(us)"), touched=frozenset(), skip_expected=False)
+    add("spreadsheet_e_notation_and_tabs_operator_memory", q,
+        lambda root: [e_notation(_k(2, OM)(root), ("Allocation Time(us)",)),
+                      trailing_tabs(_k(2, OM)(root))], light=False,
+        mentions=(OM, "E-notation", "Allocation Time(us)"), touched=frozenset(),
+        skip_expected=False)
+    add("spreadsheet_every_mangling_memory_files", q,
+        lambda root: [(e_notation(_k(0, MR)(root), ("Timestamp(us)",)), quote_all(_k(0, MR)(root)),
+                       trailing_tabs(_k(0, OM)(root)), quote_all(_k(0, OM)(root)),
+                       spreadsheet(_k(0, MR)(root)), spreadsheet(_k(0, OM)(root)))],
+        light=False, mentions=(MR, "E-notation"), touched=frozenset(), skip_expected=False)
+    add("spreadsheet_quoted_numbers_kernels_step_trace", q,
+        lambda root: [quote_all(_k(r, n)(root)) for r, n in ((0, KD), (0, "op_statistic.csv"),
+                                                              (1, ST))],
+        touched=frozenset(), skip_expected=False)
+    add("spreadsheet_trailing_tabs_step_trace_kernels", q,
+        lambda root: [trailing_tabs(_k(r, n)(root)) for r, n in ((2, KD), (3, ST))],
+        touched=frozenset(), skip_expected=False)
+    add("spreadsheet_e_notation_kernel_start_times", q,
+        lambda root: e_notation(_k(2, KD)(root), ("Start Time(us)",)),
+        mentions=(KD, "E-notation", "Start Time(us)"), touched=frozenset({2}),
+        skip_expected=False)
     add("bom_communication_json", q, lambda root: insert_bytes(_k(1, CJ)(root), 0,
                                                                b"\xef\xbb\xbf"),
         touched=frozenset(), skip_expected=False)

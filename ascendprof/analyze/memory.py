@@ -120,8 +120,10 @@ def peaks(records: pa.Table, ops: pa.Table | None = None, steps: pa.Table | None
           capacity_mb: float | None = None) -> pa.Table:
     """PEAKS_SCHEMA rows: per component and metric (allocated / reserved / active) of
     MEMORY_RECORD ``records`` (one rank) the peak MB, the first ns it is reached, its step and
-    the operator allocating then (module doc). Metrics a component never records are left out."""
-    rec = records.filter(pc.is_valid(records["ts_ns"]))
+    the operator allocating then (module doc); time, step and operator are null when no row of
+    the peak has a time (a time lost to E-notation). Metrics a component never records are left
+    out."""
+    rec = records  # a row without its time (E-notation left empty) still counts for the peak
     st = None
     if steps is not None and steps.num_rows:
         st = (steps["step"].to_pylist(), steps["start_ns"].to_pylist(),
@@ -135,20 +137,22 @@ def peaks(records: pa.Table, ops: pa.Table | None = None, steps: pa.Table | None
         names = o["name"].take(pa.array(order)).to_numpy(zero_copy_only=False)
     rank = int(rec["rank"][0].as_py()) if rec.num_rows else None
     comp_col = pc.fill_null(rec["component"], "")
-    ts_all = rec["ts_ns"].to_numpy(zero_copy_only=False).astype(np.int64)
+    ts_ok = np.asarray(pc.is_valid(rec["ts_ns"]).to_numpy(zero_copy_only=False), bool)
+    ts_all = pc.fill_null(rec["ts_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
     vals = {col: rec[col].to_numpy(zero_copy_only=False).astype(np.float64)
             for _, col in METRICS}
     rows = []
     for comp in pc.unique(comp_col).to_pylist():  # first-seen order
         sel = np.asarray(pc.equal(comp_col, comp).to_numpy(zero_copy_only=False), bool)
-        ts = ts_all[sel]
+        ts, known = ts_all[sel], ts_ok[sel]
         for metric, col in METRICS:
             v = vals[col][sel]
             ok = ~np.isnan(v)
             if not ok.any():
                 continue
             peak = float(v[ok].max())
-            t = int(ts[ok & (v == peak)].min())
+            at = ok & (v == peak) & known
+            t = int(ts[at].min()) if at.any() else None  # None: the time was not readable
             rows.append({"rank": rank, "component": str(comp), "metric": metric,
                          "peak_mb": peak, "ts_ns": t, "step": _step_at(t, st),
                          "operator": None if comp == "APP" else _operator_at(t, alloc, names),

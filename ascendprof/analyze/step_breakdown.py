@@ -272,11 +272,12 @@ def _windows(tables, rank, data_span: tuple[int, int] | None):
             return w, f"step windows from {origin}"
     k = _rank_rows(tables.get(S.KERNELS), rank)
     if k is not None and k["step"].null_count < k.num_rows:
-        k = k.filter(pc.is_valid(k["step"]))
+        k = k.filter(pc.and_(pc.is_valid(k["step"]), pc.is_valid(k["start_ns"])))
         end = pc.add(k["start_ns"], pc.fill_null(k["dur_ns"], 0))
         g = pa.table({"step": k["step"], "s": k["start_ns"], "e": end}).group_by("step").aggregate(
             [("s", "min"), ("e", "max")])
-        w = [(st, a, b + 1) for st, a, b in zip(_col(g, "step"), _col(g, "s_min"), _col(g, "e_max"))]
+        w = [(st, a, b + 1) for st, a, b in zip(_col(g, "step"), _col(g, "s_min"), _col(g, "e_max"))
+             if a is not None]  # a step whose kernels have no start time (unreadable) has none
         if data_span is not None and len(w) == 1:  # a single step owns everything
             w = [(w[0][0], min(w[0][1], data_span[0]), max(w[0][2], data_span[1] + 1))]
         return w, "step windows from kernel_details Step Id spans"

@@ -124,10 +124,50 @@ def _typed(col: pa.Array, kind: str) -> pa.Array | None:
     return None
 
 
-def _convert(path: Path, name: str, col, kind: str, row0: int = 0) -> pa.Array:
+#: A time cell a spreadsheet rewrote in E-notation (``1.69512E+15``: 6 significant digits).
+_SCI_RE = r"^[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+$"
+#: A time of at least this many us is an absolute timestamp (us since 1970: ~1.7e15): E-notation
+#: puts it hours off, so it is left empty. A smaller value is a duration, read as written
+#: (its relative error stays ~1e-6).
+ABSOLUTE_US = 1e12
+
+
+def _e_notation(name: str, s: pa.Array, lossy: list | None) -> pa.Array:
+    """``s`` (trimmed text of a time column) with its absolute times in E-notation nulled; each
+    column with E-notation cells appends ``(column, cells, absolute cells nulled, example)`` to
+    ``lossy``."""
+    sci = pc.fill_null(pc.match_substring_regex(s, _SCI_RE), False)
+    n = pc.sum(sci.cast(pa.int64())).as_py() or 0
+    if not n:
+        return s
+    values = pc.if_else(sci, s, "0").cast(pa.float64())
+    absolute = pc.and_(sci, pc.greater_equal(pc.abs(values), ABSOLUTE_US))
+    n_abs = pc.sum(absolute.cast(pa.int64())).as_py() or 0
+    if lossy is not None:
+        lossy.append((name, n, n_abs, s.filter(sci)[0].as_py()))
+    return pc.if_else(absolute, pa.scalar(None, pa.string()), s)
+
+
+def report_lossy(problems: Problems, path: Path, lossy: list, rank, affects=()) -> None:
+    """One warning per time column of ``path`` that held values in E-notation (``lossy`` as
+    :func:`_e_notation` fills it): how many, which were left empty, an example."""
+    for name, n, n_abs, example in lossy:
+        if n_abs:
+            what = (f"{n_abs} absolute time(s) left empty (6 significant digits put them hours "
+                    f"off)" + (f", {n - n_abs} duration(s) read as written" if n > n_abs else ""))
+        else:
+            what = "read as written (about 6 significant digits)"
+        problems.add(path, f"column {name!r}: {n} value(s) in E-notation (e.g. {example}), "
+                           f"precision lost (the file went through a spreadsheet): {what}",
+                     rank=rank, severity="warning", affects=tuple(affects) if n_abs else ())
+
+
+def _convert(path: Path, name: str, col, kind: str, row0: int = 0,
+             lossy: list | None = None) -> pa.Array:
     """One CSV column (text, or already typed by read_csv) -> typed Arrow array (see module doc).
     Raises InputError naming the column and the data row of a bad cell (``row0``: the data
-    rows before this column's first, when the file is read in batches)."""
+    rows before this column's first, when the file is read in batches). Time cells in
+    E-notation: see :func:`_e_notation` (``lossy``)."""
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks()
     if not pa.types.is_string(col.type):
@@ -161,6 +201,7 @@ def _convert(path: Path, name: str, col, kind: str, row0: int = 0) -> pa.Array:
             _check(path, name, s, _NUM_RE, "not a number", row0)
             raise InputError(path, f"column {name!r}: not a number") from None
     if kind == NS:
+        s = _e_notation(name, s, lossy)
         try:
             return us_column_to_ns(s)
         except (ValueError, pa.ArrowInvalid) as e:
@@ -170,13 +211,15 @@ def _convert(path: Path, name: str, col, kind: str, row0: int = 0) -> pa.Array:
 
 
 def _build(path: Path, raw: pa.Table, rank: int, columns: dict[str, tuple[str, str]],
-           table: str, extra: dict[str, pa.Array] | None = None, row0: int = 0) -> pa.Table:
-    """Convert the ``columns`` (csv name -> (schema column, kind)) present in ``raw`` and conform."""
+           table: str, extra: dict[str, pa.Array] | None = None, row0: int = 0,
+           lossy: list | None = None) -> pa.Table:
+    """Convert the ``columns`` (csv name -> (schema column, kind)) present in ``raw`` and conform
+    (``lossy``: see :func:`_e_notation`)."""
     arrays = {"rank": pa.array(np.full(raw.num_rows, rank, dtype=np.int32))}
     present = set(raw.column_names)  # column_names builds a new list on every access
     for csv_name, (out, kind) in columns.items():
         if csv_name in present:
-            arrays[out] = _convert(path, csv_name, raw.column(csv_name), kind, row0)
+            arrays[out] = _convert(path, csv_name, raw.column(csv_name), kind, row0, lossy)
     arrays.update(extra or {})
     return S.conform(table, pa.table(arrays) if arrays else pa.table({}))
 
@@ -212,7 +255,8 @@ KERNEL_IGNORED = ("Model Name",)
 _KERNEL_TYPES = _read_types(KERNEL_COLUMNS)
 
 
-def read_kernel_details(path: Path, rank: int, bad_rows: list | None = None) -> pa.Table:
+def read_kernel_details(path: Path, rank: int, bad_rows: list | None = None,
+                        lossy: list | None = None) -> pa.Table:
     """kernel_details.csv (spec §A.2) -> :data:`~ascendprof.model.schemas.KERNELS`.
 
     Accepts the Level0 set (``[Step Id,] [Device_id,] Name, [Type,] Accelerator Core,
@@ -235,7 +279,7 @@ def read_kernel_details(path: Path, rank: int, bad_rows: list | None = None) -> 
             if _is_text_column(raw.column(name)):
                 continue
             pmu[S.PMU_PREFIX + name] = _convert(path, name, raw.column(name), FLOAT)
-    return _build(path, raw, rank, KERNEL_COLUMNS, S.KERNELS, pmu)
+    return _build(path, raw, rank, KERNEL_COLUMNS, S.KERNELS, pmu, lossy=lossy)
 
 
 class _Again(Exception):
@@ -401,7 +445,8 @@ STEP_TRACE_COLUMNS = {
 }
 
 
-def read_step_trace_time(path: Path, rank: int, bad_rows: list | None = None) -> pa.Table:
+def read_step_trace_time(path: Path, rank: int, bad_rows: list | None = None,
+                         lossy: list | None = None) -> pa.Table:
     """step_trace_time.csv (spec §A.1) -> :data:`~ascendprof.model.schemas.STEP_TRACE`.
 
     torch_npu writes ``Device_id`` first, MindSpore does not (device_id then null). Values in us
@@ -412,7 +457,7 @@ def read_step_trace_time(path: Path, rank: int, bad_rows: list | None = None) ->
     path = Path(path)
     raw = read_csv(path, bad_rows=bad_rows, required=STEP_TRACE_REQUIRED,
                    types=_read_types(STEP_TRACE_COLUMNS))
-    return _build(path, raw, rank, STEP_TRACE_COLUMNS, S.STEP_TRACE)
+    return _build(path, raw, rank, STEP_TRACE_COLUMNS, S.STEP_TRACE, lossy=lossy)
 
 
 # ----------------------------------------------------------------------------- statistics
@@ -424,7 +469,8 @@ OP_STATISTIC_COLUMNS = {
 }
 
 
-def read_op_statistic(path: Path, rank: int, bad_rows: list | None = None) -> pa.Table:
+def read_op_statistic(path: Path, rank: int, bad_rows: list | None = None,
+                      lossy: list | None = None) -> pa.Table:
     """op_statistic.csv (spec §A.3) -> :data:`~ascendprof.model.schemas.OP_STATISTIC`, as reported.
 
     ``Device_id`` is optional (older torch_npu omits it). Raises InputError.
@@ -433,7 +479,7 @@ def read_op_statistic(path: Path, rank: int, bad_rows: list | None = None) -> pa
     req = tuple(c for c in OP_STATISTIC_COLUMNS if c != "Device_id")
     raw = read_csv(path, bad_rows=bad_rows, required=req,
                    types=_read_types(OP_STATISTIC_COLUMNS))
-    return _build(path, raw, rank, OP_STATISTIC_COLUMNS, S.OP_STATISTIC)
+    return _build(path, raw, rank, OP_STATISTIC_COLUMNS, S.OP_STATISTIC, lossy=lossy)
 
 
 API_STATISTIC_COLUMNS = {
@@ -443,7 +489,8 @@ API_STATISTIC_COLUMNS = {
 }
 
 
-def read_api_statistic(path: Path, rank: int, bad_rows: list | None = None) -> pa.Table:
+def read_api_statistic(path: Path, rank: int, bad_rows: list | None = None,
+                       lossy: list | None = None) -> pa.Table:
     """api_statistic.csv (spec §A.4) -> :data:`~ascendprof.model.schemas.API_STATISTIC`.
 
     The ``Device_id`` column (literally ``host``) is dropped; Variance stays in us². Raises
@@ -452,7 +499,7 @@ def read_api_statistic(path: Path, rank: int, bad_rows: list | None = None) -> p
     path = Path(path)
     raw = read_csv(path, bad_rows=bad_rows, required=("Level", "API Name", "Time(us)", "Count"),
                    types=_read_types(API_STATISTIC_COLUMNS))
-    return _build(path, raw, rank, API_STATISTIC_COLUMNS, S.API_STATISTIC)
+    return _build(path, raw, rank, API_STATISTIC_COLUMNS, S.API_STATISTIC, lossy=lossy)
 
 
 # ----------------------------------------------------------------------------- memory
@@ -466,14 +513,15 @@ MEMORY_RECORD_COLUMNS = {
 }
 
 
-def read_memory_record(path: Path, rank: int, bad_rows: list | None = None) -> pa.Table:
+def read_memory_record(path: Path, rank: int, bad_rows: list | None = None,
+                       lossy: list | None = None) -> pa.Table:
     """memory_record.csv (spec §A.8) -> :data:`~ascendprof.model.schemas.MEMORY_RECORD` (MB = 2^20 B).
 
     Raises InputError."""
     path = Path(path)
     raw = read_csv(path, bad_rows=bad_rows, required=("Component", "Timestamp(us)"),
                    types=_read_types(MEMORY_RECORD_COLUMNS))
-    return _build(path, raw, rank, MEMORY_RECORD_COLUMNS, S.MEMORY_RECORD)
+    return _build(path, raw, rank, MEMORY_RECORD_COLUMNS, S.MEMORY_RECORD, lossy=lossy)
 
 
 OPERATOR_MEMORY_COLUMNS = {
@@ -488,7 +536,8 @@ OPERATOR_MEMORY_COLUMNS = {
 }
 
 
-def read_operator_memory(path: Path, rank: int, bad_rows: list | None = None) -> pa.Table:
+def read_operator_memory(path: Path, rank: int, bad_rows: list | None = None,
+                         lossy: list | None = None) -> pa.Table:
     """operator_memory.csv (spec §A.8) -> :data:`~ascendprof.model.schemas.OPERATOR_MEMORY`.
 
     Release time / duration are null for blocks not released inside the collection. Raises
@@ -496,7 +545,7 @@ def read_operator_memory(path: Path, rank: int, bad_rows: list | None = None) ->
     path = Path(path)
     raw = read_csv(path, bad_rows=bad_rows, required=("Name", "Size(KB)", "Allocation Time(us)"),
                    types=_read_types(OPERATOR_MEMORY_COLUMNS))
-    return _build(path, raw, rank, OPERATOR_MEMORY_COLUMNS, S.OPERATOR_MEMORY)
+    return _build(path, raw, rank, OPERATOR_MEMORY_COLUMNS, S.OPERATOR_MEMORY, lossy=lossy)
 
 
 NPU_MODULE_MEM_COLUMNS = {
@@ -506,7 +555,8 @@ NPU_MODULE_MEM_COLUMNS = {
 }
 
 
-def read_npu_module_mem(path: Path, rank: int, bad_rows: list | None = None) -> pa.Table:
+def read_npu_module_mem(path: Path, rank: int, bad_rows: list | None = None,
+                        lossy: list | None = None) -> pa.Table:
     """npu_module_mem.csv (spec §A.9) -> :data:`~ascendprof.model.schemas.NPU_MODULE_MEM`.
 
     torch_npu writes ``Total Reserved(MB)``; the CANN original ``Total Reserved(KB)`` is accepted
@@ -521,7 +571,7 @@ def read_npu_module_mem(path: Path, rank: int, bad_rows: list | None = None) -> 
             raise InputError(path, "missing column(s) Total Reserved(MB)")
         kb = _convert(path, "Total Reserved(KB)", raw.column("Total Reserved(KB)"), FLOAT)
         extra["total_reserved_mb"] = pc.divide(kb, 1024.0)
-    return _build(path, raw, rank, NPU_MODULE_MEM_COLUMNS, S.NPU_MODULE_MEM, extra)
+    return _build(path, raw, rank, NPU_MODULE_MEM_COLUMNS, S.NPU_MODULE_MEM, extra, lossy=lossy)
 
 
 STATIC_OP_MEM_COLUMNS = {
@@ -539,7 +589,8 @@ def _device_numbers(col) -> pa.Array:
     return pc.struct_field(num, "n").cast(pa.int32()) if len(s) else pa.nulls(0, pa.int32())
 
 
-def read_static_op_mem(path: Path, rank: int, bad_rows: list | None = None) -> pa.Table:
+def read_static_op_mem(path: Path, rank: int, bad_rows: list | None = None,
+                       lossy: list | None = None) -> pa.Table:
     """static_op_mem.csv (torch_npu / CANN, static graphs) ->
     :data:`~ascendprof.model.schemas.STATIC_OP_MEM`.
 
@@ -560,7 +611,7 @@ def read_static_op_mem(path: Path, rank: int, bad_rows: list | None = None) -> p
             raise InputError(path, "missing column(s) Size(KB)")
         mb = _convert(path, "Size(MB)", raw.column("Size(MB)"), FLOAT)
         extra["size_kb"] = pc.multiply(mb, 1024.0)
-    return _build(path, raw, rank, STATIC_OP_MEM_COLUMNS, S.STATIC_OP_MEM, extra)
+    return _build(path, raw, rank, STATIC_OP_MEM_COLUMNS, S.STATIC_OP_MEM, extra, lossy=lossy)
 
 
 #: file name -> (table name, parser) for the CSVs of ASCEND_PROFILER_OUTPUT.
@@ -754,6 +805,7 @@ def read_output_dir(source, options=None) -> "RankData":  # noqa: F821 (import b
         if fname not in present:
             continue
         bad: list = []
+        lossy: list = []
         try:
             if fname == KERNEL_DETAILS and bigtables.should_spill(out / fname):
                 negative: list = [0, None]
@@ -765,13 +817,15 @@ def read_output_dir(source, options=None) -> "RankData":  # noqa: F821 (import b
 
                         report_negative_durations(data, table, *negative)
                     continue
-            data.tables[table] = parse(out / fname, rank, bad_rows=bad)
+            data.tables[table] = parse(out / fname, rank, bad_rows=bad, lossy=lossy)
         except InputError as e:
             data.problems.add_error(e, rank=rank, affects=AFFECTS[fname])
             continue
         finally:
             if bad:
                 report_bad_rows(data.problems, out / fname, bad, rank, AFFECTS[fname])
+            if lossy:
+                report_lossy(data.problems, out / fname, lossy, rank, AFFECTS[fname])
         if data.tables[table].num_rows == 0:  # kept (the file exists), but say it is empty
             data.problems.warn(out / fname, "header only, no data rows", rank=rank)
 

@@ -112,7 +112,9 @@ def read_csv(path: Path, *, required: tuple[str, ...] = (), aliases: dict[str, s
     several times faster than converting text afterwards, and every :data:`MISSING_CELLS`
     spelling is null. A column with a cell that does not parse as its type comes back as text
     instead (so the caller's text conversion can name the bad cell); a file with duplicated
-    headers is read all text. Absolute times in us parse exactly as ``decimal128(p, 3)``.
+    headers is read all text. Absolute times in us parse exactly as ``decimal128(p, 3)``, unless
+    the file holds E-notation (``E+``), which a spreadsheet writes: decimal columns are then
+    text, for the caller to see what lost precision.
 
     ``bad_rows``: when a list is given, a data row with another number of fields than the
     header (a file cut off mid-row, a stray comma) is left out and ``(line, fields, expected)``
@@ -140,6 +142,10 @@ def read_csv(path: Path, *, required: tuple[str, ...] = (), aliases: dict[str, s
     table = None
     skipped: list = []
     collect = skipped if bad_rows is not None else None
+    if types is not None and (b"E+" in data or b"e+" in data):  # a spreadsheet's E-notation:
+        import pyarrow as pa  # the exact decimal read would take it as written; text shows it
+
+        types = {k: pa.string() if pa.types.is_decimal(v) else v for k, v in types.items()}
     if types is not None and len(set(finals)) == len(finals) and len(set(header)) == len(header):
         table = _read_typed(data, header, finals, types, other, collect)
     if table is None:
