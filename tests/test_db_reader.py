@@ -252,7 +252,12 @@ def test_timeline_tracks_follow_trace_view_conventions(shared_data):
     assert sum(r["task_type"] in ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIV", "DSA_SQE")
                and not r["name"].isupper() for r in hw) == n_compute
     comm = [r for r in rows if r["track"] == "communication"]
-    assert [r["thread"] for r in comm] == [f"Group {g} Communication" for g in groups]
+    big = [r for r in comm if not r["thread"].endswith(" tasks")]
+    assert [r["thread"] for r in big] == [f"Group {g} Communication" for g in groups]
+    # per op the extent of its HCCL tasks (every op of this export has tasks)
+    tasks = [r for r in comm if r["thread"].endswith(" tasks")]
+    assert [r["thread"] for r in tasks] == [f"Group {g} Communication tasks" for g in groups]
+    assert {r["task_type"] for r in tasks} == {"HCCL tasks"}
     assert [r["name"] for r in rows if r["track"] == "step"] == ["ProfilerStep#50"]
 
 

@@ -317,10 +317,37 @@ def _from_timeline(tables, rank):
     cm = tl.filter(pa.array(track == "communication"))
     big = _big_op_mask(cm.column("thread"))
     compute = _ivals(hw, comp_mask)
-    comm = _ivals(cm, big)
+    comm, comm_how = comm_sections(cm, big)
     receive = _ivals(cm, big & _receive_mask(cm.column("name")))
-    note = "" if big.any() else "; no HCCL big ops in the timeline (communication = 0)"
-    return (compute, comm, receive), f"{METHOD_TIMELINE} ({how}){note}"
+    note = "" if big.any() or comm_how else "; no HCCL big ops in the timeline (communication = 0)"
+    method = METHOD_TIMELINE if not comm_how else METHOD_TIMELINE.replace("HCCL big ops", comm_how)
+    return (compute, comm, receive), f"{method} ({how}){note}"
+
+
+#: task_type of the db's per-op communication sections (readers.db._hccl_task_extents)
+_FROM_OP_SPAN = "op span (no tasks)"
+
+
+def comm_sections(cm: pa.Table, big: np.ndarray) -> tuple[I.Intervals, str]:
+    """The communication intervals of a rank's 'communication' TIMELINE rows ``cm`` (``big``:
+    the HCCL big-op rows) and how they were found ("" for the big ops' spans).
+
+    When the input gives per HCCL op the extent of its tasks (rows off the big-op threads with
+    ``category`` 'communication': db TASK ⋈ COMMUNICATION_TASK_INFO, and the op's own span,
+    task_type ``op span (no tasks)``, for an op without tasks), the communication section is
+    their union -- an op's span may be wider than its tasks (torch_npu 2024 db exports).
+    Otherwise (text trace_view, whose planes carry no link) the big ops' spans."""
+    linked = np.zeros(len(big), bool)
+    if "category" in cm.column_names:
+        linked = _mask(pc.equal(cm.column("category"), "communication")) & ~big
+    if not linked.any():
+        return _ivals(cm, big), ""
+    spans = linked & _mask(pc.equal(cm.column("task_type"), _FROM_OP_SPAN))
+    n_tasks, n_spans = int((linked & ~spans).sum()), int(spans.sum())
+    how = f"HCCL ops' task extents ({n_tasks} ops, tasks linked by the profiler)"
+    if n_spans:
+        how += f" + the spans of {n_spans} HCCL op(s) without tasks"
+    return _ivals(cm, linked), how
 
 
 def _from_overlap(tables, rank):

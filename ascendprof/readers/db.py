@@ -23,7 +23,9 @@ Tables produced (all follow :mod:`ascendprof.model.schemas`):
   Notify Wait, SDMA, or ``Other`` in older releases); ``category`` = compute / communication /
   other by the task's links (:func:`_hardware_track`), so a compute kernel is exactly a task in
   COMPUTE_TASK_INFO, as §7.1.b counts it) and 'step' (``ProfilerStep#<id>`` from STEP_TIME).
-  HCCL small tasks ("Plane <k>" threads of trace_view) are not emitted.
+  HCCL small tasks ("Plane <k>" threads of trace_view) are not emitted; per HCCL op the extent
+  of its tasks (TASK ⋈ COMMUNICATION_TASK_INFO) is, as a 'communication' row on thread
+  ``Group <g> Communication tasks`` with ``category`` 'communication' (:func:`_hccl_task_extents`).
 - ``step_trace``: analysis.db StepTraceTime (us -> ns).
 - ``comm_ops`` / ``comm_bandwidth`` / ``comm_size_dist`` / ``comm_links``: analysis.db
   CommAnalyzerTime / CommAnalyzerBandwidth / CommAnalyzerMatrix (ms -> ns, MB kept).
@@ -276,6 +278,8 @@ def _fill_from_profiler_db(db: _Db, data: RankData) -> None:
             k = _kernels(db, windows, data.rank, device_id)
             data.tables[S.KERNELS] = k
         timeline_parts.append(_hardware_track(db))
+        if db.has("COMMUNICATION_TASK_INFO"):
+            timeline_parts.append(_hccl_task_extents(db))
     if need("COMMUNICATION_OP"):
         comm = _comm_big_ops(db)
         if S.KERNELS in data.tables:
@@ -461,6 +465,57 @@ def _hardware_track(db: _Db) -> pa.Table:
     n = t.num_rows
     return (t.append_column("track", pa.array(["hardware"] * n, pa.string()))
             .append_column("process", pa.array(["Ascend Hardware"] * n, pa.string())))
+
+
+#: Thread of the 'communication' rows that give an HCCL op's communication section
+#: (:func:`_hccl_task_extents`); their task_type says where it came from.
+TASK_EXTENT_THREAD = "Group {} Communication tasks"
+FROM_TASKS, FROM_OP_SPAN = "HCCL tasks", "op span (no tasks)"
+
+
+def _hccl_task_extents(db: _Db) -> pa.Table:
+    """Per HCCL op its communication section: the extent of its tasks (TASK ⋈
+    COMMUNICATION_TASK_INFO on globalTaskId, grouped by opId, else by op name), [first task start,
+    last task end], task_type :data:`FROM_TASKS`; for a COMMUNICATION_OP without any task its
+    own span, task_type :data:`FROM_OP_SPAN`. One 'communication' timeline row per op on thread
+    ``Group <group> Communication tasks``, name = the op name, category ``communication``.
+
+    Their union is the profiler's communication section: equal to the COMMUNICATION_OP spans in
+    the 2025 exports, narrower where an older release (2024) wrote op spans wider than their
+    tasks. The step breakdown's recompute uses them."""
+    s = db.string
+    cti = db.columns("COMMUNICATION_TASK_INFO")
+    ops = db.has("COMMUNICATION_OP")
+    by_id = "opId" in cti and (not ops or "opId" in db.columns("COMMUNICATION_OP"))
+    c_key, o_key = ("c.opId", "o.opId") if by_id else ("c.name", "o.opName")
+    group = "c.groupName" if "groupName" in cti else "NULL"
+    ext = (f"SELECT {c_key} AS op, MIN(c.name) AS name, MIN({group}) AS grp, "
+           f"MIN(t.startNs) AS s, MAX(t.endNs) AS e FROM COMMUNICATION_TASK_INFO c "
+           f"JOIN TASK t ON t.globalTaskId = c.globalTaskId GROUP BY {c_key}")
+    if ops:
+        sql = (f"WITH x AS ({ext}) "
+               f"SELECT {s('o', 'opName')}, {s('o', 'groupName')}, COALESCE(x.s, o.startNs), "
+               f"COALESCE(x.e, o.endNs) - COALESCE(x.s, o.startNs), "
+               f"CASE WHEN x.op IS NULL THEN '{FROM_OP_SPAN}' ELSE '{FROM_TASKS}' END "
+               f"FROM COMMUNICATION_OP o LEFT JOIN x ON x.op = {o_key} "
+               f"UNION ALL SELECT {s('x', 'name')}, {s('x', 'grp')}, x.s, x.e - x.s, "
+               f"'{FROM_TASKS}' FROM x WHERE x.op NOT IN "
+               f"(SELECT {o_key} FROM COMMUNICATION_OP o WHERE {o_key} IS NOT NULL) "
+               f"ORDER BY 3")
+    else:
+        sql = (f"WITH x AS ({ext}) SELECT {s('x', 'name')}, {s('x', 'grp')}, x.s, x.e - x.s, "
+               f"'{FROM_TASKS}' FROM x ORDER BY 3")
+    t = db.query(sql, ["name", "group", "start_ns", "dur_ns", "task_type"],
+                 {"name": pa.string(), "group": pa.string(), "start_ns": pa.int64(),
+                  "dur_ns": pa.int64(), "task_type": pa.string()})
+    n = t.num_rows
+    thread = pc.binary_join_element_wise(
+        "Group ", pc.fill_null(t["group"], ""), " Communication tasks", "")
+    return (t.drop_columns(["group"])
+            .append_column("thread", thread)
+            .append_column("category", pa.array(["communication"] * n, pa.string()))
+            .append_column("track", pa.array(["communication"] * n, pa.string()))
+            .append_column("process", pa.array(["Communication"] * n, pa.string())))
 
 
 def _overlap_track(db: _Db) -> pa.Table:
