@@ -122,7 +122,11 @@ def rank_fragments(comm_ops: pa.Table | None, comm_bandwidth: pa.Table | None,
         bw = _first_rows(_only_ops(bw, ops), OP_KEY + ("transport",))
         dist = _first_rows(_only_ops(dist, ops), OP_KEY + ("transport", "packet_size_mb"))
     infos = opinfo_texts(ops, bw, dist)
-    totals = step_totals(ops, bw, dist)
+    # db input (its bandwidth rows carry a Large Packet Ratio): msprof-analyze writes 0 in totals
+    db_like = (not from_communication_json(ops) and bw is not None
+               and "large_packet_ratio" in bw.column_names
+               and bw.column("large_packet_ratio").null_count < bw.num_rows)
+    totals = step_totals(ops, bw, dist, 0 if db_like else None)
     cols = ops.select(list(OP_KEY)).to_pydict()
     ranks = cols["rank"]
     order = sorted(range(len(ranks)), key=ranks.__getitem__)  # stable: file order in a rank

@@ -20,11 +20,12 @@ class _Totals:
     """Running 'Total Op Info' of OPINFOs (CommunicationAnalysis totals): time fields and per
     transport size / time / size distribution summed in the order the OPINFOs are added."""
 
-    __slots__ = ("t", "b")
+    __slots__ = ("t", "b", "lpr")
 
     def __init__(self):
         self.t: dict[str, float] = {}
         self.b: dict[str, dict] = {}
+        self.lpr = None  # "Large Packet Ratio" of the totals, when the parts have one
 
     def add(self, info: dict) -> None:
         t, b = self.t, self.b
@@ -36,6 +37,8 @@ class _Totals:
             if tot is None:
                 tot = b[transport] = {"Transit Time(ms)": 0, "Transit Size(MB)": 0,
                                       "Size Distribution": {}}
+            if "Large Packet Ratio" in part and self.lpr is None:
+                self.lpr = part["Large Packet Ratio"]
             tot["Transit Time(ms)"] += part.get("Transit Time(ms)", 0)
             tot["Transit Size(MB)"] += part.get("Transit Size(MB)", 0)
             sizes = tot["Size Distribution"]
@@ -49,6 +52,8 @@ class _Totals:
     def result(self) -> dict:
         for tot in self.b.values():
             tot["Bandwidth(GB/s)"] = ratio(tot["Transit Size(MB)"], tot["Transit Time(ms)"])
+            if self.lpr is not None:
+                tot["Large Packet Ratio"] = self.lpr
         return {TIME_INFO: with_ratios(self.t), BANDWIDTH_INFO: self.b}
 
 
@@ -80,12 +85,14 @@ def _sums(table: pa.Table, keys: list, columns) -> list[dict]:
     return g.sort_by(f"{ROW}_min").drop_columns([f"{ROW}_min"]).to_pylist()
 
 
-def step_totals(ops: pa.Table, bw: pa.Table | None, dist: pa.Table | None
-                 ) -> dict[tuple, dict[str, dict]]:
+def step_totals(ops: pa.Table, bw: pa.Table | None, dist: pa.Table | None,
+                large_packet_ratio=None) -> dict[tuple, dict[str, dict]]:
     """(rank, kind, group) -> step key -> its 'Total Op Info' (CommunicationAnalysis totals):
     time fields summed (a field no op has is left out), ratios from the sums, per transport
-    summed Transit Time / Size, Size Distribution and Bandwidth(GB/s) = MB/ms. Times in ms."""
-    return totals_from_sums(step_sums(ops, bw, dist))
+    summed Transit Time / Size, Size Distribution and Bandwidth(GB/s) = MB/ms. Times in ms.
+    ``large_packet_ratio``: the value of a "Large Packet Ratio" key in every transport entry
+    (msprof-analyze writes 0 in the totals of db input); None: no such key (its text input)."""
+    return totals_from_sums(step_sums(ops, bw, dist), large_packet_ratio)
 
 
 def step_sums(ops: pa.Table, bw: pa.Table | None, dist: pa.Table | None) -> dict:
@@ -129,7 +136,7 @@ def add_sums(acc: dict, more: dict) -> dict:
     return acc
 
 
-def totals_from_sums(sums: dict) -> dict[tuple, dict[str, dict]]:
+def totals_from_sums(sums: dict, large_packet_ratio=None) -> dict[tuple, dict[str, dict]]:
     out: dict[tuple, dict[str, dict]] = {}
     for (rank, kind, group, step), r in sums["ops"].items():
         t = with_ratios({label: r[col] / 1e6 for label, col in TIME_FIELDS
@@ -140,6 +147,9 @@ def totals_from_sums(sums: dict) -> dict[tuple, dict[str, dict]]:
         out[(rank, kind, group)][step][BANDWIDTH_INFO][transport] = {
             "Transit Time(ms)": time_ms, "Transit Size(MB)": size, "Size Distribution": {},
             "Bandwidth(GB/s)": ratio(size, time_ms)}
+        if large_packet_ratio is not None:
+            out[(rank, kind, group)][step][BANDWIDTH_INFO][transport]["Large Packet Ratio"] = \
+                large_packet_ratio
     for (rank, kind, group, step, transport, size), (count, dur) in sums["dist"].items():
         entry = out[(rank, kind, group)][step][BANDWIDTH_INFO].get(transport)
         if entry is not None:  # sizes count only under a transport the op reports
