@@ -480,7 +480,14 @@ def _lp_task_time(data, d, src):
 
 
 def _lp_step_trace(data, d, src):
-    assert _n(data, S.ITERATIONS) > 0
+    """Every step_trace file repeats the iterations: one row per distinct iteration."""
+    its = set()
+    for p in (d / f"device_{src.device_id}" / "timeline").glob("step_trace_*.json"):
+        for e in json.loads(p.read_text()):
+            it = (e.get("args") or {}).get("Iteration ID")
+            if e.get("ph") == "X" and it is not None:
+                its.add(int(it))
+    assert _n(data, S.ITERATIONS) == len(its) > 0
 
 
 def _lp_timeline(data, d, src):
@@ -539,7 +546,11 @@ def _lg_cluster_analyse(data, root, rank):
 
 
 def _lg_hccl_raw(data, root, rank):
-    assert (root / f"hccl_raw_{rank}.csv").is_file() and _n(data, S.COMM_OPS) > 0
+    """One COMM_OPS row per op of each step's communication_operator_cost."""
+    want = sum(len(json.loads(r["communication_operator_cost"]))
+               for r in _csv_rows(root / f"hccl_raw_{rank}.csv")
+               if r["step_num"] not in ("-", "0", "") and r["communication_operator_cost"])
+    assert _n(data, S.COMM_OPS) == want > 0
 
 
 def _lg_timeline_data(data, root, rank):
