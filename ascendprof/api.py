@@ -359,6 +359,10 @@ def rebuild_report(out: str | os.PathLike, dest: str | os.PathLike | None = None
     page = out / REPORT_NAME
     manifest = outdir.read_manifest(out)
     listed = manifest is not None and REPORT_NAME in manifest["files"]
+    if os.path.islink(page) or (os.path.lexists(page) and not _regular(page)):
+        raise outdir.OutputConflict(
+            f"{page}: a symbolic link, FIFO or device is never replaced; move it away or give "
+            f"-o FILE")
     if os.path.lexists(page) and not listed and not (page.is_file() and ours(page)):
         raise outdir.OutputConflict(
             f"{page} exists and ascendprof did not write it; move it away or give -o FILE")
@@ -366,6 +370,15 @@ def rebuild_report(out: str | os.PathLike, dest: str | os.PathLike | None = None
     if manifest is not None and not listed:
         outdir.adopt(out, REPORT_NAME)
     return path
+
+
+def _regular(path: Path) -> bool:
+    import stat
+
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _frame(df) -> "pd.DataFrame":

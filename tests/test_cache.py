@@ -284,15 +284,29 @@ def test_result_file_round_trip_and_checks(cluster):
     refused(data[:-10])                                    # truncated
     refused(data[:-1] + bytes([data[-1] ^ 1]))             # a flipped bit in the blobs
     refused(b"\x80\x04K\x01." + data)                      # not our magic (a pickle)
-    n = struct.unpack_from("<Q", data, len(RF.MAGIC))[0]
-    start = len(RF.MAGIC) + 8
+    at = len(RF.MAGIC) + RF._HASH_BYTES
+    n = struct.unpack_from("<Q", data, at)[0]
+    start = at + 8
     head = orjson.loads(data[start:start + n])
 
-    def with_head(h):
+    def with_head(h, rehash=True):
+        """The file with header ``h``, its hash made anew (the checks behind the hash) or
+        left as it was (an edit the hash must catch)."""
         raw = orjson.dumps(h)
-        return RF.MAGIC + struct.pack("<Q", len(raw)) + raw + data[start + n:]
+        body = struct.pack("<Q", len(raw)) + raw + data[start + n:]
+        digest = RF._digest([body]) if rehash else data[len(RF.MAGIC):at]
+        return RF.MAGIC + digest + body
 
     assert RF.decode(with_head(head), "fp", src).rank == res.rank  # re-encoding is fine
+    # the header is covered by the hash: the rank edited (same length), nothing else changed
+    other_rank = orjson.loads(orjson.dumps(head))
+    other_rank["rank"] = 7 if res.rank != 7 else 6
+    refused(with_head(other_rank, rehash=False))
+    refused(with_head(other_rank))  # and behind a recomputed hash: not the source's rank
+    for key in ("../../../../x/PLANTED", "a/b", ".hidden", ""):
+        planted = orjson.loads(orjson.dumps(head))
+        planted["table_rows"][key] = 1
+        refused(with_head(planted))
     bomb = orjson.loads(orjson.dumps(head))
     bomb["fragments"][0]["chunks"][0][0] = 1 << 40         # claims a 1 TB chunk
     refused(with_head(bomb))

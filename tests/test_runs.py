@@ -156,3 +156,23 @@ def test_one_job_copied_per_host_is_one_run(tmp_path):
 def test_unknown_run_name_is_a_usage_error(qwen3):
     with pytest.raises(UsageError, match="no run"):
         load_sources(qwen3, run="nope")
+
+
+def test_each_run_folders_are_unique(shared_data, tmp_path):
+    """Before: runs `in/a/b/` and `in/a_b/` both went to `out/a_b`, the second replacing the
+    first without a word. Each run now has its own folder, holding that run's ranks."""
+    lv = shared_data / "torch_npu-2rank-levels" / "text"
+    root = tmp_path / "in"
+    shutil.copytree(lv / "level0", root / "a" / "b")
+    shutil.copytree(lv / "level1", root / "a_b")
+    r = CliRunner().invoke(main, ["analyse", str(root), "--each-run", "-q", "--no-html",
+                                  "-o", str(tmp_path / "out")])
+    assert r.exit_code == 0, r.output
+    folders = sorted(p for p in (tmp_path / "out").iterdir())
+    assert len(folders) == 2, folders
+    got = {}
+    for f in folders:
+        doc = json.loads((f / "summary.json").read_text())
+        got[f.name] = {str(Path(s["path"]).parent.relative_to(root)) for s in doc["sources"]}
+    assert sorted(map(sorted, got.values())) == [["a/b"], ["a_b"]]
+    assert all(name.startswith("a_b-") for name in got)

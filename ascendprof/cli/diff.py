@@ -76,19 +76,27 @@ def command(a, b, ranks_text, fmt, table, top, out, workers, html):
     from ascendprof import api
 
     ranks = _parse_ranks(ranks_text)
+    inputs = [p for p in (a, b) if p is not None and p.exists()]
     if out is not None:
         from ascendprof.engine.outdir import check_output_dir
 
-        out = check_output_dir(out, [p for p in (a, b) if p is not None and p.exists()])
+        out = check_output_dir(out, inputs)
+    page_path = None
+    if html is not None:  # refused before the work, not after it
+        from ascendprof.report.html import ours
+        from ascendprof.sysio.atomic import check_report_path
+
+        page_path = Path(html) if html else (out or Path(".")) / "diff.html"
+        check_report_path(page_path, inputs, ours=ours)
     result = api.diff(a, b, ranks=tuple(ranks) if ranks else None, workers=workers)
 
     if out is not None:
-        _write_all(out, result)
+        _write_all(out, result, inputs)
     page = None
-    if html is not None:
+    if page_path is not None:
         from ascendprof.report.html.diffpage import write_diff_page
 
-        page = write_diff_page(result, Path(html) if html else (out or Path(".")) / "diff.html")
+        page = write_diff_page(result, page_path, inputs)
     if fmt == "json":
         import orjson
 
@@ -108,45 +116,42 @@ def command(a, b, ranks_text, fmt, table, top, out, workers, html):
                    err=fmt != "text")
 
 
-def _write_all(out: Path, result) -> None:
-    """Every table as CSV plus diff.json into ``out``; a file of those names is replaced only
-    when ascendprof wrote it (same CSV header; a diff.json with its keys), checked for all of
-    them before any is written."""
-    import os
-
+def _write_all(out: Path, result, inputs=()) -> None:
+    """Every table as CSV plus diff.json into ``out`` under the rule of every report path
+    (:func:`ascendprof.sysio.atomic.write_report`): a file of those names is replaced only when
+    ascendprof wrote it (same CSV header; a diff.json with its keys), checked for all of them
+    before any is written."""
     import orjson
 
-    from ascendprof.model.errors import OutputError
-    from ascendprof.sysio.atomic import write_frame_csv, write_json
+    from ascendprof.sysio.atomic import check_report_path, write_report
+    from ascendprof.sysio.csvsafe import csv_safe_frame
 
     tables = result.tables()
 
-    def ours(path: Path, name: str) -> bool:
-        try:
+    def ours_for(name: str):
+        def ours(path: Path) -> bool:
             with open(path, "rb") as f:
                 head = f.read(1 << 20)
-        except OSError:
-            return False
-        if name == "diff.json":
-            try:
-                doc = orjson.loads(head)
-            except orjson.JSONDecodeError:
-                return False
-            return isinstance(doc, dict) and {"a", "b", "explanation"} <= set(doc)
-        header = ",".join(tables[name[:-4]].columns).encode()
-        return head.split(b"\n", 1)[0].rstrip(b"\r") == header
+            if name == "diff.json":
+                try:
+                    doc = orjson.loads(head)
+                except orjson.JSONDecodeError:
+                    return False
+                return isinstance(doc, dict) and {"a", "b", "explanation"} <= set(doc)
+            header = ",".join(tables[name[:-4]].columns).encode()
+            return head.split(b"\n", 1)[0].rstrip(b"\r") == header
+        return ours
 
     names = [f"{n}.csv" for n in tables] + ["diff.json"]
     for name in names:
-        path = out / name
-        if os.path.islink(path) or (path.exists() and not path.is_file()):
-            raise OutputError(f"{path}: not a regular file; choose another -o")
-        if path.exists() and path.stat().st_size and not ours(path, name):
-            raise OutputError(f"{path}: exists and ascendprof did not write it; choose "
-                              f"another -o")
+        check_report_path(out / name, inputs, ours=ours_for(name))
     for name, df in tables.items():
-        write_frame_csv(out / f"{name}.csv", df)
-    write_json(out / "diff.json", result.as_dict())
+        data = csv_safe_frame(df).to_csv(index=False, lineterminator="\n").encode("utf-8")
+        write_report(out / f"{name}.csv", data, ours=ours_for(f"{name}.csv"), inputs=inputs)
+    write_report(out / "diff.json", orjson.dumps(result.as_dict(), option=orjson.OPT_INDENT_2
+                                                 | orjson.OPT_SERIALIZE_NUMPY
+                                                 | orjson.OPT_NON_STR_KEYS),
+                 ours=ours_for("diff.json"), inputs=inputs)
 
 
 def _f(v, digits: int = 3) -> str:

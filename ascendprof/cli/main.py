@@ -217,10 +217,13 @@ def analyse(directory, out, fmt, workers, executor, scheduler, no_tables, no_cac
     if not directory.exists():
 
         raise UsageError(f"{directory}: no such file or directory")
+    from ascendprof.scan.runs import folder_names
+
     _, runs = runs_of(directory)
+    folders = folder_names([r.name for r in runs])
     code = 0
     for r in runs:
-        sub = out / (r.name.replace(os.sep, "_").replace("#", "-") if r.name != "." else "run")
+        sub = out / folders[r.name]
         if fmt == "text":
             click.echo(f"== run {r.describe()} -> {sub}")
         code = max(code, api.analyse(directory, sub, run=r.name, **kwargs))

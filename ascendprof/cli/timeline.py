@@ -135,7 +135,7 @@ def command(directory, out, fmt, ranks_text, steps_text, window, align_clocks, m
              f"median {w['median']:.1f} µs, p95 {w['p95']:.1f} µs")
     else:
         echo("clock skew between ranks: not measurable (no collective seen on two ranks)")
-    path = E.write(tl, out, fmt, str(directory))
+    path = E.write(tl, out, fmt, str(directory), [directory])
     echo(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
     for p in tl.problems:
         echo(f"{p.severity}: {p.line()}", markup=False)

@@ -3,7 +3,10 @@
 The cache directory may be shared (``$ASCENDPROF_CACHE``) or copied from elsewhere, so what is
 read back must never be able to run code: no pickle. The file is::
 
-    MAGIC | header length (uint64 little-endian) | header (JSON) | blobs
+    MAGIC | hash (20 bytes) | header length (uint64 little-endian) | header (JSON) | blobs
+
+The hash (BLAKE2b) covers everything after it: header and blobs, so an edited rank, table
+name or table row is a miss like a truncated file.
 
 The header holds the scalars (rank, breakdown method, metadata, problems, missing files, table
 row counts, the advice findings (plain JSON), the cache fingerprint it belongs to, a hash of the
@@ -21,8 +24,11 @@ import struct
 
 import orjson
 
-MAGIC = b"ASCENDPROF-RANKRESULT\x00v1\n"
+from ascendprof.engine.cache import expected_rank, safe_name
+
+MAGIC = b"ASCENDPROF-RANKRESULT\x00v2\n"
 _LEN = struct.Struct("<Q")
+_HASH_BYTES = 20
 #: attributes of RankResult holding one Arrow table or None
 TABLE_FIELDS = ("breakdown", "op_partial", "kernel_partial", "memberships")
 #: LZ4 cannot expand data more than ~255x; a claimed size beyond this is not ours
@@ -73,19 +79,19 @@ def encode(result, fingerprint: str) -> bytes:
             "steps": [ref(s) for s in f.steps],
         } for f in result.comm_fragments],
     }
-    header["blobs_hash"] = _digest(blobs)
     head = orjson.dumps(header, option=orjson.OPT_SERIALIZE_NUMPY)
-    return b"".join((MAGIC, _LEN.pack(len(head)), head, *blobs))
+    body = (_LEN.pack(len(head)), head, *blobs)
+    return b"".join((MAGIC, _digest(body), *body))
 
 
-def _digest(parts) -> str:
-    """Hash of the blob area (damage such as a truncated or partly overwritten file)."""
+def _digest(parts) -> bytes:
+    """Hash of the header and blob area (damage, or an edit of any byte)."""
     import hashlib
 
-    h = hashlib.blake2b(digest_size=16)
+    h = hashlib.blake2b(digest_size=_HASH_BYTES)
     for p in parts:
         h.update(p)
-    return h.hexdigest()
+    return h.digest()
 
 
 def _ipc(table) -> bytes:
@@ -106,10 +112,12 @@ def decode(data: bytes, fingerprint: str, source):
     from ascendprof.model.results import RankResult
 
     view = memoryview(data)
-    if not data.startswith(MAGIC) or len(data) < len(MAGIC) + _LEN.size:
+    at = len(MAGIC) + _HASH_BYTES
+    if not data.startswith(MAGIC) or len(data) < at + _LEN.size:
         raise BadResult("not a result file")
-    (n,) = _LEN.unpack_from(data, len(MAGIC))
-    start = len(MAGIC) + _LEN.size
+    _want(bytes(view[len(MAGIC):at]) == _digest([view[at:]]), "hash")
+    (n,) = _LEN.unpack_from(data, at)
+    start = at + _LEN.size
     if n > min(_MAX_HEADER, len(data) - start):
         raise BadResult("header length out of range")
     try:
@@ -118,7 +126,6 @@ def decode(data: bytes, fingerprint: str, source):
         raise BadResult(f"header: {e}") from None
     blobs = view[start + n:]
     _want(isinstance(h, dict) and h.get("fingerprint") == fingerprint, "fingerprint")
-    _want(h.get("blobs_hash") == _digest([blobs]), "blob hash")
 
     def blob(r) -> bytes:
         _want(isinstance(r, list) and len(r) == 2 and all(_is_int(x) for x in r)
@@ -133,15 +140,16 @@ def decode(data: bytes, fingerprint: str, source):
         return t
 
     rank = h.get("rank")
-    _want(_is_int(rank), "rank")
+    _want(_is_int(rank) and rank == expected_rank(source), "rank")
     _want(isinstance(h.get("breakdown_method"), str), "breakdown_method")
     _want(isinstance(h.get("meta"), dict), "meta")
     _want(isinstance(h.get("missing"), list) and all(isinstance(x, str) for x in h["missing"]),
           "missing")
     rows = h.get("table_rows")
-    _want(isinstance(rows, dict) and all(_is_int(v) for v in rows.values()), "table_rows")
+    _want(isinstance(rows, dict) and all(safe_name(k) and _is_int(v) and v >= 0
+                                         for k, v in rows.items()), "table_rows")
     tables = h.get("tables")
-    _want(isinstance(tables, dict), "tables")
+    _want(isinstance(tables, dict) and all(isinstance(k, str) for k in tables), "tables")
     advice = h.get("advice")
     _want(advice is None or (isinstance(advice, dict) and isinstance(advice.get("findings"), list)
                              and isinstance(advice.get("status"), dict)), "advice")

@@ -131,13 +131,13 @@ def build(sources, *, steps=None, window=None, align=False, workers=None,
     return Timeline(events, joined, names, skew, align, problems)
 
 
-def write(tl: Timeline, path: Path, fmt: str, root: str) -> Path:
-    """Write ``tl`` to ``path`` in ``fmt`` ('chrome' or 'perfetto')."""
-
+def write(tl: Timeline, path: Path, fmt: str, root: str, inputs=()) -> Path:
+    """Write ``tl`` to ``path`` in ``fmt`` ('chrome' or 'perfetto'); ``inputs`` are never
+    written into or over (sysio.atomic.write_report_pieces)."""
     if fmt == "perfetto":
-        return trace.write_perfetto(path, tl.events, tl.joined, tl.names)
+        return trace.write_perfetto(path, tl.events, tl.joined, tl.names, inputs)
     other = {"producer": f"ascendprof {__version__}", "source": root,
              "clock_skew": {k: v for k, v in tl.skew.items() if k != "offset_ns"},
              "clock_offset_ns": {str(k): v for k, v in tl.skew["offset_ns"].items()},
              "clocks_aligned_on_collectives": tl.aligned}
-    return trace.write_chrome(path, tl.events, tl.joined, tl.names, other)
+    return trace.write_chrome(path, tl.events, tl.joined, tl.names, other, inputs)

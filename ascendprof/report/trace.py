@@ -17,7 +17,7 @@ Two formats:
   members of each collective.
 
 Events are written in the order given (analyze.timeline.lanes sorts them); the file is written
-atomically (sysio.atomic).
+under the rule of every report path (sysio.atomic.write_report_pieces).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 import orjson
 import pyarrow as pa
 
-from ascendprof.sysio.atomic import write_pieces
+from ascendprof.sysio.atomic import check_report_path, write_report_pieces
 
 #: how a Chrome trace this module wrote begins (the producer is the first otherData key)
 CHROME_SIGNATURE = b'{"displayTimeUnit":"ns","otherData":{"producer":"ascendprof '
@@ -175,31 +175,14 @@ def written_by_us(path: Path) -> bool:
 
 
 def check_target(path: Path, inputs=()) -> None:
-    """Refuse (OutputError, exit 2) a trace path ascendprof must not write: a directory, a
-    symbolic link, a FIFO or device, an existing file ascendprof did not write, one of the
-    ``inputs`` or a path inside an input directory. Called before any work."""
-    import os
-    import stat
-
-    from ascendprof.model.errors import OutputError
-    from ascendprof.sysio.atomic import check_report_path
-
-    path = Path(path)
-    check_report_path(path, inputs)
-    if os.path.islink(path):
-        raise OutputError(f"{path}: is a symbolic link; the trace is written only to a plain file")
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return
-    if not stat.S_ISREG(st.st_mode):
-        raise OutputError(f"{path}: not a regular file; give a file name")
-    if st.st_size and not written_by_us(path):
-        raise OutputError(f"{path}: exists and ascendprof did not write it; remove it or give "
-                          f"another file name")
+    """Refuse (OutputError, exit 2) before any work a trace path ascendprof must not write,
+    under the rule of every report path (:func:`ascendprof.sysio.atomic.check_report_path`): a
+    directory, a block device, a symlink to nothing, an existing file ascendprof did not write,
+    one of the ``inputs``, a path inside an input directory or a file of an input tree."""
+    check_report_path(Path(path), inputs, ours=written_by_us)
 
 
-def write_chrome(path: Path, events: pa.Table, joined, names, other: dict) -> Path:
+def write_chrome(path: Path, events: pa.Table, joined, names, other: dict, inputs=()) -> Path:
     """Write ``events`` (analyze.timeline.lanes order) as Chrome trace JSON to ``path``
     (atomically). ``joined``: analyze.timeline.flows of the same table; ``names``: rank ->
     process name; ``other``: metadata stored under ``otherData``."""
@@ -208,7 +191,8 @@ def write_chrome(path: Path, events: pa.Table, joined, names, other: dict) -> Pa
         import pyarrow.compute as pc
 
         base = int(pc.min(events.column("start_ns")).as_py()) // 10**9 * 10**9
-    return write_pieces(path, chrome_pieces(events, joined, names, other, base))
+    return write_report_pieces(path, chrome_pieces(events, joined, names, other, base),
+                               ours=written_by_us, inputs=inputs)
 
 
 def perfetto_pieces(events: pa.Table, joined: list[list[int]], names: dict[int, str]):
@@ -291,9 +275,11 @@ def _end(u, t, TrackEvent):
     return fill
 
 
-def write_perfetto(path: Path, events: pa.Table, joined, names) -> Path:
-    """Write ``events`` as a Perfetto protobuf trace to ``path`` (atomically)."""
-    return write_pieces(path, perfetto_pieces(events, joined, names))
+def write_perfetto(path: Path, events: pa.Table, joined, names, inputs=()) -> Path:
+    """Write ``events`` as a Perfetto protobuf trace to ``path`` (rule of
+    :func:`ascendprof.sysio.atomic.write_report_pieces`)."""
+    return write_report_pieces(path, perfetto_pieces(events, joined, names),
+                               ours=written_by_us, inputs=inputs)
 
 
 __all__ = ["write_chrome", "write_perfetto", "check_target", "written_by_us", "chrome_pieces", "perfetto_pieces",

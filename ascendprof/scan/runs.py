@@ -235,3 +235,25 @@ def pick(runs: list[Run], wanted: str) -> Run | None:
     if w.isdigit() and 1 <= int(w) <= len(runs):
         return runs[int(w) - 1]
     return None
+
+
+def folder_names(names: list[str]) -> dict[str, str]:
+    """One output folder name per run name (``analyse --each-run``): the run's path with ``/``
+    as ``_`` and ``#`` as ``-`` (``.`` is ``run``), unique: names that would meet in one folder
+    (``a/b`` and ``a_b``) each get 8 hex digits of a hash of the run name, so no run's outputs
+    replace another's and the same run keeps its folder from one call to the next."""
+    import hashlib
+
+    def plain(n: str) -> str:
+        return n.replace(os.sep, "_").replace("/", "_").replace("#", "-") if n != "." else "run"
+
+    counts: dict[str, int] = {}
+    for n in names:
+        counts[plain(n).lower()] = counts.get(plain(n).lower(), 0) + 1  # case-blind file systems
+    out = {}
+    for n in names:
+        p = plain(n)
+        if counts[p.lower()] > 1:
+            p = f"{p}-{hashlib.sha256(n.encode('utf-8', 'surrogateescape')).hexdigest()[:8]}"
+        out[n] = p
+    return out

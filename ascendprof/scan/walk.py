@@ -123,7 +123,7 @@ def _walk(root: Path, problems: Problems | None = None):
     def unreadable(e: OSError):
         _record_unlistable(problems, e)
 
-    for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable, followlinks=False):
+    for dirpath, dirnames, filenames in _walk_iter(str(root), unreadable):
         try:
             st = os.stat(dirpath)
         except OSError as e:
@@ -141,6 +141,39 @@ def _walk(root: Path, problems: Problems | None = None):
                 if os.path.islink(os.path.join(dirpath, d)):
                     _record_symlinked_dir(problems, Path(dirpath) / d)
         yield dirpath, dirnames, sorted(filenames)
+
+
+def _walk_iter(top: str, onerror):
+    """``os.walk(top, onerror=onerror, followlinks=False)``, top-down, without recursion: any
+    depth is walked (Python 3.11's os.walk recurses and a chain of ~1,000 folders raised
+    RecursionError). The caller may prune or reorder the yielded ``dirnames`` in place;
+    symlinked directories are listed in ``dirnames`` but never entered."""
+    stack = [top]
+    while stack:
+        d = stack.pop()
+        try:
+            with os.scandir(d) as it:
+                entries = list(it)
+        except OSError as e:
+            onerror(e)
+            continue
+        dirnames, filenames, links = [], [], set()
+        for e in entries:
+            try:
+                is_dir = e.is_dir()
+            except OSError:
+                is_dir = False
+            if is_dir:
+                dirnames.append(e.name)
+                try:
+                    if e.is_symlink():
+                        links.add(e.name)
+                except OSError:
+                    pass
+            else:
+                filenames.append(e.name)
+        yield d, dirnames, filenames
+        stack.extend(os.path.join(d, n) for n in reversed(dirnames) if n not in links)
 
 
 def _record_unlistable(problems: Problems | None, e: OSError) -> None:

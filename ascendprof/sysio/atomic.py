@@ -1,8 +1,10 @@
 """Atomic output: every file is written to a temporary name beside it, then renamed.
 
 An interrupted run leaves complete files or none; a second run to the same directory replaces
-files cleanly. Report paths the user names (gate reports, report.html, diff.html) go through
-:func:`write_report`, which never replaces what ascendprof did not write and never writes into
+files cleanly. Every file path the user names (gate --junit / --markdown, report -o, diff
+--html and diff -o's tables, timeline -o) goes through one rule, :func:`check_report_path`
+before the work and :func:`write_report` / :func:`write_report_pieces` after it: never replace
+what ascendprof did not write, never replace a symlink, FIFO or device, never write into or over
 an input.
 """
 
@@ -18,62 +20,99 @@ from pathlib import Path
 
 import orjson
 
+from ascendprof.model.errors import OutputError
 from ascendprof.sysio.csvsafe import csv_safe, csv_safe_frame
 from ascendprof.sysio.parquet import parquet_bytes
 
+#: files looked at when telling whether a report path is (a link to) a file of an input tree;
+#: beyond this the report path is refused rather than risk writing over an input
+INPUT_FILES_LIMIT = 500_000
 
-def write_report(path: Path, data: bytes, *, signature: bytes, inputs=(),
+
+def write_report(path: Path, data: bytes, *, signature: bytes = b"", ours=None, inputs=(),
                  append: bool = False) -> Path:
-    """Write a report file the user named (gate --junit / --markdown) without destroying
-    anything: ``data`` replaces ``path`` atomically only when ``path`` is absent or a regular
-    file that starts with ``signature`` (ascendprof wrote it). Otherwise it is written
-    through, never replaced: a FIFO, device or terminal (also behind a symlink, e.g.
-    /proc/self/fd/1) receives the bytes; an empty regular file (``$GITHUB_STEP_SUMMARY`` at the
-    start of a step) is filled in place; a non-empty regular file that ascendprof did not write
-    gets ``data`` appended when ``append`` (Markdown step summaries are appended to) and is
-    refused otherwise. Raises OutputError (exit 2) for a directory, a path that is one of the
-    ``inputs`` or lies inside an input directory, a FIFO nobody reads, or a failed write.
-    """
-    from ascendprof.model.errors import OutputError
+    """Write a report file the user named (gate --junit / --markdown, report -o, diff --html,
+    diff -o's tables) without destroying anything; the rule is :func:`write_report_pieces`'s.
+    ``signature``: how every file of this kind ascendprof writes begins (what marks an existing
+    file as ours), or ``ours``: a function of the path saying so."""
+    return write_report_pieces(path, (data,), ours=ours if ours is not None else signature,
+                               inputs=inputs, append=append)
 
+
+def write_report_pieces(path: Path, pieces, *, ours, inputs=(), append: bool = False) -> Path:
+    """Write the byte strings of ``pieces`` to the user-named ``path`` under the one rule of
+    every file ascendprof writes outside its output directories:
+
+    - ``path`` absent: created atomically (temp file beside it + rename);
+    - a regular file ascendprof wrote (``ours``: a prefix the file starts with, or a function
+      of the path): replaced atomically;
+    - written through, never replaced: a FIFO, a character device or terminal (also behind a
+      symlink, e.g. /proc/self/fd/1), an empty regular file (``$GITHUB_STEP_SUMMARY`` at the
+      start of a step) and a symlink to a file ascendprof wrote (the link stays a link);
+    - a non-empty regular file ascendprof did not write: ``pieces`` appended when ``append``
+      (Markdown step summaries are appended to), refused otherwise;
+    - refused (OutputError, exit 2): a directory, a block device, a symlink to nothing, one
+      of the ``inputs`` or a path inside an input directory, a file that is one of the input
+      trees' files under another name (symlink or hard link), a FIFO nobody reads, a failed
+      write (full disk, no permission).
+    """
     path = Path(path)
+    how = _plan(path, inputs, ours, append)
+    if how == "replace":
+        return _output_call(path, write_pieces, path, pieces)
+    return _write_through(path, pieces, truncate=how == "truncate")
+
+
+def check_report_path(path: Path, inputs=(), *, ours=None, append: bool = False) -> None:
+    """Refuse (OutputError, exit 2) before any work a path :func:`write_report_pieces` would
+    refuse after it: a directory, a block device, a symlink to nothing, an input or a file of an
+    input tree, and (when ``ours`` is given) a non-empty file ascendprof did not write, unless
+    ``append``."""
+    _plan(Path(path), inputs, ours, append)
+
+
+def _plan(path: Path, inputs, ours, append: bool) -> str:
+    """How ``path`` may be written: 'replace' (atomic), 'truncate' or 'append' (write-through),
+    or OutputError."""
     _refuse_input(path, inputs)
     try:
         st = os.stat(path)
     except FileNotFoundError:
         if os.path.islink(path):
             raise OutputError(f"{path}: a symbolic link to nothing; not followed") from None
-        return _output_call(path, write_bytes, path, data)
+        return "replace"
     except OSError as e:
         raise OutputError(f"{path}: cannot write the report: {e.strerror or e}") from None
     if stat.S_ISDIR(st.st_mode):
         raise OutputError(f"{path}: is a directory; give a file name")
-    if stat.S_ISREG(st.st_mode):
-        ours = _starts_with(path, signature)
-        if ours and not os.path.islink(path):
-            return _output_call(path, write_bytes, path, data)
-        if ours or st.st_size == 0:
-            return _write_through(path, data, truncate=True)
-        if append:
-            return _write_through(path, b"\n" + data, truncate=False)
-        raise OutputError(f"{path}: exists and ascendprof did not write it; remove it or give "
-                          f"another file name")
-    return _write_through(path, data, truncate=False)  # FIFO, device, terminal, socket
+    if stat.S_ISBLK(st.st_mode):
+        raise OutputError(f"{path}: is a block device; a report is never written to a disk")
+    if not stat.S_ISREG(st.st_mode):
+        return "append"  # FIFO, character device, terminal, socket: written through
+    _refuse_input_file(path, st, inputs)
+    if ours is None:  # check_report_path without knowing what ascendprof's files look like
+        return "unknown"
+    link = os.path.islink(path)
+    if _is_ours(path, ours):
+        return "truncate" if link else "replace"
+    if st.st_size == 0:
+        return "truncate"
+    if append:
+        return "append"
+    raise OutputError(f"{path}: exists and ascendprof did not write it; remove it or give "
+                      f"another file name")
 
 
-def check_report_path(path: Path, inputs=()) -> None:
-    """Refuse (OutputError, exit 2) a report path that cannot be right, before any work: a
-    directory, or one of the ``inputs`` / a path inside an input directory."""
-    from ascendprof.model.errors import OutputError
-
-    _refuse_input(Path(path), inputs)
-    if os.path.isdir(path):
-        raise OutputError(f"{path}: is a directory; give a file name")
+def _is_ours(path: Path, ours) -> bool:
+    if callable(ours):
+        try:
+            return bool(ours(path))
+        except OSError:
+            return False
+    return _starts_with(path, ours)
 
 
 def _refuse_input(path: Path, inputs) -> None:
-    from ascendprof.model.errors import OutputError
-
     where = Path(os.path.abspath(path))
     real = Path(os.path.realpath(path))
     for i in inputs:
@@ -92,6 +131,47 @@ def _refuse_input(path: Path, inputs) -> None:
                               f"; write the report elsewhere")
 
 
+def _refuse_input_file(path: Path, st: os.stat_result, inputs) -> None:
+    """Refuse an existing ``path`` (stat ``st``) that is a file of an input tree under another
+    name: a hard link, or a file an input's symlink points to (a report appended to a baseline
+    that links to a shared CSV would damage that baseline)."""
+    ident = (st.st_dev, st.st_ino)
+    seen = 0
+    for i in inputs:
+        if i is None:
+            continue
+        stack = [str(i)]
+        while stack:
+            top = stack.pop()
+            try:
+                if not os.path.isdir(top) or os.path.islink(top):
+                    s = os.stat(top)
+                    if (s.st_dev, s.st_ino) == ident:
+                        raise OutputError(f"{path}: is the input file {top} under another "
+                                          f"name; write the report elsewhere")
+                    continue
+                with os.scandir(top) as it:
+                    entries = list(it)
+            except OSError:
+                continue
+            for e in entries:
+                seen += 1
+                if seen > INPUT_FILES_LIMIT:
+                    raise OutputError(f"{path}: exists, and the inputs hold more than "
+                                      f"{INPUT_FILES_LIMIT} files to compare it with; give a "
+                                      f"new file name")
+                try:
+                    if e.is_dir(follow_symlinks=False):
+                        stack.append(e.path)
+                        continue
+                    s = e.stat(follow_symlinks=True)
+                except OSError:
+                    continue
+                if (s.st_dev, s.st_ino) == ident:
+                    raise OutputError(f"{path}: is the input file {e.path} under another name; "
+                                      f"write the report elsewhere")
+
+
 def _starts_with(path: Path, signature: bytes) -> bool:
     if not signature:
         return False
@@ -102,11 +182,9 @@ def _starts_with(path: Path, signature: bytes) -> bool:
         return False
 
 
-def _write_through(path: Path, data: bytes, *, truncate: bool) -> Path:
+def _write_through(path: Path, pieces, *, truncate: bool) -> Path:
     """Open the existing ``path`` for writing (never creating or replacing it) and write
-    ``data``: non-blocking open, so a FIFO without a reader fails instead of hanging."""
-    from ascendprof.model.errors import OutputError
-
+    ``pieces``: non-blocking open, so a FIFO without a reader fails instead of hanging."""
     flags = os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
     flags |= os.O_TRUNC if truncate else os.O_APPEND
     try:
@@ -115,12 +193,16 @@ def _write_through(path: Path, data: bytes, *, truncate: bool) -> Path:
         why = ("a FIFO that nobody reads" if e.errno == errno.ENXIO else e.strerror or str(e))
         raise OutputError(f"{path}: cannot write the report: {why}") from None
     try:
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode) and not truncate and st.st_size:
+            os.write(fd, b"\n")  # an appended report starts on a line of its own
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)  # a reader that is slow is waited for, not dropped
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
+        for data in pieces:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
     except OSError as e:
         raise OutputError(f"{path}: cannot write the report: {e.strerror or e}") from None
     finally:
@@ -129,8 +211,6 @@ def _write_through(path: Path, data: bytes, *, truncate: bool) -> Path:
 
 
 def _output_call(path: Path, fn, *args):
-    from ascendprof.model.errors import OutputError
-
     try:
         return fn(*args)
     except OSError as e:

@@ -127,17 +127,14 @@ def read_csv(path: Path, *, required: tuple[str, ...] = (), aliases: dict[str, s
     """
     path = Path(path)
     data = read_payload(path)
+    nl = data.find(b"\n", 0, HEADER_MAX_BYTES + 1)
+    header = _checked_header(path, data if nl < 0 else data[:nl],
+                             nl < 0 and len(data) > HEADER_MAX_BYTES)
     if not data.isascii():  # isascii is a quick scan; most profiler CSVs are pure ASCII
         try:
             data.decode("utf-8")
         except UnicodeDecodeError as e:
             raise InputError(path, "not UTF-8 text", where=e.start) from None
-    nl = data.find(b"\n")
-    header_line = (data if nl < 0 else data[:nl]).rstrip(b"\r")
-    try:
-        header = _header_names(header_line)
-    except ValueError as e:
-        raise InputError(path, f"malformed CSV: {e}") from None
     finals = [(aliases or {}).get(n.strip(), n.strip()) for n in header]
     table = None
     skipped: list = []
@@ -240,26 +237,50 @@ def _read_typed(data: bytes, header: list[str], finals: list[str], types: dict, 
 STREAM_BLOCK_BYTES = 16 << 20
 
 
+#: the longest header line a CSV may have (real profiler headers are < 2 KB); a file without a
+#: line end in its first MB (a NUL-filled file left by a crash) is refused after reading that MB
+HEADER_MAX_BYTES = 1 << 20
+
+
 def csv_header(path: Path) -> list[str]:
-    """The header names of a CSV as written (first line, UTF-8 BOM dropped). Raises
-    InputError when the file cannot be read, is empty or the header is malformed."""
+    """The header names of a CSV as written (first line, UTF-8 BOM dropped). Reads at most
+    :data:`HEADER_MAX_BYTES` (each block searched once: bounded work at any file size). Raises
+    InputError when the file cannot be read, is empty, the header is malformed, holds NUL bytes
+    or has no line end within that limit."""
+    blocks: list[bytes] = []
+    size = 0
     try:
         with open_regular(path) as f:
-            head = f.read(1 << 16)
-            while b"\n" not in head:
+            while size <= HEADER_MAX_BYTES:
                 more = f.read(1 << 16)
                 if not more:
                     break
-                head += more
+                blocks.append(more)
+                size += len(more)
+                if b"\n" in more:
+                    break
     except OSError as e:
         raise InputError(path, f"cannot read: {e.strerror or e}") from None
+    head = b"".join(blocks)
     if head.startswith(b"\xef\xbb\xbf"):
         head = head[3:]
     if not head.strip():
         raise InputError(path, "empty file")
-    line = head.split(b"\n", 1)[0].rstrip(b"\r")
+    nl = head.find(b"\n")
+    return _checked_header(path, head if nl < 0 else head[:nl], nl < 0 and size > HEADER_MAX_BYTES)
+
+
+def _checked_header(path: Path, line: bytes, unended: bool) -> list[str]:
+    """The names of the header ``line`` (InputError for NUL bytes, an over-long line or a
+    malformed one)."""
+    if b"\0" in line:
+        raise InputError(path, "NUL bytes in the header line (a file cut off or zero-filled by "
+                               "a crash?); not read", where=line.index(b"\0"))
+    if unended or len(line) > HEADER_MAX_BYTES:
+        raise InputError(path, f"no line end in the first {HEADER_MAX_BYTES >> 20} MB: no CSV "
+                               f"header; not read")
     try:
-        return _header_names(line)
+        return _header_names(line.rstrip(b"\r"))
     except ValueError as e:
         raise InputError(path, f"malformed CSV: {e}") from None
 

@@ -182,11 +182,15 @@ def build_sections(result) -> list[Section]:
     return out
 
 
-def write_diff_page(result, dest: Path) -> Path:
-    """Write diff.html for ``result`` (compare.diff.DiffResult) to ``dest`` atomically."""
-    from ascendprof.sysio.atomic import write_bytes
+def write_diff_page(result, dest: Path, inputs=()) -> Path:
+    """Write diff.html for ``result`` (compare.diff.DiffResult) to ``dest`` under the rule of
+    every report path (:func:`ascendprof.sysio.atomic.write_report`: never one of the
+    ``inputs`` or inside one, never replacing a file ascendprof did not write, a symlink, FIFO
+    or device). Raises OutputError (exit 2)."""
+    from ascendprof.report.html import ours
+    from ascendprof.sysio.atomic import write_report
 
     sections = build_sections(result)
     html = render(sections, f"ascendprof diff: {result.a} vs {result.b}", "diff.html.j2",
                   a=result.a, b=result.b, explanation=result.explanation)
-    return write_bytes(Path(dest), html.encode("utf-8"))
+    return write_report(Path(dest), html.encode("utf-8"), ours=ours, inputs=inputs)

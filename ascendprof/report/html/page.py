@@ -109,10 +109,16 @@ def build_page(out: Path) -> str:
 
 
 def write_report(out: Path, dest: Path | None = None) -> Path:
-    """Write the page of the analysis in ``out`` to ``dest`` (default ``out/report.html``),
-    atomically; returns its path."""
-    from ascendprof.sysio.atomic import write_bytes
+    """Write the page of the analysis in ``out`` to ``dest`` (default ``out/report.html``,
+    atomically); returns its path. A ``dest`` the user named follows the rule of every report
+    path (:func:`ascendprof.sysio.atomic.write_report`): checked before the page is built,
+    never inside ``out`` (the input here), never replacing what ascendprof did not write."""
+    from ascendprof.report.html import ours
+    from ascendprof.sysio.atomic import check_report_path, write_bytes
+    from ascendprof.sysio.atomic import write_report as write_named
 
     out = Path(out)
-    dest = Path(dest) if dest is not None else out / REPORT_NAME
-    return write_bytes(dest, build_page(out).encode("utf-8"))
+    if dest is None:
+        return write_bytes(out / REPORT_NAME, build_page(out).encode("utf-8"))
+    check_report_path(Path(dest), [out], ours=ours)
+    return write_named(Path(dest), build_page(out).encode("utf-8"), ours=ours, inputs=[out])
