@@ -100,7 +100,8 @@ def test_time_beyond_int64_names_file_and_value(tmp_path):
 
 # --- the typed way (Arrow's converter) against the per-value rules ---------------------------
 
-from ascendprof.readers import communication as C  # noqa: E402
+from ascendprof.readers.communication import columns, layout  # noqa: E402
+from ascendprof.readers.communication import per_value as C  # noqa: E402
 from conftest import FIXTURES  # noqa: E402
 
 
@@ -109,7 +110,7 @@ def _both(data, path):
     out = []
     for typed in (True, False):
         try:
-            out.append(C._communication_tables(data, path, 5, None, typed))
+            out.append(C.tables_from_json(data, path, 5, None, typed))
         except Exception as e:  # noqa: BLE001 - compared below
             out.append(e)
     return out
@@ -131,9 +132,9 @@ def test_typed_way_on_real_files():
         raw = f.read_bytes()
         assert b"true" not in raw and b"false" not in raw
         data = json.loads(raw)
-        o_info = [op["Communication Time Info"] for _, _, _, op in C._iter_ops(data, f, None, 0)]
+        o_info = [op["Communication Time Info"] for _, _, _, op in layout.iter_ops(data, f, None, 0)]
         o_bw = [op.get("Communication Bandwidth Info") for _, _, _, op in
-                C._iter_ops(data, f, None, 0)]
+                layout.iter_ops(data, f, None, 0)]
         assert C._typed_columns(o_info, o_bw) is not None  # real files take the typed way
         typed, per_value = _both(data, f)
         _assert_same(typed, per_value)
@@ -217,8 +218,8 @@ _json_scalar = st.one_of(st.none(), st.integers(-2**70, 2**70), st.text(max_size
 _json_value = st.recursive(_json_scalar, lambda inner: st.one_of(
     st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=3)),
     max_leaves=6)
-_time_keys = st.sampled_from([k for _, k in C._OP_MS + C._OP_RATIOS] + ["Start Timestamp(us)"])
-_bw_keys = st.sampled_from([k for _, k in (C._BW_MS,) + C._BW_FLOATS])
+_time_keys = st.sampled_from([k for _, k in columns.OP_MS + columns.OP_RATIOS] + ["Start Timestamp(us)"])
+_bw_keys = st.sampled_from([k for _, k in (columns.BW_MS,) + columns.BW_FLOATS])
 _pair = st.one_of(st.lists(st.one_of(st.none(), st.integers(-2**60, 2**60),
                                      st.floats(-1e6, 1e6, allow_nan=False)), max_size=3),
                   _json_value)
@@ -253,7 +254,7 @@ def test_typed_way_matches_per_value_rules(ops):
                                  b"[true]", b"x false", b"falsetrue", b"trUe", b"t r u e",
                                  b"{\"a\": fals e}", b"truefals", b"xxtrue", b"xfalse"])
 def test_true_or_false_scan_edges(raw):
-    assert C.has_true_or_false(raw) == (b"true" in raw or b"false" in raw)
+    assert columns.has_true_or_false(raw) == (b"true" in raw or b"false" in raw)
 
 
 @settings(max_examples=500, deadline=None)
@@ -262,4 +263,4 @@ def test_true_or_false_scan_edges(raw):
 def test_true_or_false_scan_is_substring_search(parts):
     # the reference is Python's own substring search, over text made of the needles' letters
     raw = b"".join(parts)
-    assert C.has_true_or_false(raw) == (b"true" in raw or b"false" in raw)
+    assert columns.has_true_or_false(raw) == (b"true" in raw or b"false" in raw)

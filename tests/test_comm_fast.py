@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError
 from ascendprof.model.problems import Problems
-from ascendprof.readers import comm_fast as F
+from ascendprof.readers.communication import fast as F
 from ascendprof.readers import communication as C
 from conftest import QWEN3
 

@@ -27,7 +27,7 @@ from ascendprof.sysio import bigtables
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError
 from ascendprof.readers import ascend_output as AO
-from ascendprof.readers import comm_fast as F
+from ascendprof.readers.communication import fast as F
 from ascendprof.sysio import textio
 from conftest import QWEN3
 

@@ -681,7 +681,8 @@ def read_cluster_communication(path: Path):
     older ``{"collective" | "p2p": {step: {...}}}``; the ``Total Op Info@<group>`` entries are
     sums and left out. Each rank's OPINFO goes through the communication.json reader, so values
     and the checks on them are those of a rank's own file (§A.5). Raises InputError."""
-    from ascendprof.readers.communication import KINDS, _communication_tables, op_kind
+    from ascendprof.readers.communication import KINDS, op_kind
+    from ascendprof.readers.communication import tables_from_json as _communication_tables
     from ascendprof.sysio.textio import read_json
     from ascendprof.model import schemas as S
 

@@ -901,25 +901,25 @@ def _respill(spilled, fn):
 
 
 def read_communication_spilled(path: Path, rank: int, problems: Problems | None = None):
-    """communication.json too large to hold, read in batches (comm_fast.iter_tables) into
+    """communication.json too large to hold, read in batches (communication.iter_tables) into
     spilled COMM_OPS / COMM_BANDWIDTH / COMM_SIZE_DIST with aligned row groups
     (:mod:`ascendprof.sysio.bigtables`). Returns ``({COMM_OPS: slim table}, {name:
-    SpilledTable})``; a file the streaming reader hands back (comm_fast.Reread) is read whole
+    SpilledTable})``; a file the streaming reader hands back (communication.Reread) is read whole
     and returned as ``(tables, {})``. Raises InputError."""
     from ascendprof.sysio import bigtables
-    from ascendprof.readers import comm_fast
-    from ascendprof.readers.communication import read_communication_per_value
+    from ascendprof.readers.communication import (Reread, iter_tables,
+                                                  read_communication_per_value)
 
     writers: dict = {}
     parts = []
     try:
-        for batch in comm_fast.iter_tables(path, rank, problems, whole_file_bytes=0):
+        for batch in iter_tables(path, rank, problems, whole_file_bytes=0):
             for name, t in batch.items():
                 if name not in writers:
                     writers[name] = bigtables.SpillWriter(name, t.schema)
                 writers[name].write(t)
             parts.append(bigtables.slim(S.COMM_OPS, batch[S.COMM_OPS]))
-    except comm_fast.Reread:
+    except Reread:
         for w in writers.values():
             w.abort()
         return read_communication_per_value(path, rank, problems), {}
