@@ -18,6 +18,7 @@ import pandas as pd
 from ascendprof.compare.diff import GroupLabel, Side, aggregate_kernels, group_labels
 from ascendprof.compare.gate.csv_inputs import (CLUSTER_STEP_TRACE, OP_STATISTICS, check_csv_cells,
                                                 check_duplicates, ranks_of)
+from ascendprof.compare.gate import links as L
 from ascendprof.compare.gate.errors import GateInputError
 from ascendprof.engine import pipeline
 from ascendprof.model import schemas as S
@@ -28,13 +29,14 @@ from ascendprof.readers.communication import KINDS, _communication_tables, op_ki
 from ascendprof.report import readback
 from ascendprof.report.readback import COMMUNICATION_FILE
 from ascendprof.scan import load_sources
+from ascendprof.sysio.textio import read_json
 
 #: The folder msprof-analyze writes its cluster files into, under its -o directory.
 PEER_OUTPUT = "cluster_analysis_output"
 
 _KERNEL_COLS = ["rank", "step", "name", "op_type", "accelerator_core", "input_shapes", "dur_ns"]
 #: the per-rank tables the gate compares (besides the kernels)
-_SMALL = (S.STEP_TRACE, S.COMM_OPS, S.COMM_BANDWIDTH, S.OP_STATISTIC)
+_SMALL = (S.STEP_TRACE, S.COMM_OPS, S.COMM_BANDWIDTH, S.OP_STATISTIC, S.COMM_LINKS)
 
 
 def is_output_dir(path: Path) -> bool:
@@ -124,6 +126,8 @@ def _side_from_parts(label: str, parts: list[_RankPart], known_groups=None) -> S
     side.comm_ops = _cat([p.tables.get(S.COMM_OPS) for p in parts])
     side.comm_bw = _cat([p.tables.get(S.COMM_BANDWIDTH) for p in parts])
     side.groups = group_labels(side.comm_ops, {p.rank: p.metadata for p in parts}, known_groups)
+    side.links = L.from_rank_links(_cat([p.tables.get(S.COMM_LINKS) for p in parts]),
+                                   side.groups)
     return side
 
 
@@ -152,6 +156,9 @@ def load_output_dir(path: Path) -> Side:
     if side.comm_ops is None and (path / COMMUNICATION_FILE).is_file():
         side.comm_ops, side.comm_bw, seen = read_cluster_communication(path / COMMUNICATION_FILE)
         side.groups = {**seen, **_groups_from_json(path)}
+    matrix = path / readback.MATRIX_FILE
+    if side.links is None and matrix.is_file():
+        side.links = L.from_matrix(readback.matrix_links(read_json(matrix)))
     side.ranks = ranks_of(side)
     if not side.ranks:
         raise GateInputError(path, "analyse output directory without any usable table")

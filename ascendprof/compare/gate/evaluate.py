@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ascendprof.compare.gate.rules import BANDWIDTH, OP_TIME, STEP_METRIC_NAMES, Rule, metric_unit
+from ascendprof.compare.gate.rules import (BANDWIDTH, LINK_BANDWIDTH, OP_TIME, STEP_METRIC_NAMES,
+                                           Rule, metric_unit)
 
 #: Columns of the check table :func:`evaluate` returns (one row per rule and scope key).
 CHECK_COLUMNS = ["rule", "metric", "scope", "key", "unit", "baseline", "current", "change",
@@ -24,6 +25,8 @@ _SOURCES = {
              "a profiling directory)",
     "comm": "communication data (communication.json / analysis.db in a profiling directory, or "
             "a cluster_communication.json beside the CSVs)",
+    "link": "the links of communication_matrix.json in a profiling directory, or a "
+            "cluster_communication_matrix.json beside the CSVs",
 }
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
@@ -35,7 +38,8 @@ def _scope_values(obs: pd.DataFrame, rule: Rule, ranks=None) -> pd.DataFrame:
     Values are first summed within (rank, step, scope key) — bandwidth as Σ size / Σ time.
     ``ranks``: when given, scopes other than ``rank`` use only these ranks (the ones both inputs
     have). Returns columns ``key, values``."""
-    o = obs[obs["metric"] == rule.metric]
+    o = obs[obs["metric"] == (LINK_BANDWIDTH if rule.metric == BANDWIDTH and rule.scope == "link"
+                              else rule.metric)]
     if ranks is not None and rule.scope != "rank":
         o = o[o["rank"].isin(ranks)]
     if not len(o):
@@ -45,7 +49,7 @@ def _scope_values(obs: pd.DataFrame, rule: Rule, ranks=None) -> pd.DataFrame:
         o["skey"] = "cluster"
     elif rule.scope == "rank":
         o["skey"] = "rank " + o["rank"].astype(str)
-    else:  # op_type / group
+    else:  # op_type / group / link
         o["skey"] = o["key"].astype(str)
     if rule.metric == BANDWIDTH:
         o["skey"] = o["skey"] + " " + o["transport"]
@@ -99,11 +103,12 @@ def evaluate(baseline: pd.DataFrame, current: pd.DataFrame, rules: list[Rule],
 
 def _skip_rule(rule: Rule, no_b: bool, no_c: bool) -> list:
     kind = ("step" if rule.metric in STEP_METRIC_NAMES else OP_TIME if rule.metric == OP_TIME
-            else "comm")
+            else "link" if rule.scope == "link" else "comm")
     who = "neither input has" if no_b and no_c else "the baseline has no" if no_b else \
         "the current input has no"
     what = {"step": f"{rule.metric} values", OP_TIME: "op times",
-            "comm": f"{rule.metric} per communication group"}[kind]
+            "comm": f"{rule.metric} per communication group",
+            "link": "src -> dst links"}[kind]
     note = f"skipped: {who} {what}; it comes from {_SOURCES[kind]}"
     return [rule.name, rule.metric, rule.scope, NO_KEY, metric_unit(rule.metric), None, None,
             None, None, rule.limit_pct, rule.floor, SKIP, 0, None, None, 0, None, None, note,

@@ -6,10 +6,18 @@ from __future__ import annotations
 import pandas as pd
 
 from ascendprof.compare.diff import COMM_CORES, COMM_METRICS, STEP_METRICS, GroupLabel, Side
-from ascendprof.compare.gate.rules import BANDWIDTH, OP_TIME
+from ascendprof.compare.gate.format import ranges
+from ascendprof.compare.gate.rules import BANDWIDTH, LINK_BANDWIDTH, OP_TIME
 
 #: Columns of the observation table.
 OBS_COLUMNS = ["metric", "rank", "step", "key", "transport", "value", "denom"]
+
+
+def link_group(g: GroupLabel) -> str:
+    """A group as links name it: ``tp (0-7)`` (parallel-group name and rank ranges; the ranks
+    alone, or the group id, when that is all there is). Short at any cluster size."""
+    rs = f"({ranges(g.ranks)})" if g.ranks else ""
+    return " ".join(x for x in (g.pg_name, rs) if x) or g.name
 
 
 def observations(side: Side) -> pd.DataFrame:
@@ -20,7 +28,10 @@ def observations(side: Side) -> pd.DataFrame:
       from op_statistic totals (step ``""``) divided by the rank's step count when known;
     - group metrics: per (rank, step, group label) Σ over the group's ops, ns;
     - ``bandwidth``: per (rank, step, group label, transport) ``value`` = Σ size (MB) and
-      ``denom`` = Σ transit time (ns); GB/s = value / (denom / 1e6).
+      ``denom`` = Σ transit time (ns); GB/s = value / (denom / 1e6);
+    - :data:`~ascendprof.compare.gate.rules.LINK_BANDWIDTH`: the same per (src rank, step, link
+      ``"<group> <src>-><dst>"``, transport), from :attr:`Side.links`; the group as its
+      parallel-group name and rank ranges (``tp (0-7) 2->3``: :func:`link_group`).
     """
     rows = []
     nsteps: dict[int, int] = {}
@@ -71,6 +82,18 @@ def observations(side: Side) -> pd.DataFrame:
                                   "transport": g["transport"].astype(str),
                                   "value": g["size_mb"].astype(float),
                                   "denom": g["transit_ns"].astype(float)}))
+    if side.links is not None and len(side.links):
+        k = side.links
+        label = k["group"].map(lambda g: link_group(side.groups.get(str(g)) or GroupLabel(str(g))))
+        k = k[k["size_mb"] > 0]
+        label = label[k.index]
+        rows.append(pd.DataFrame({"metric": LINK_BANDWIDTH, "rank": k["src"].astype(int),
+                                  "step": k["step_key"].astype(str),
+                                  "key": label + " " + k["src"].astype(str) + "->"
+                                  + k["dst"].astype(str),
+                                  "transport": k["transport"].astype(str),
+                                  "value": k["size_mb"].astype(float),
+                                  "denom": k["transit_ns"].astype(float)}))
     rows = [r for r in rows if len(r)]
     if not rows:
         return pd.DataFrame(columns=OBS_COLUMNS)

@@ -36,16 +36,19 @@ class GateResult:
     def regression(self) -> bool:
         return bool(len(self.failures))
 
-    def summary_line(self) -> str:
-        """One line: counts, and the failed checks named (metric, scope key, change)."""
+    def summary_line(self, most: int = 10) -> str:
+        """One line: counts, and the failed checks named (metric, scope key, change): the
+        ``most`` first of them, then how many more."""
         c = self.checks["verdict"].value_counts()
         head = (f"{int(c.get(FAIL, 0))} regression(s), {int(c.get(PASS, 0))} passed, "
                 f"{int(c.get(SKIP, 0))} skipped")
         if not self.regression:
             return "no regression: " + head
         items = [f"{r.metric} {r.key} {fmt_change(r.change, r.change_pct, r.unit)}"
-                 for r in self.failures.itertuples()]
-        return "REGRESSION: " + head + " — " + "; ".join(items)
+                 for r in self.failures.head(most).itertuples()]
+        more = len(self.failures) - len(items)
+        return "REGRESSION: " + head + " — " + "; ".join(items) + (
+            f"; and {more} more" if more > 0 else "")
 
     def as_dict(self) -> dict:
         checks = self.checks.astype(object).where(pd.notna(self.checks), None)

@@ -19,14 +19,16 @@ from ascendprof.compare.gate.errors import GateUsageError
 STEP_METRIC_NAMES = tuple(STEP_METRICS)
 OP_TIME = "op_time"        #: an op type's total kernel time per step (kernel_details / op_statistic)
 BANDWIDTH = "bandwidth"    #: GB/s per transport: Σ Transit Size / Σ Transit Time (spec §7.2)
+#: the observations of ``bandwidth@link`` (src -> dst links, from communication_matrix.json)
+LINK_BANDWIDTH = "link bandwidth"
 GROUP_METRICS = tuple(COMM_METRICS)  #: elapse, transit, wait, synchronization, idle per group
 METRICS = STEP_METRIC_NAMES + (OP_TIME, BANDWIDTH) + GROUP_METRICS
 
-SCOPES = ("cluster", "rank", "op_type", "group")
+SCOPES = ("cluster", "rank", "op_type", "group", "link")
 #: Which scopes each metric kind allows.
 _SCOPES_OF = {**{m: ("cluster", "rank") for m in STEP_METRIC_NAMES},
               OP_TIME: ("op_type", "rank", "cluster"),
-              BANDWIDTH: ("group", "rank", "cluster"),
+              BANDWIDTH: ("group", "link", "rank", "cluster"),
               **{m: ("group", "rank", "cluster") for m in GROUP_METRICS}}
 
 _ALIASES = {"step": "Stage", "step_time": "Stage", "stage": "Stage", "computing": "Computing",
@@ -83,8 +85,10 @@ class Rule:
 
 #: The rules used unless ``defaults = false`` (TOML) / ``--no-defaults``: step time (Stage) +5 %,
 #: Computing +5 %, Communication(Not Overlapped) +10 %, Free +10 % (each for the cluster and per
-#: rank), any op type's total time per step +20 % and > 1 ms, bandwidth per group and
-#: transport −10 %.
+#: rank), any op type's total time per step +20 % and > 1 ms, bandwidth −10 % per group and
+#: transport, per src -> dst link and per rank and transport. Each value compared is one
+#: rank's, one link's or one op type's (the median over steps), never only a median over the
+#: ranks of a group: one slow rank or link among many would not move that.
 DEFAULT_RULES: tuple[Rule, ...] = (
     Rule("Stage", "cluster", 5.0, 0.1), Rule("Stage", "rank", 5.0, 0.1),
     Rule("Computing", "cluster", 5.0, 0.1), Rule("Computing", "rank", 5.0, 0.1),
@@ -92,7 +96,8 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     Rule("Communication(Not Overlapped)", "rank", 10.0, 0.5),
     Rule("Free", "cluster", 10.0, 0.5), Rule("Free", "rank", 10.0, 0.5),
     Rule(OP_TIME, "op_type", 20.0, 1.0),
-    Rule(BANDWIDTH, "group", -10.0, 0.1),
+    Rule(BANDWIDTH, "group", -10.0, 0.1), Rule(BANDWIDTH, "link", -10.0, 0.1),
+    Rule(BANDWIDTH, "rank", -10.0, 0.1),
 )
 
 
@@ -105,7 +110,7 @@ def make_rule(metric: str, scope: str | None = None, limit_pct: float | str = 0.
     allowed = _SCOPES_OF[m]
     sc = (scope or allowed[0]).strip().lower().replace("-", "_")
     sc = {"per_rank": "rank", "ranks": "rank", "op": "op_type", "op_types": "op_type",
-          "groups": "group", "communication_group": "group"}.get(sc, sc)
+          "groups": "group", "communication_group": "group", "links": "link"}.get(sc, sc)
     if sc not in allowed:
         raise GateUsageError(f"rule {m}: scope {scope!r} not allowed; use one of "
                              f"{', '.join(allowed)}")
@@ -178,7 +183,7 @@ def load_rules_toml(path: Path) -> tuple[list[Rule], bool]:
                                    # scope replaces the default one); false = only these rules
         [[rule]]
         metric = "Stage"           # see METRICS; aliases such as "step_time" work
-        scope = "cluster"          # cluster | rank | op_type | group
+        scope = "cluster"          # cluster | rank | op_type | group | link
         max_change_pct = 5         # allowed relative change; negative = allowed drop
         noise_floor = "0.1ms"      # number in ms (GB/s for bandwidth) or with a unit
 
