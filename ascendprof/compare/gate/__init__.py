@@ -12,9 +12,9 @@ Each side may be
   ``op_statistic.csv`` (§A.3) or ascendprof's ``op_statistics.csv``.
 
 Everything is reduced to one *observation* table (:data:`OBS_COLUMNS`): one value per metric,
-rank, step and key. A :class:`Rule` names a metric, a scope (``cluster``, ``rank``, ``op_type``,
-``group``), the allowed relative change and an absolute noise floor; :func:`evaluate` takes the
-median over the (rank, step) values of each scope key on each side, reports the spread, and
+rank, step and key. A :class:`Rule` names a metric, a scope (``cluster``, ``rank``,
+``op_type``, ``group``, ``link``), the allowed relative change and an absolute noise floor;
+:func:`evaluate` takes the median over the (rank, step) values of each scope key on each side, reports the spread, and
 gives a verdict per check (:data:`CHECK_COLUMNS`).
 
 Errors: every unreadable or incomparable input raises :class:`GateInputError` /
@@ -25,6 +25,7 @@ Modules (each imports only those above it in this list):
 - :mod:`.errors` — GateUsageError, GateInputError;
 - :mod:`.rules` — metrics, :class:`Rule`, :data:`DEFAULT_RULES`, ``--rule`` text and TOML files;
 - :mod:`.format` — how changes and rank sets are worded;
+- :mod:`.links` — the src -> dst links of an input, in global ranks;
 - :mod:`.csv_inputs` — one exported CSV as an input;
 - :mod:`.dir_inputs` — profiling, analyse and msprof-analyze output directories as inputs (our
   own output files are read by :mod:`ascendprof.report.readback`);
