@@ -26,7 +26,7 @@ test:
 bench:
 	$(BIN)/python benchmarks/run_bench.py --hostile $(BENCH_ARGS)
 
-# Mutation testing of analyze/, readers/, compare/gate.py and compare/diff.py, module by module
+# Mutation testing of analyze/, readers/, compare/gate/ and compare/diff.py, module by module
 # at nice 19 (hours on 2 cores); MODULES="intervals gate" limits it (names: mutation/modules.toml).
 # Then docs/mutation.md from the results.
 mutants:

@@ -31,10 +31,10 @@ BUGS = {
         "ascendprof/analyze/step_breakdown.py", "(starts < hi[j])", "(starts <= hi[j])",
         "tests/test_step_breakdown.py"),
     "gate bandwidth drop inverted": (
-        "ascendprof/compare/gate.py", "change < 0 and (pct is None or pct < rule.limit_pct)",
+        "ascendprof/compare/gate/evaluate.py", "change < 0 and (pct is None or pct < rule.limit_pct)",
         "change < 0 and (pct is None or pct > rule.limit_pct)", "tests/test_gate.py"),
     "gate noise floor ignored": (
-        "ascendprof/compare/gate.py", "if beyond and abs(change) > rule.floor else",
+        "ascendprof/compare/gate/evaluate.py", "if beyond and abs(change) > rule.floor else",
         "if beyond else", "tests/test_gate.py"),
     "slow-link ratio 0.6 -> 0.8": (
         "ascendprof/analyze/verdicts/thresholds.py", "SLOW_LINK_BW_RATIO = 0.6",

@@ -24,8 +24,8 @@ else:  # pragma: no cover
 ROOT = Path(__file__).resolve().parents[1]
 HERE = ROOT / "mutation"
 DOC = ROOT / "docs" / "mutation.md"
-#: Targets of issue #23: killed share on analyze/ and gate.py, and over everything.
-TARGETS = {"analyze/": 90.0, "compare/gate.py": 90.0, "overall": 80.0}
+#: Targets of issue #23: killed share on analyze/ and compare/gate/, and over everything.
+TARGETS = {"analyze/": 90.0, "compare/gate/": 90.0, "overall": 80.0}
 KILLED = ("killed", "timeout", "segfault", "caught by type check")
 
 
@@ -106,7 +106,7 @@ def build() -> tuple[str, list[str]]:
            "| module | measured on | mutants | killed | equivalent | accepted | "
            "unexplained | killed % | of non-equivalent | module and tests unchanged since |",
            "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
-    groups: dict[str, list[int]] = {"analyze/": [0, 0, 0], "compare/gate.py": [0, 0, 0],
+    groups: dict[str, list[int]] = {"analyze/": [0, 0, 0], "compare/gate/": [0, 0, 0],
                                      "overall": [0, 0, 0]}
     for r in res:
         k, n = _killed(r), r["total"]

@@ -124,17 +124,22 @@ def test_readme_ci_recipe_lists_every_rule(qwen3, tmp_path):
     (bw,) = [c for c in doc["checks"] if c["rule"] == "bandwidth@group"]
     assert bw["verdict"] == "skip" and bw["key"] == "-"
     assert "baseline has no bandwidth" in bw["note"] and "cluster_communication.json" in bw["note"]
-    assert "1 skipped" in doc["summary"]
+    # the two CSVs have no communication: the three bandwidth rules (group, link, rank) skip
+    skipped = {c["rule"] for c in doc["checks"] if c["verdict"] == "skip"}
+    assert skipped == {"bandwidth@group", "bandwidth@link", "bandwidth@rank"}
+    assert "3 skipped" in doc["summary"]
     table = cli("gate", base, qwen3).output
     assert "bandwidth" in table and "SKIP" in table
 
 
 def test_readme_ci_recipe_with_cluster_communication_checks_bandwidth(qwen3, tmp_path):
     base = _recipe_baseline(qwen3, tmp_path, ("cluster_communication.json",
+                                              "cluster_communication_matrix.json",
                                               "communication_group.json"))
     doc = as_json(cli("gate", base, qwen3, "--format", "json"))
-    bw = [c for c in doc["checks"] if c["rule"] == "bandwidth@group"]
-    assert bw and all(c["verdict"] == "pass" for c in bw)
+    for rule in ("bandwidth@group", "bandwidth@link", "bandwidth@rank"):
+        bw = [c for c in doc["checks"] if c["rule"] == rule]
+        assert bw and all(c["verdict"] == "pass" for c in bw), rule
     assert not [c for c in doc["checks"] if c["verdict"] == "skip"]
 
 

@@ -91,6 +91,9 @@ class Side:
     comm_ops: pd.DataFrame | None = None
     comm_bw: pd.DataFrame | None = None
     groups: dict[str, "GroupLabel"] = field(default_factory=dict)
+    #: src -> dst links in global ranks (``group, step_key, src, dst, transport, size_mb,
+    #: transit_ns``; compare.gate.links), for the gate's per-link bandwidth
+    links: pd.DataFrame | None = None
 
 
 @dataclass(frozen=True)

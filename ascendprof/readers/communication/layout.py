@@ -17,12 +17,12 @@ from pathlib import Path
 
 import orjson
 
+from ascendprof.model.tasks import P2P_PREFIXES, op_kind  # noqa: F401 - one definition, re-exported
 from ascendprof.model.errors import InputError
 from ascendprof.model.problems import Problems
 
 KINDS = ("collective", "p2p")
 #: lower-cased op-name prefixes of point-to-point ops (spec §A.5)
-P2P_PREFIXES = ("hcom_send", "hcom_receive", "hcom_batchsendrecv")
 FLAT_STEP_KEY = "step"
 _STEP_RE = re.compile(r"^step(\d+)$")
 
@@ -38,11 +38,6 @@ def step_number(step_key: str) -> int | None:
     """``"step13"`` -> 13; ``"step"`` or anything else -> None."""
     m = _STEP_RE.match(str(step_key))
     return int(m.group(1)) if m else None
-
-
-def op_kind(op_key: str) -> str:
-    """'p2p' for send / receive / batchSendRecv ops, else 'collective' (spec §A.5)."""
-    return "p2p" if op_key.lower().startswith(P2P_PREFIXES) else "collective"
 
 
 def split_op_key(op_key: str) -> tuple[str, str]:

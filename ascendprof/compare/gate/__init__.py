@@ -1,0 +1,79 @@
+"""Regression gate: load a baseline and a current result, compare metrics under rules, decide.
+
+Each side may be
+
+- a profiling directory (any layout ``ascendprof scan`` finds: ``*_ascend_pt``, ``*_ascend_ms``,
+  ``PROF_*`` …) — read by the engine's per-rank worker, as ``analyse`` reads it (:func:`load_run`);
+- an ``ascendprof analyse`` output directory — ``tables/rank<r>/<table>.parquet`` when present,
+  else ``cluster_step_trace_time.csv`` and ``op_statistics.csv`` (any directory holding only
+  those CSVs works too, e.g. a committed baseline);
+- one exported CSV: ascendprof's or msprof-analyze's ``cluster_step_trace_time.csv`` (spec §8),
+  the profiler's ``step_trace_time.csv`` (§A.1), ``kernel_details.csv`` (§A.2),
+  ``op_statistic.csv`` (§A.3) or ascendprof's ``op_statistics.csv``.
+
+Everything is reduced to one *observation* table (:data:`OBS_COLUMNS`): one value per metric,
+rank, step and key. A :class:`Rule` names a metric, a scope (``cluster``, ``rank``,
+``op_type``, ``group``, ``link``), the allowed relative change and an absolute noise floor;
+:func:`evaluate` takes the median over the (rank, step) values of each scope key on each side, reports the spread, and
+gives a verdict per check (:data:`CHECK_COLUMNS`).
+
+Errors: every unreadable or incomparable input raises :class:`GateInputError` /
+:class:`GateUsageError` (exit code 2).
+
+Modules (each imports only those above it in this list):
+
+- :mod:`.errors` — GateUsageError, GateInputError;
+- :mod:`.rules` — metrics, :class:`Rule`, :data:`DEFAULT_RULES`, ``--rule`` text and TOML files;
+- :mod:`.format` — how changes and rank sets are worded;
+- :mod:`.links` — the src -> dst links of an input, in global ranks;
+- :mod:`.csv_inputs` — one exported CSV as an input;
+- :mod:`.dir_inputs` — profiling, analyse and msprof-analyze output directories as inputs (our
+  own output files are read by :mod:`ascendprof.report.readback`);
+- :mod:`.inputs` — :func:`load_side`, any input;
+- :mod:`.observe` — :func:`observations`, an input as one table of values;
+- :mod:`.evaluate` — :func:`evaluate`, rules on two observation tables;
+- :mod:`.result` — :func:`run_gate` and :class:`GateResult`.
+
+The names below are the public API; import them from here.
+"""
+
+from __future__ import annotations
+
+from ascendprof.compare.gate.csv_inputs import (CLUSTER_STEP_TRACE, KERNEL_DETAILS, OP_STATISTIC,
+                                                OP_STATISTICS, STEP_TRACE_TIME, check_csv_cells,
+                                                check_duplicates, csv_kind, load_csv,
+                                                read_cluster_step_trace, read_op_statistics)
+from ascendprof.compare.gate.dir_inputs import (PEER_OUTPUT, is_output_dir, load_output_dir,
+                                                load_profiling_dir, load_run,
+                                                read_cluster_communication)
+from ascendprof.compare.gate.errors import GateInputError, GateUsageError
+from ascendprof.compare.gate.evaluate import (CHECK_COLUMNS, FAIL, NO_KEY, PASS, SKIP, STATISTIC,
+                                              evaluate)
+from ascendprof.compare.gate.format import fmt_change
+from ascendprof.compare.gate.inputs import load_side
+from ascendprof.compare.gate.observe import OBS_COLUMNS, observations
+from ascendprof.compare.gate.result import MODEL_OVERLAP, GateResult, run_gate, shape_differences
+from ascendprof.compare.gate.rules import (BANDWIDTH, DEFAULT_RULES, GROUP_METRICS, METRICS,
+                                           OP_TIME, SCOPES, STEP_METRIC_NAMES, Rule,
+                                           canonical_metric, load_rules_toml, make_rule,
+                                           merge_rules, metric_unit, parse_rule)
+from ascendprof.report.readback import COMMUNICATION_FILE
+
+__all__ = [
+    # rules
+    "Rule", "DEFAULT_RULES", "METRICS", "STEP_METRIC_NAMES", "GROUP_METRICS", "OP_TIME",
+    "BANDWIDTH", "SCOPES", "canonical_metric", "metric_unit", "make_rule", "parse_rule",
+    "load_rules_toml", "merge_rules",
+    # inputs
+    "load_side", "load_csv", "load_run", "load_profiling_dir", "load_output_dir",
+    "is_output_dir", "csv_kind", "check_csv_cells", "check_duplicates",
+    "read_cluster_step_trace", "read_op_statistics", "read_cluster_communication",
+    "CLUSTER_STEP_TRACE", "STEP_TRACE_TIME", "KERNEL_DETAILS", "OP_STATISTIC", "OP_STATISTICS",
+    "COMMUNICATION_FILE", "PEER_OUTPUT",
+    # evaluation and result
+    "OBS_COLUMNS", "observations", "CHECK_COLUMNS", "STATISTIC", "NO_KEY", "PASS", "FAIL",
+    "SKIP", "evaluate", "shape_differences", "MODEL_OVERLAP", "GateResult", "run_gate",
+    "fmt_change",
+    # errors
+    "GateUsageError", "GateInputError",
+]
