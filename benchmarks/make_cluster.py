@@ -684,14 +684,49 @@ DB_TEMPLATES = {"torch_npu-db-level1": "torch_npu-2rank-levels/db/level1",
                 "torch_npu-db-level2": "torch_npu-2rank-levels/db/level2"}
 
 
+def db_layout(n: int) -> Layout:
+    """Megatron layout of a db cluster: TP = the largest of 8, 4, 2, 1 dividing n (one server's
+    HCCS group: the template's collective runs over 8 local ranks on HCCS), PP 2 when the rest
+    splits evenly, DP the rest."""
+    tp = next(k for k in (8, 4, 2, 1) if n % k == 0)
+    pp = 2 if (n // tp) >= 2 and (n // tp) % 2 == 0 else 1
+    return make_layout(n, tp, pp)
+
+
+#: the template's collective group spans this many local ranks (CommAnalyzerMatrix 0..7)
+DB_TEMPLATE_GROUP = 8
+
+
+def _local(x, own_t: int, own: int, size: int):
+    """Template local rank ``x`` seen from template rank ``own_t`` -> the clone's local rank
+    seen from ``own`` (rotated so the rank's own local rank maps to itself); None when it falls
+    outside a group of ``size`` ranks (a smaller group than the template's)."""
+    if isinstance(x, str):  # analysis.db stores them as text
+        if not x.strip().isdigit():
+            return x
+        y = _local(int(x), own_t, own, size)
+        return None if y is None else str(y)
+    if x is None or x >= DB_TEMPLATE_GROUP:  # invalid markers (4294967295) stay as written
+        return x
+    y = (x - own_t + own) % DB_TEMPLATE_GROUP
+    return y if y < size else None
+
+
 def build_db(n: int, out: Path, *, template: str = "torch_npu-db-level1",
              data: Path | None = None, progress=None) -> dict:
     """An N-rank cluster of torch_npu db exports: rank r is a copy of the real rank r % 2
     (``rank<r>_ascend_pt/ASCEND_PROFILER_OUTPUT/{ascend_pytorch_profiler_<r>.db,
-    analysis.db}`` and ``profiler_info_<r>.json``) with its rank id set to r in the file names,
-    profiler_info and the db's RANK_DEVICE_MAP (device r % 8). Contents are otherwise the
-    real ones: every rank reports the template's communication group, so the cluster has one
-    group of all ranks. For the db side of the benchmark (the peer's db path writes
+    analysis.db}``, ``profiler_info_<r>.json`` and ``profiler_metadata.json``) with its rank id
+    set to r in the file names, profiler_info and the db's RANK_DEVICE_MAP (device r % 8).
+
+    Groups as a real job has them (:func:`db_layout`: TP x PP x DP, Megatron order): the
+    template's collective (an allreduce over the 8 NPUs of a server) becomes rank r's TP group:
+    its own group id (analysis.db group_name = the hash of its group key, COMMUNICATION_OP /
+    COMMUNICATION_TASK_INFO groupName = a new HCCL group name), local ranks in
+    CommAnalyzerMatrix and COMMUNICATION_TASK_INFO renumbered so r is its TP index (links to
+    local ranks beyond a group smaller than 8 dropped), and profiler_metadata.json's
+    parallel_group_info / distributed_args list every group (tp, dp, pp, ...) of r. Timings are
+    the real ones. For the db side of the benchmark (the peer's db path writes
     cluster_analysis.db)."""
     import sqlite3
 
@@ -702,10 +737,19 @@ def build_db(n: int, out: Path, *, template: str = "torch_npu-db-level1",
     if not base.is_dir():
         raise SystemExit(f"make_cluster: {base} not found (set ASCENDPROF_SHARED_DATA)")
     tmpl = [base / f"rank{i}_ascend_pt" for i in (0, 1)]
+    lay = db_layout(n)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     for r in range(n):
         t = tmpl[r % 2]
+        own_t = r % 2  # the template rank's local rank in its group
+        key = lay.member[(r, "tp")]
+        members = lay.groups[key][1]
+        own, size = members.index(r), len(members)
+        group_hash = str(double_hash(key))
+        # an HCCL group name as torch_npu writes it (address%interface_port_index_time), one
+        # per group
+        hccl_name = f"90.91.105.46%enp189s0f0_60000_{list(lay.groups).index(key)}_1736410538306028"
         d = out / f"rank{r}_ascend_pt"
         o = d / OUT_SUB
         o.mkdir(parents=True, exist_ok=True)
@@ -713,6 +757,13 @@ def build_db(n: int, out: Path, *, template: str = "torch_npu-db-level1",
         info = json.loads(info_src.read_text())
         info["rank_id"] = r
         (d / f"profiler_info_{r}.json").write_bytes(orjson.dumps(info, option=orjson.OPT_INDENT_2))
+        (d / "profiler_metadata.json").write_bytes(orjson.dumps({
+            "distributed_args": {
+                "tensor_model_parallel_size": lay.tp, "pipeline_model_parallel_size": lay.pp,
+                "data_parallel_size": lay.dp, "context_parallel_size": 1,
+                "expert_model_parallel_size": 1, "sequence_parallel": False, "rank": r,
+                "world_size": n},
+            "parallel_group_info": parallel_group_info(lay, r)}))
         src_db = next((t / OUT_SUB).glob("ascend_pytorch_profiler_*.db"))
         dst_db = o / f"ascend_pytorch_profiler_{r}.db"
         shutil.copyfile(src_db, dst_db)
@@ -720,15 +771,46 @@ def build_db(n: int, out: Path, *, template: str = "torch_npu-db-level1",
         con = sqlite3.connect(dst_db)
         try:
             con.execute("UPDATE RANK_DEVICE_MAP SET rankId = ?, deviceId = ?", (r, r % 8))
+            new_id = con.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM STRING_IDS").fetchone()[0]
+            con.execute("INSERT INTO STRING_IDS (id, value) VALUES (?, ?)", (new_id, hccl_name))
+            con.execute("UPDATE COMMUNICATION_OP SET groupName = ?", (new_id,))
+            cti = [c[1] for c in con.execute("PRAGMA table_info('COMMUNICATION_TASK_INFO')")]
+            if cti:
+                con.execute("UPDATE COMMUNICATION_TASK_INFO SET groupName = ?", (new_id,))
+                if {"srcRank", "dstRank"} <= set(cti):
+                    rows = con.execute("SELECT rowid, srcRank, dstRank FROM "
+                                       "COMMUNICATION_TASK_INFO").fetchall()
+                    con.executemany(
+                        "UPDATE COMMUNICATION_TASK_INFO SET srcRank = ?, dstRank = ? "
+                        "WHERE rowid = ?",
+                        [(_local(a, own_t, own, size), _local(b, own_t, own, size), i)
+                         for i, a, b in rows])
             con.commit()
         finally:
             con.close()
         if (t / OUT_SUB / "analysis.db").is_file():
-            shutil.copyfile(t / OUT_SUB / "analysis.db", o / "analysis.db")
-            os.chmod(o / "analysis.db", 0o644)
+            dst = o / "analysis.db"
+            shutil.copyfile(t / OUT_SUB / "analysis.db", dst)
+            os.chmod(dst, 0o644)
+            con = sqlite3.connect(dst)
+            try:
+                for table in ("CommAnalyzerTime", "CommAnalyzerBandwidth", "CommAnalyzerMatrix"):
+                    con.execute(f"UPDATE {table} SET group_name = ?", (group_hash,))
+                rows = con.execute("SELECT rowid, src_rank, dst_rank FROM CommAnalyzerMatrix"
+                                   ).fetchall()
+                for i, a, b in rows:
+                    a2, b2 = _local(a, own_t, own, size), _local(b, own_t, own, size)
+                    if a2 is None or b2 is None:
+                        con.execute("DELETE FROM CommAnalyzerMatrix WHERE rowid = ?", (i,))
+                    else:
+                        con.execute("UPDATE CommAnalyzerMatrix SET src_rank = ?, dst_rank = ? "
+                                    "WHERE rowid = ?", (a2, b2, i))
+                con.commit()
+            finally:
+                con.close()
         if progress:
             progress(r)
-    manifest = {"ranks": n, "template": template}
+    manifest = {"ranks": n, "template": template, "tp": lay.tp, "pp": lay.pp, "dp": lay.dp}
     (out / MANIFEST).write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
     return manifest
 
@@ -761,7 +843,8 @@ def main(argv=None) -> int:
                 shutil.rmtree(p) if p.is_dir() else p.unlink()
     if a.template in DB_TEMPLATES:
         m = build_db(a.ranks, a.out, template=a.template, data=a.data)
-        print(f"{a.out}: {m['ranks']} ranks of {a.template}", file=sys.stderr)
+        print(f"{a.out}: {m['ranks']} ranks of {a.template}, TP{m['tp']} PP{m['pp']} DP{m['dp']}",
+              file=sys.stderr)
         return 0
     m = build(a.ranks, a.out, template=a.template, kernels_per_rank=a.kernels_per_rank,
               comm_ops_per_rank=a.comm_ops_per_rank, tp=a.tp, pp=a.pp, seed=a.seed, data=a.data)

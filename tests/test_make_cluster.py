@@ -184,3 +184,46 @@ def test_torch_template_scales_trace_view(tmp_path, shared_data):
     assert len(steps) == 1
     flows = [e["id"] for e in gen if e.get("ph") == "s"]
     assert len(flows) == len(set(flows))
+
+
+# ------------------------------------------------------------------------- db clusters
+
+@pytest.mark.parametrize("n", [4, 16])
+def test_db_cluster_has_its_own_groups_and_rank_map(n, tmp_path, shared_data):
+    """Each cloned db rank reports its own TP group (Megatron order, at most 8 ranks: the
+    template's allreduce over one server), not the template's: group ids, local ranks and
+    profiler_metadata.json agree across ranks, and ascendprof finds the groups the layout has."""
+    import sqlite3
+
+    from click.testing import CliRunner
+
+    from ascendprof.cli.main import main
+
+    out = tmp_path / "db"
+    m = mc.build_db(n, out, data=shared_data)
+    tp = min(8, n)
+    assert (m["tp"], m["tp"] * m["pp"] * m["dp"]) == (tp, n)
+    want_groups = [list(range(s, s + tp)) for s in range(0, n, tp)]
+    for r in range(n):
+        d = out / f"rank{r}_ascend_pt"
+        meta = json.loads((d / "profiler_metadata.json").read_text())
+        tp_groups = [(k, g) for k, g in meta["parallel_group_info"].items()
+                     if g["group_name"] == "tp"]
+        assert len(tp_groups) == 1
+        key, g = tp_groups[0]
+        assert g["global_ranks"] == want_groups[r // tp] and g["group_rank"] == r % tp
+        con = sqlite3.connect(d / "ASCEND_PROFILER_OUTPUT" / "analysis.db")
+        groups = {x[0] for x in con.execute("SELECT group_name FROM CommAnalyzerTime")}
+        links = con.execute("SELECT src_rank, dst_rank FROM CommAnalyzerMatrix").fetchall()
+        con.close()
+        assert groups == {str(mc.double_hash(key))}
+        assert {int(s) for s, _ in links} == {r % tp}  # its own local rank is the source
+        assert all(0 <= int(x) < tp for ab in links for x in ab)
+        con = sqlite3.connect(d / "ASCEND_PROFILER_OUTPUT" / f"ascend_pytorch_profiler_{r}.db")
+        assert con.execute("SELECT rankId FROM RANK_DEVICE_MAP").fetchall() == [(r,)]
+        con.close()
+    res = CliRunner().invoke(main, ["analyse", str(out), "-o", str(tmp_path / "o"), "--quiet",
+                                    "--no-cache", "--workers", "1"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((tmp_path / "o" / "communication_group.json").read_text())
+    assert sorted(doc["collective"]) == want_groups

@@ -75,22 +75,30 @@ def _windows(ctx, t, start: np.ndarray, dur: np.ndarray) -> list[tuple]:
 def host_activity(ctx, lo: int, hi: int, top: int = 3) -> list[dict]:
     """What the host was in during ``[lo, hi)``: the HOST_EVENTS (not ProfilerStep# or the
     dataloader's nested Python frames, not Node@launch) overlapping it most, with the overlap."""
-    h = ctx.df(S.HOST_EVENTS)
-    if h.empty:
+    names, start, end = ctx._memo("host_activity", lambda: _host_rows(ctx.df(S.HOST_EVENTS)))
+    if not len(names):
         return []
-    h = h[~h["name"].str.startswith("ProfilerStep#") & (h["name"] != "Node@launch")]
-    end = h["start_ns"] + h["dur_ns"]
-    ov = np.minimum(end, hi) - np.maximum(h["start_ns"], lo)
-    h = h.assign(overlap=ov)[ov > 0].sort_values("overlap", ascending=False)
+    ov = np.minimum(end, hi) - np.maximum(start, lo)  # numpy: called per gap, on every event
+    idx = np.flatnonzero(ov > 0)
+    idx = idx[np.argsort(-ov[idx], kind="stable")]
     out, seen = [], set()
-    for r in h.itertuples():
-        if r.name in seen:
+    for i in idx:
+        if names[i] in seen:
             continue
-        seen.add(r.name)
-        out.append({"name": r.name, "overlap_ms": ms(r.overlap)})
+        seen.add(names[i])
+        out.append({"name": names[i], "overlap_ms": ms(int(ov[i]))})
         if len(out) >= top:
             break
     return out
+
+
+def _host_rows(h):
+    """(names, start, end) numpy arrays of the HOST_EVENTS host_activity looks at."""
+    if not h.empty:
+        h = h[~h["name"].str.startswith("ProfilerStep#") & (h["name"] != "Node@launch")]
+    start = h["start_ns"].to_numpy(dtype=np.int64, na_value=0)
+    return (h["name"].to_numpy(dtype=object), start,
+            start + h["dur_ns"].to_numpy(dtype=np.int64, na_value=0))
 
 
 def profiler_overhead(meta: dict) -> list[str]:
