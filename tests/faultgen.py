@@ -368,11 +368,12 @@ def corpus() -> list[Fault]:
         lambda root: add_column(_k(1, ST)(root), "Note", "x"),
         touched=frozenset(), skip_expected=False)
     # --- empty / NaN / non-numeric cells
+    # (an empty or NaN cell is reported and left out, not passed on silently)
     add("empty_cell_step_trace", q, lambda root: set_cell(_k(3, ST)(root), 0, "Free", ""),
-        touched=frozenset({3}), skip_expected=False)
+        mentions=(ST, "empty or nan free"), touched=frozenset({3}))
     add("nan_cell_kernel_duration", q,
         lambda root: set_cell(_k(2, KD)(root), 5, "Duration(us)", "NaN"),
-        touched=frozenset({2}), skip_expected=False)
+        mentions=(KD, "empty or nan duration", "row 6"), touched=frozenset({2}))
     add("non_numeric_cell_kernel_duration", q,
         lambda root: set_cell(_k(0, KD)(root), 10, "Duration(us)", "12,5us"),
         mentions=(KD, "Duration(us)", "row 11"), touched=frozenset({0}))
@@ -472,6 +473,25 @@ def corpus() -> list[Fault]:
         lambda root: truncate(sorted(root.glob("hwts.log.data.*"))[0], keep=64 * 100 + 17),
         exit_code=3, mentions=("hwts.log.data", "truncated", "byte 6400"), touched=None)
     # --- whole-run failures
+    # --- odd values: each is reported (file, row, column) and left out of what it would
+    # corrupt; the rank's other values and the other ranks are analysed as in a clean run
+    for col, value, words in (("Start Time(us)", "-5.0", "negative start time"),
+                              ("Duration(us)", "", "empty or nan duration"),
+                              ("Duration(us)", "nan", "empty or nan duration"),
+                              ("Wait Time(us)", "-3.5", "negative wait time"),
+                              ("Block Dim", "-8", "negative block dim")):
+        add(f"kernel_{words.replace(' ', '_')}_{value or 'empty'}", q,
+            lambda root, col=col, value=value: set_cell(_k(0, KD)(root), 3, col, value),
+            mentions=(KD, words), touched=frozenset({0}))
+    for col, value, words in (("Preparing", "-17900.0", "negative preparing"),
+                              ("Computing", "", "empty or nan computing"),
+                              ("Computing", "nan", "empty or nan computing")):
+        add(f"step_{words.replace(' ', '_')}_{value or 'empty'}", q,
+            lambda root, col=col, value=value: set_cell(_k(3, ST)(root), 0, col, value),
+            mentions=(ST, words), touched=frozenset({3}))
+    add("step_rows_duplicated", q,
+        lambda root: edit_csv(_k(3, ST)(root), lambda h, rows: (h, rows + rows)),
+        mentions=(ST, "duplicated step"), touched=frozenset())
     add("every_rank_broken", q,
         lambda root: [shutil.rmtree(rank_dir(root, q, r) / OUT) for r in range(4)],
         exit_code=3, mentions=("rank_0_ascend_pt", "no ASCEND_PROFILER_OUTPUT"), touched=None)

@@ -136,3 +136,46 @@ def test_analyse_and_scan_into_a_closed_pipe(sample, tmp_path):
         assert p.wait(timeout=120) == 0, err
         assert "Traceback" not in err and "internal error" not in err
     assert (tmp_path / "o" / "summary.json").is_file()
+
+
+def test_output_side_failures_of_diff_report_and_timeline_exit_2(sample, tmp_path):
+    """Before: `diff --html` / `report -o` into an existing directory or a folder that cannot
+    be made, `timeline -o` into a folder that cannot be written: internal error, exit 3."""
+    out = tmp_path / "analysis"
+    assert invoke("analyse", sample, "-o", out, "-q", "--workers", "1", "--no-html").exit_code == 0
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    for path in (tmp_path, blocker / "page.html"):
+        one_line_error(invoke("diff", sample, "--ranks", "0,2", "--html", path))
+        one_line_error(invoke("report", out, "-o", path))
+        one_line_error(invoke("timeline", sample, "-o", path, "-q"))
+    assert blocker.read_text() == "x"
+
+
+def test_a_full_disk_in_the_per_rank_phase_exits_2(sample, tmp_path, monkeypatch):
+    """ENOSPC while a rank's tables are written (the per-rank phase): exit 2 naming the file;
+    before: internal error, exit 3."""
+    import errno
+
+    from ascendprof.engine import pipeline
+
+    def full(path, table):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(pipeline, "write_parquet", full)
+    r = invoke("analyse", sample, "-o", tmp_path / "out", "-q", "--workers", "1", "--no-cache",
+               "--no-html")
+    one_line_error(r)
+    assert "No space left on device" in r.output and ".parquet" in r.output
+    assert not (tmp_path / "out" / "summary.json").exists()
+
+
+def test_diff_into_head_keeps_its_own_exit_code(sample):
+    """`ascendprof diff A B | head -1`: before, exit 1 when head left."""
+    p = subprocess.Popen([sys.executable, "-m", "ascendprof", "diff", str(sample), "--ranks",
+                          "0,2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.readline()
+    p.stdout.close()  # like `head -1` after its line
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=300) == 0, err
+    assert "Traceback" not in err and "internal error" not in err

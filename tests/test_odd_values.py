@@ -156,3 +156,60 @@ def test_real_2023_export_with_a_row_cut_short(tmp_path):
 
     k = pq.read_table(tmp_path / "out" / "tables" / "rank0" / "kernels.parquet")
     assert k.num_rows == len(widths) - 2
+
+
+def _set(path: Path, row: int, col: str, value: str) -> dict:
+    data = rows(path)
+    head = list(data[0])
+    old = dict(data[row])
+    data[row][col] = value
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, head, lineterminator="\n")
+        w.writeheader()
+        w.writerows(data)
+    return old
+
+
+def test_odd_values_name_file_row_and_column_and_leave_the_sums(copy, tmp_path):
+    """An empty kernel Duration, a negative Preparing: problems.csv names the file, the data
+    row and the column; op_statistics counts one kernel fewer of that op type (counted from the
+    file by hand), the rank's Preparing is left out instead of -17.9 ms."""
+    kd = copy / "rank_0_ascend_pt" / OUT / "kernel_details.csv"
+    killed = _set(kd, 3, "Duration(us)", "")
+    st = copy / "rank_3_ascend_pt" / OUT / "step_trace_time.csv"
+    _set(st, 0, "Preparing", "-17900.0")
+    problems, summary = analyse(copy, tmp_path / "out")
+    (p_kd,) = [p for p in problems if p["Path"].endswith("kernel_details.csv")
+               and "duration" in p["Reason"]]
+    assert p_kd["Where"].startswith("row 4, column Duration(us)"), p_kd
+    assert p_kd["Rank"] == "0" and p_kd["Severity"] == "skipped"
+    (p_st,) = [p for p in problems if p["Path"].endswith("step_trace_time.csv")]
+    assert p_st["Where"] == "row 1, column Preparing, step 13", p_st
+    assert "-17900.000 us" in p_st["Reason"]
+    (r3,) = [r for r in summary["ranks"] if r["rank"] == 3]
+    assert r3.get("preparing_us") is None
+    # op_statistics: the kernel of the empty cell is not counted (count from the file by hand)
+    want = sum(1 for r in rows(kd) if r["Type"] == killed["Type"]
+               and r["Accelerator Core"] == killed["Accelerator Core"] and r["Duration(us)"])
+    ops = rows(tmp_path / "out" / "op_statistics.csv")
+    got = [r for r in ops if r["Rank"] == "0" and r["OP Type"] == killed["Type"]
+           and r["Accelerator Core"] == killed["Accelerator Core"]]
+    assert got and int(float(got[0]["Count"])) == want, got
+
+
+def test_duplicated_step_rows_are_one_row_and_no_gate_regression(copy, tmp_path):
+    """A rank's step_trace_time.csv written twice: before, two rows for (step, rank) in
+    cluster_step_trace_time.csv and a false +100 % Free regression in the gate."""
+    clean = tmp_path / "clean"
+    analyse(copy, clean)
+    st = copy / "rank_1_ascend_pt" / OUT / "step_trace_time.csv"
+    data = st.read_text().splitlines()
+    st.write_text("\n".join(data + data[1:]) + "\n")
+    problems, _ = analyse(copy, tmp_path / "out")
+    assert any("duplicated step row" in p["Reason"] and p["Path"].endswith("step_trace_time.csv")
+               for p in problems), problems
+    cst = rows(tmp_path / "out" / "cluster_step_trace_time.csv")
+    assert len([r for r in cst if r["Type"] == "rank" and r["Index"] == "1"]) == 1
+    assert cst == rows(clean / "cluster_step_trace_time.csv")
+    r = CliRunner().invoke(main, ["gate", str(clean), str(tmp_path / "out")])
+    assert r.exit_code == 0, r.output

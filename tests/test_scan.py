@@ -67,3 +67,22 @@ def test_missing_and_file_paths(tmp_path):
     f.write_text("x")
     with pytest.raises(UsageError, match="not a directory"):
         scan(f)
+
+
+def test_rank_id_contradicting_the_file_name_is_reported(qwen3, tmp_path):
+    """profiler_info_1.json holding "rank_id": 5: before, ignored without a word."""
+    import json
+
+    dst = tmp_path / "q"
+    shutil.copytree(qwen3, dst)
+    info = dst / "rank_1_ascend_pt" / "profiler_info_1.json"
+    doc = json.loads(info.read_text())
+    assert str(doc["rank_id"]) == "1"  # what the profiler wrote (as text)
+    doc["rank_id"] = type(doc["rank_id"])(5)
+    info.write_text(json.dumps(doc))
+    problems = Problems()
+    ranks = sorted(s.rank for s in scan(dst, problems))
+    assert ranks == [0, 1, 2, 3]
+    (p,) = [p for p in problems if "contradicts" in p.reason]
+    assert p.path.endswith("profiler_info_1.json") and "rank_id 5" in p.reason
+    assert "rank 1" in p.reason

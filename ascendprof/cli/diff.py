@@ -97,20 +97,23 @@ def command(a, b, ranks_text, fmt, table, top, out, workers, html):
         from ascendprof.report.html.diffpage import write_diff_page
 
         page = write_diff_page(result, page_path, inputs)
-    if fmt == "json":
-        import orjson
+    from ascendprof.sysio.lifetime import stdout_may_close
 
-        click.echo(orjson.dumps(result.as_dict(top), option=orjson.OPT_INDENT_2
-                                | orjson.OPT_SERIALIZE_NUMPY).decode())
-    elif fmt == "csv":
-        df = result.tables()[table]
-        if table in ("op_types", "kernels", "communication"):
-            df = df.head(top)
-        click.echo(df.to_csv(index=False, lineterminator="\n"), nl=False)
-    else:
-        _print(result, top)
-        if out is not None:
-            click.echo(f"tables written to {out}")
+    with stdout_may_close():  # `diff … | head -1` exits with the command's own code
+        if fmt == "json":
+            import orjson
+
+            click.echo(orjson.dumps(result.as_dict(top), option=orjson.OPT_INDENT_2
+                                    | orjson.OPT_SERIALIZE_NUMPY).decode())
+        elif fmt == "csv":
+            df = result.tables()[table]
+            if table in ("op_types", "kernels", "communication"):
+                df = df.head(top)
+            click.echo(df.to_csv(index=False, lineterminator="\n"), nl=False)
+        else:
+            _print(result, top)
+            if out is not None:
+                click.echo(f"tables written to {out}")
     if page is not None:
         click.echo(f"HTML diff: {page} (open it in a browser; no network needed)",
                    err=fmt != "text")
@@ -184,12 +187,14 @@ def _print(result, top: int) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from ascendprof.report.terminal import term_text
+
     con = Console(highlight=False)
     if not con.is_terminal:
         con = Console(highlight=False, width=160)
-    con.print(f"[bold]A[/] = {result.a}\n[bold]B[/] = {result.b}")
+    con.print(f"[bold]A[/] = {term_text(result.a)}\n[bold]B[/] = {term_text(result.b)}")
     if result.explanation:
-        con.print(f"\n[bold]{result.explanation}[/]\n")
+        con.print(f"\n[bold]{term_text(result.explanation)}[/]\n")
 
     t = Table(title="Step breakdown per step (us; median over rank-steps, mean for reference)",
               title_justify="left")
@@ -209,7 +214,7 @@ def _print(result, top: int) -> None:
             t.add_column(c, justify="left" if c in ("op type", "Accelerator Core", "in")
                          else "right")
         for r in result.op_types.head(top).itertuples(index=False):
-            t.add_row(str(r.op_type), str(r.accelerator_core), r.presence, _f(r.a_count, 1),
+            t.add_row(term_text(r.op_type), term_text(r.accelerator_core), r.presence, _f(r.a_count, 1),
                       _f(r.b_count, 1), _f(r.a_us), _f(r.b_us), _d(r.delta_us), _r(r.ratio))
         con.print(t)
 
@@ -220,7 +225,8 @@ def _print(result, top: int) -> None:
                          else "right", overflow="fold")
         for r in result.kernels.head(top).itertuples(index=False):
             name = r.name_a if isinstance(r.name_a, str) else r.name_b
-            t.add_row(r.match, str(name), str(r.input_shapes)[:60], _f(r.a_count, 1),
+            t.add_row(r.match, term_text(name), term_text(str(r.input_shapes)[:60]),
+                      _f(r.a_count, 1),
                       _f(r.b_count, 1), _f(r.a_us), _f(r.b_us), _d(r.delta_us))
         con.print(t)
 
@@ -234,7 +240,8 @@ def _print(result, top: int) -> None:
             la = r.group_a if isinstance(r.group_a, str) else "-"
             lb = r.group_b if isinstance(r.group_b, str) else "-"
             label = la if la == lb else f"{la} | {lb}"
-            t.add_row(label, f"{_f(r.a_count, 0)}/{_f(r.b_count, 0)}", _f(r.a_elapse_us),
+            t.add_row(term_text(label), f"{_f(r.a_count, 0)}/{_f(r.b_count, 0)}",
+                      _f(r.a_elapse_us),
                       _f(r.b_elapse_us), _d(r.delta_transit_us), _f(r.a_wait_us),
                       _f(r.b_wait_us), _d(r.delta_wait_us), _d(r.delta_synchronization_us))
         con.print(t)
@@ -246,8 +253,9 @@ def _print(result, top: int) -> None:
         for r in result.bandwidth.itertuples(index=False):
             la = r.group_a if isinstance(r.group_a, str) else "-"
             lb = r.group_b if isinstance(r.group_b, str) else "-"
-            t.add_row(la if la == lb else f"{la} | {lb}", str(r.transport), _f(r.a_size_mb), _f(r.b_size_mb),
+            t.add_row(term_text(la if la == lb else f"{la} | {lb}"), term_text(r.transport),
+                      _f(r.a_size_mb), _f(r.b_size_mb),
                       _f(r.a_gbps), _f(r.b_gbps), _f(r.delta_gbps))
         con.print(t)
     for line in result.unmatched:
-        con.print(f"[yellow]no match:[/] {line}")
+        con.print(f"[yellow]no match:[/] {term_text(line)}")

@@ -90,8 +90,10 @@ def _analyse_into(target, directory: Path, out: Path, sources, problems: Problem
     parking = _parking(stage)  # read back until the files are written
     early = None
     try:
-        results = _run(sources, stage / "tables" if o.tables else None, o, cache_dir,
-                       parking.take if parking else None)
+        # a write that fails in the per-rank phase (full disk, quota, read-only file system)
+        # is the output's fault: exit 2 naming the file, not an internal error
+        results = _output_side(out, _run, sources, stage / "tables" if o.tables else None, o,
+                               cache_dir, parking.take if parking else None)
         ca = pipeline.gather(str(directory), sources, results, problems)
         if parking:
             parking.flush()

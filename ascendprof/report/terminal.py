@@ -2,9 +2,38 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 from ascendprof.model.problems import printable
+
+#: C0 and C1 control characters but TAB and LF: an ESC or BEL from a name in the data would
+#: otherwise reach the terminal raw (recolour it, set its title, clear the screen)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def control_safe(text) -> str:
+    """``text`` with every control character (ESC, BEL, CR, NUL …) shown as ``\\xNN``."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+
+
+def term_text(text) -> str:
+    """``text`` from the data, safe to give to rich: control characters shown as ``\\xNN``
+    (:func:`control_safe`) and rich markup escaped (a name like ``[red]x`` shown as written)."""
+    from rich.markup import escape
+
+    return escape(control_safe(text))
+
+
+def _safe_doc(obj):
+    """``obj`` (summary.json's data) with every string made :func:`term_text`."""
+    if isinstance(obj, str):
+        return term_text(obj)
+    if isinstance(obj, dict):
+        return {k: _safe_doc(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_safe_doc(v) for v in obj]
+    return obj
 
 
 _SHORT = [("computing_ns", "Comp"), ("comm_not_overlapped_ns", "CommNO"),
@@ -33,10 +62,11 @@ RICH_SCAN_MAX_ROWS = 64
 
 def _scan_row(s) -> tuple[str, ...]:
     vers = " / ".join(v for v in (s.framework_version, s.cann_version) if v) or "-"
-    return ("?" if s.rank is None else str(s.rank), s.label,
-            "-" if s.device_id is None else str(s.device_id), s.profiler_level or "-",
-            vers, ",".join(map(str, s.steps)) or "-", ", ".join(s.analyses) or "-",
-            printable(s.path))
+    return tuple(control_safe(c) for c in (
+        "?" if s.rank is None else str(s.rank), s.label,
+        "-" if s.device_id is None else str(s.device_id), s.profiler_level or "-",
+        vers, ",".join(map(str, s.steps)) or "-", ", ".join(s.analyses) or "-",
+        printable(s.path)))
 
 
 def print_scan(sources, problems, out=None, runs=None) -> None:
@@ -60,7 +90,7 @@ def print_scan(sources, problems, out=None, runs=None) -> None:
         stream.write(f"{len(runs)} runs (different jobs or collections; analyse one at a time: "
                      f"its path, or analyse --run NAME, or --each-run):\n")
         for i, r in enumerate(runs, 1):
-            stream.write(f"  {i:>3}  {r.describe()}\n")
+            stream.write(f"  {i:>3}  {control_safe(r.describe())}\n")
         stream.flush()
 
 
@@ -73,7 +103,7 @@ def _print_sources(sources, rows, columns, problems, out, stream) -> None:
         for c in columns:
             t.add_column(c, overflow="fold")
         for r in rows:
-            t.add_row(*r)
+            t.add_row(*(term_text(c) for c in r))
         con.print(t)
         _print_problems(con, problems)
         return
@@ -81,7 +111,7 @@ def _print_sources(sources, rows, columns, problems, out, stream) -> None:
     if problems:
         stream.write(f"{len(problems)} note(s) on the input:\n")
         for p in problems[:50]:
-            stream.write(f"  {p.severity} {p.line()}\n")
+            stream.write(f"  {p.severity} {control_safe(p.line())}\n")
         if len(problems) > 50:
             stream.write(f"  ... and {len(problems) - 50} more in problems.csv\n")
     stream.flush()
@@ -103,7 +133,7 @@ def _print_problems(con, problems) -> None:
     con.print(f"[bold]{len(problems)} note(s) on the input:[/bold]")
     for p in problems[:50]:
         style = "yellow" if p.severity == "warning" else "red"
-        con.print(f"  [{style}]{p.severity}[/{style}] {p.line()}")
+        con.print(f"  [{style}]{p.severity}[/{style}] {term_text(p.line())}")
     if len(problems) > 50:
         con.print(f"  ... and {len(problems) - 50} more in problems.csv")
 
@@ -131,6 +161,7 @@ def _breakdown_rows(rows: list[dict]) -> tuple[list[dict], str]:
 def print_summary(summary: dict, out_dir) -> None:
     from rich.table import Table
 
+    raw, summary = summary, _safe_doc(summary)  # names from the data: no control, no markup
     con = _console()
     con.print(f"[bold]ascendprof {summary['version']}[/bold] - {summary['root']}")
     kinds = {}
@@ -191,11 +222,11 @@ def print_summary(summary: dict, out_dir) -> None:
     from types import SimpleNamespace
 
     probs = [SimpleNamespace(severity=p["severity"], line=lambda p=p: _pline(p))
-             for p in summary["problems"]]
+             for p in raw["problems"]]  # escaped by _print_problems
     _print_problems(con, probs)
     for name, why in summary.get("not_written", {}).items():
         con.print(f"  [dim]not written:[/dim] {name}: {why}")
-    con.print(f"Results written to [bold]{printable(out_dir)}[/bold]")
+    con.print(f"Results written to [bold]{term_text(printable(out_dir))}[/bold]")
 
 
 def _print_advice(con, adv: dict | None) -> None:

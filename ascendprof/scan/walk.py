@@ -348,6 +348,11 @@ def _framework_source(d: Path, name: str, problems: Problems) -> Source | None:
             info = _load_json_quiet(d / f, problems) or {}
             if m.group(1) is not None and _rank_value(m.group(1)) is not None:
                 src.rank, src.rank_origin = int(m.group(1)), f
+                inside = _rank_value(info.get("rank_id"))
+                if inside is not None and inside != src.rank:  # one of them is wrong: say so
+                    problems.warn(d / f, f"rank_id {inside} inside contradicts the file name "
+                                         f"(rank {src.rank}); rank {src.rank} of the file name "
+                                         f"is used")
             elif _rank_value(info.get("rank_id")) is not None:
                 src.rank, src.rank_origin = _rank_value(info["rank_id"]), f"{f} rank_id"
             break
