@@ -113,7 +113,7 @@ def test_terminal_breakdown_keeps_the_longest_steps_of_a_large_cluster():
     assert spread["min"][1] == f"{min(totals.values()):.1f}"
     con = Console(width=80, record=True)
     con.print(_breakdown_table(rows[:5]))
-    assert "Step breakdown per rank (ms)" in con.export_text()
+    assert "Step breakdown per rank (ms, the profiler's)" in con.export_text()
 
 
 def test_openblas_kept_to_one_thread_unless_the_user_chose(tmp_path, monkeypatch):

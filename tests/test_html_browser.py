@@ -23,6 +23,7 @@ import pytest
 from click.testing import CliRunner
 
 from ascendprof.cli.main import main
+from ascendprof.report.html.common import MAX_TABLE_ROWS
 from conftest import QWEN3, SHARED
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
@@ -200,7 +201,7 @@ def _check_matrix_numbers(pg: Page, out: Path) -> None:
     want = _matrix_links(out)
     assert want
     head, keys, cells = pg.table("links")
-    assert len(cells) == min(len(want), 512)
+    assert len(cells) == min(len(want), MAX_TABLE_ROWS)
     for k, row in zip(keys, cells):
         link = want[(k["groupId"], k["step"], int(k["src"]), int(k["dst"]))]
         got = dict(zip(head, row))

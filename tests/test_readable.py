@@ -25,9 +25,10 @@ from conftest import FIXTURES, QWEN3
 SPLIT = ("Computing", "Communication(Not Overlapped)", "Free")
 
 
-def _analyse(src: Path, out: Path, *extra: str) -> list[str]:
+def _analyse(src: Path, out: Path, *extra: str, html: bool = False) -> list[str]:
     r = CliRunner().invoke(main, ["analyse", str(src), "-o", str(out), "--no-cache",
-                                  "--no-html", *extra], env={"COLUMNS": "80"})
+                                  *extra], env={"COLUMNS": "80",
+                                                "ASCENDPROF_HTML": "1" if html else "0"})
     assert r.exit_code in (0, 1), r.output
     return r.output.rstrip("\n").split("\n")
 
@@ -126,12 +127,17 @@ def test_128_ranks_bounded(tmp_path, generated_cluster):
 
 
 @pytest.mark.slow
-def test_1024_ranks_fit_one_screen(tmp_path, generated_cluster):
+def test_1024_ranks_fit_one_screen(tmp_path, generated_cluster, monkeypatch):
+    """Default options (the page on): the whole terminal output within 40 lines of 80
+    columns, the page under 5 MB."""
     root = _cluster(generated_cluster, 1024)
-    lines = _analyse(root, tmp_path / "o")
+    monkeypatch.chdir(tmp_path)
+    lines = _analyse(root, Path("o"), html=True)
     _check_screen(lines)
     _check_headline(lines, _profiler_steps(root))
     assert len(lines) <= 40, "\n".join(lines)
+    assert lines[-1].startswith("HTML report: o/report.html")
+    assert (tmp_path / "o" / "report.html").stat().st_size < 5_000_000
     doc = json.loads((tmp_path / "o" / "summary.json").read_text())
     kinds = doc["notes"]
     assert sum(k["count"] for k in kinds) == len(doc["problems"]) and len(kinds) <= 6

@@ -156,7 +156,7 @@ def _breakdown_table(rows: list[dict]):
     big = len(rows) > MAX_BREAKDOWN_ROWS
     if big:
         keep = sorted(rows, key=_step_us, reverse=True)[:TOP_RANKS]
-        title = f"Step breakdown (ms): {len(keep)} longest of {len(rows)} rank-steps; spread"
+        title = f"Step breakdown (ms): {len(keep)} longest of {len(rows)} rank-steps, spread"
     else:
         keep = rows
         title = "Step breakdown per rank (ms)"
@@ -179,17 +179,17 @@ def _breakdown_table(rows: list[dict]):
         header.pop()
         body = [b[:-1] for b in body]
         dist = [d[:-1] for d in dist]
-        src = ("the profiler's step_trace_time" if rows[0]["origin"] == "reported"
-               else "recomputed by ascendprof")
+        title = title.replace("(ms", "(ms, " + ("the profiler's" if rows[0]["origin"] ==
+                                                "reported" else "recomputed"), 1)
+        src = ""
     else:
-        src = "Src: rep the profiler's, re recomputed"
+        src = "; Src: rep the profiler's, re recomputed"
     legend = "; ".join(f"{h} = {_LEGEND['Step' if h == 'Total' else h]}"
                        for h in header[2:] if h not in ("Comp", "Free", "Prep", "Src"))
     from rich.console import Group
     from rich.text import Text
 
-    t = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1),
-              caption=legend + "; " + src, caption_justify="left")
+    t = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1))
     for i, h in enumerate(header):
         width = max([len(h)] + [len(b[i]) for b in body + dist])
         t.add_column(h, justify="left" if h == "Src" else "right", min_width=width,
@@ -198,7 +198,7 @@ def _breakdown_table(rows: list[dict]):
         t.add_row(*b)
     for d in dist:
         t.add_row(*d, style="dim")
-    return Group(Text(title, style="bold"), t)
+    return Group(Text(title, style="bold"), t, Text(legend + src, style="dim"))
 
 
 def print_summary(summary: dict, out_dir) -> None:
@@ -361,7 +361,7 @@ def _print_notes(con, notes: list[dict], total: int, rank_ranges, compact=False)
                 import re
 
                 m = re.search(r"\s\S*\d", k["reason"])
-                reason = (k["reason"][:m.start()] if m else k["reason"]) + " … (per rank)"
+                reason = (k["reason"][:m.start()] if m else k["reason"]) + " …"
             else:
                 reason = (first_sentence(k["reason"], 160)
                           + f" (rank {k['example_rank']}; each rank's own in problems.csv)")

@@ -34,7 +34,7 @@ FLAG_COLOR = "#d62728"
 #: bar per rank: 64 bars still carry readable labels at the page's width
 MAX_BARS = 64
 #: rows of a numbers table before it is cut (the file holds them all)
-MAX_TABLE_ROWS = 512
+MAX_TABLE_ROWS = 256
 
 
 @dataclass
@@ -126,11 +126,14 @@ def fmt(v, digits: int = 1) -> str:
 
 
 def _plain(v):
-    """A JSON-ready value: numpy scalars as Python numbers, NaN as None (null)."""
+    """A JSON-ready value: numpy scalars as Python numbers, NaN as None (null), floats to 6
+    decimals (ms from the files' µs with 3 decimals are exact; the page stays small)."""
     if hasattr(v, "item"):
         v = v.item()
-    if isinstance(v, float) and math.isnan(v):
-        return None
+    if isinstance(v, float):
+        if math.isnan(v) or math.isinf(v):
+            return None
+        return round(v, 6)
     if isinstance(v, tuple):
         return " · ".join(map(str, v))
     return v
@@ -178,6 +181,7 @@ class Chart:
     xcats: list | None = None
     y_max: float | None = None
     cats: list | None = None  # category order when rows repeat a category (range series)
+    data_ref: str = ""  # another chart whose data this one draws (``data`` left empty)
 
     def spec(self) -> dict:
         return {"name": self.name, "data": columns(self.data), "series": self.series,
@@ -185,7 +189,8 @@ class Chart:
                 "yLabel": self.y_label, "height": self.height, "horizontal": self.horizontal,
                 "tips": [list(t) for t in self.tips], "heat": self.heat, "hline": self.hline,
                 "select": self.select, "filter": self.filter, "xvalue": self.xvalue,
-                "xcats": self.xcats, "yMax": self.y_max, "cats": self.cats}
+                "xcats": self.xcats, "yMax": self.y_max, "cats": self.cats,
+                "dataRef": self.data_ref or None}
 
     kind = "chart"
 

@@ -71,6 +71,11 @@ def heatmaps(links: pd.DataFrame, slow: set):
             figs = [heatmap(g, m, u, slow, f"{name}: {m.split('(')[0].strip()} ({u})",
                             f"comm_heat_{k}_{j}")
                     for j, (m, u) in enumerate(HEAT_METRICS)]
+            for j, f in enumerate(figs[1:], 1):  # one copy of the links' data per group
+                v = f.data["v"]
+                figs[0].data[f"v{j}"] = v
+                f.data, f.data_ref = {}, figs[0].name
+                f.heat = dict(f.heat, v=f"v{j}")
             title = name if len(_steps(links)) == 1 else f"{name}, step {step}"
             panels.append((title, figs))
     if not panels:

@@ -146,7 +146,7 @@ def _head_words(*words) -> str:
     return " · ".join(dict.fromkeys(str(w) for w in words if w))
 
 
-def verdict_html(v: dict, extra: str = "") -> Markup:
+def verdict_html(v: dict, extra: str = "", evidence: bool = True) -> Markup:
     sev = str(v.get("severity", "info"))
     head = (f"<span class='badge {escape(sev)}'>{escape(sev)}</span>"
             + str(escape(_head_words(v.get("category", ""), v.get("scope", "")))))
@@ -174,8 +174,10 @@ def verdict_html(v: dict, extra: str = "") -> Markup:
                      f"</ul>{more}")
     if extra:
         parts.append(extra)
-    ev = _flatten(v.get("evidence"))
-    th = _flatten(v.get("threshold"))
+    ev = _flatten(v.get("evidence")) if evidence else []
+    th = _flatten(v.get("threshold")) if evidence else []
+    if not evidence:
+        parts.append("<p class='note'>Evidence: this verdict in verdicts.json.</p>")
     if ev or th:
         parts.append("<details><summary>Evidence (verdicts.json; units in the key names: "
                      "_ms, _pct, _gbps, _mb)</summary>" + _kv(ev + [("threshold." + k, x)
@@ -319,7 +321,8 @@ def build(d, ctx) -> Section:
             kinds = Counter(f"{v.get('severity')} {v.get('category')}" for v in rest)
             more = (f"<details class='more-verdicts'><summary>{len(rest)} more verdicts: "
                     + str(escape(", ".join(f"{n} {k}" for k, n in kinds.items())))
-                    + "</summary>" + "".join(verdict_html(v) for v in rest) + "</details>")
+                    + "</summary>" + "".join(verdict_html(v, evidence=False) for v in rest)
+                    + "</details>")
         sec.markup(f"<h3>Verdicts ({len(vs)}): what limits the job, and what to look at next"
                    f"</h3>" + ("".join(cards) + more if vs else
                                "<p>No verdict: nothing stood out against the thresholds.</p>"))

@@ -96,16 +96,12 @@ class Operators:
                            ("Ratio: share of the rank's op time", "pct", "%", 3),
                            ("Count", "count", "", 0)])
 
-    def rank_heatmap(self, types: list[str]) -> Chart:
+    def rank_heatmap(self, types: list[str], bars: Chart) -> Chart:
         """Ratio(%) of each top op type on every rank (x: rank, y: op type); a click selects
-        the rank."""
-        ops = self.ops[(self.ops["Rank"] != CLUSTER) & self.ops["OP Type"].isin(types)]
-        ops = ops.groupby(["Rank", "OP Type"], as_index=False)[["Total Time(us)",
-                                                                "Ratio(%)"]].sum()
-        pct = list(_num(ops, "Ratio(%)"))
-        data = {"rank": [int(r) for r in ops["Rank"]], "type": list(ops["OP Type"]),
-                "pct": pct, "ms": list(_num(ops, "Total Time(us)") / 1000)}
-        return Chart("ops_rank_heatmap", data, height=150 + 24 * len(types), select=True,
+        the rank. Draws the rank rows of ``bars`` (the per-rank chart's data, not copied)."""
+        pct = [p for r, p in zip(bars.data["rank"], bars.data["pct"]) if r != CLUSTER]
+        return Chart("ops_rank_heatmap", {}, height=150 + 24 * len(types), select=True,
+                     data_ref=bars.name,
                      title="Ratio(%) of each op type per rank (op_statistics.csv); click a rank",
                      x_label="rank", y_label="op type",
                      tips=[("rank", "rank", "", 0), ("op type", "type", "", 0),
@@ -139,9 +135,10 @@ class Operators:
         if self.ops is not None:
             types = self.top_types()
             sec.chart(self.share_by_stage(types))
-            sec.chart(RankPick("ops_rank", self.select, self.per_rank(types)))
+            bars = self.per_rank(types)
+            sec.chart(RankPick("ops_rank", self.select, bars))
             if len(self.ranks) > 1:
-                sec.chart(self.rank_heatmap(types))
+                sec.chart(self.rank_heatmap(types, bars))
         else:
             sec.text("Not in this analysis: " + ((d.summary or {}).get("not_written") or {}).get(
                 "op_statistics.csv", "no op_statistics.csv"))

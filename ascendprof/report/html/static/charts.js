@@ -7,6 +7,9 @@
   const el = document.getElementById('ascendprof-charts');
   const specs = el ? JSON.parse(el.textContent) : {};
   const AP = window.ASCENDPROF = { specs: specs, charts: {}, rank: 'cluster', ready: false };
+  for (const spec of Object.values(specs)) {  // charts drawing another chart's data
+    if (spec.dataRef && specs[spec.dataRef]) spec.data = specs[spec.dataRef].data;
+  }
   const VIRIDIS = ['#440154', '#3b528b', '#21918c', '#5ec962', '#fde725'];
   const BLUES = ['#f7fbff', '#c6dbef', '#6baed6', '#2171b5', '#08306b'];
 
@@ -58,11 +61,14 @@
       : (vals.length ? Math.max(...vals) : 1);
     const lo = h.min !== undefined && h.min !== null ? h.min
       : (vals.length ? Math.min(...vals) : 0);
-    const data = d[h.v].map((v, i) => {
-      const item = { value: [xi.get(String(d[h.x][i])), yi.get(String(d[h.y][i])), v],
-                     row: i };
+    const data = [];
+    d[h.v].forEach((v, i) => {
+      const x = xi.get(String(d[h.x][i]));
+      const y = yi.get(String(d[h.y][i]));
+      if (x === undefined || y === undefined) return;  // a row of another chart (cluster)
+      const item = { value: [x, y, v], row: i };
       if (h.flag && d[h.flag][i]) item.itemStyle = { borderColor: '#d62728', borderWidth: 3 };
-      return item;
+      data.push(item);
     });
     return {
       grid: { left: 12, right: 90, top: spec.title ? 40 : 16, bottom: 30, containLabel: true },
