@@ -143,8 +143,7 @@ def _no_thread_left_behind():
 
 @pytest.fixture(scope="module", autouse=True)
 def _html_page_only_where_tested(request):
-    """analyse writes report.html by default, and Bokeh takes a few seconds per page; the suite
-    runs analyse hundreds of times, so the page is off ($ASCENDPROF_HTML=0, also in the
+    """analyse writes report.html by default (a few tenths of a second); the suite runs analyse hundreds of times, so the page is off ($ASCENDPROF_HTML=0, also in the
     commands the tests start) except in the modules that test it (test_html_*)."""
     mp = pytest.MonkeyPatch()
     on = request.module.__name__.rsplit(".", 1)[-1].startswith("test_html")

@@ -88,17 +88,32 @@ def test_unknown_threshold_is_a_usage_error(qwen3, tmp_path):
 
 
 def test_terminal_breakdown_keeps_the_longest_steps_of_a_large_cluster():
-    """Above MAX_BREAKDOWN_ROWS rank-steps the terminal table lists the longest steps only
-    (Computing + Communication(Not Overlapped) + Free), in rank order, and says so."""
-    from ascendprof.report.terminal import MAX_BREAKDOWN_ROWS, _breakdown_rows
+    """Above MAX_BREAKDOWN_ROWS rank-steps the terminal table lists the TOP_RANKS longest steps
+    (Computing + Communication(Not Overlapped) + Free), longest first, then min / median / max
+    of each column over all rows, and says so."""
+    from rich.console import Console
+
+    from ascendprof.report.terminal import MAX_BREAKDOWN_ROWS, TOP_RANKS, _breakdown_table
 
     # rank r: 10 + r us of compute, 5 of CNO, r % 3 of free -> longest = highest ranks
-    rows = [{"rank": r, "step": 1, "computing_us": 10.0 + r, "comm_not_overlapped_us": 5.0,
-             "free_us": float(r % 3)} for r in range(MAX_BREAKDOWN_ROWS + 8)]
-    kept, title = _breakdown_rows(rows)
-    assert [r["rank"] for r in kept] == list(range(8, MAX_BREAKDOWN_ROWS + 8))
-    assert f"{MAX_BREAKDOWN_ROWS} longest of {MAX_BREAKDOWN_ROWS + 8}" in title
-    assert _breakdown_rows(rows[:5]) == (rows[:5], "Step breakdown per rank (ms)")
+    n = MAX_BREAKDOWN_ROWS + 8
+    rows = [{"rank": r, "step": 1, "computing_us": 1000.0 * (10 + r),
+             "comm_not_overlapped_us": 5000.0, "free_us": 1000.0 * (r % 3),
+             "origin": "reported"} for r in range(n)]
+    con = Console(width=80, record=True)
+    con.print(_breakdown_table(rows))
+    lines = con.export_text().splitlines()
+    assert f"{TOP_RANKS} longest of {n} rank-steps" in lines[0]
+    body = [ln.split() for ln in lines[3:3 + TOP_RANKS]]
+    totals = {r: 10 + r + 5 + r % 3 for r in range(n)}
+    want = sorted(totals, key=lambda r: -totals[r])[:TOP_RANKS]
+    assert [int(b[0]) for b in body] == want
+    spread = {ln.split()[0]: ln.split() for ln in lines[3 + TOP_RANKS:6 + TOP_RANKS]}
+    assert spread["max"][1] == f"{max(totals.values()):.1f}"
+    assert spread["min"][1] == f"{min(totals.values()):.1f}"
+    con = Console(width=80, record=True)
+    con.print(_breakdown_table(rows[:5]))
+    assert "Step breakdown per rank (ms, the profiler's)" in con.export_text()
 
 
 def test_openblas_kept_to_one_thread_unless_the_user_chose(tmp_path, monkeypatch):

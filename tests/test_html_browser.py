@@ -1,8 +1,9 @@
 """report.html in a real browser: Debian's headless Chromium driven by Playwright, networking
 off. For the Qwen3 sample and the 2-rank torch_npu levels: no console errors, every chart drawn
-(a canvas in each chart, a row in each table), and the numbers in the page (the numbers tables
-and the charts' own data) equal those of cluster_step_trace_time.csv and
-cluster_communication_matrix.json, read here with the csv / json modules.
+(a canvas in each chart), and the numbers in the page (the numbers tables and the charts' own
+data, window.ASCENDPROF.specs) equal those of cluster_step_trace_time.csv and
+cluster_communication_matrix.json, read here with the csv / json modules. The first screen
+(1400x900) holds the headline and the first verdict, for the sample and a 256-rank cluster.
 
 Chromium comes from Debian (`apt-get install chromium`, as .ci/run does); Playwright only
 drives it (no browser download). Without it the tests skip, except under CI=true, where they
@@ -22,6 +23,7 @@ import pytest
 from click.testing import CliRunner
 
 from ascendprof.cli.main import main
+from ascendprof.report.html.common import MAX_TABLE_ROWS
 from conftest import QWEN3, SHARED
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
@@ -62,8 +64,8 @@ def browser():
 class Page:
     """A page opened offline; every request other than the file itself is aborted and kept."""
 
-    def __init__(self, browser, path: Path):
-        self.ctx = browser.new_context(offline=True, viewport={"width": 1280, "height": 900})
+    def __init__(self, browser, path: Path, width: int = 1280):
+        self.ctx = browser.new_context(offline=True, viewport={"width": width, "height": 900})
         self.requests: list[str] = []
         self.console: list[tuple[str, str]] = []
 
@@ -80,24 +82,15 @@ class Page:
         self.page.on("console", lambda m: self.console.append((m.type, m.text)))
         self.page.on("pageerror", lambda e: self.console.append(("pageerror", str(e))))
         self.page.goto(path.resolve().as_uri())
-        self.page.wait_for_function(
-            "window.Bokeh !== undefined && Bokeh.documents.length > 0 "
-            "&& Bokeh.documents[0].is_idle", timeout=60_000)
+        self.page.wait_for_function("window.ASCENDPROF && window.ASCENDPROF.ready",
+                                    timeout=60_000)
 
-    def data(self, name: str, renderer: int | str = 0) -> dict:
-        """The data source of a named figure's renderer (its index, or its name), as the page
-        holds it."""
-        return self.page.evaluate(
-            """([name, i]) => {
-                const m = Bokeh.documents[0].get_model_by_name(name);
-                const r = typeof i === 'number' ? m.renderers[i]
-                    : m.renderers.find((x) => x.name === i);
-                const d = r.data_source.data;
-                const out = {};
-                for (const [k, v] of (d instanceof Map ? d.entries() : Object.entries(d)))
-                    out[k] = Array.from(v);
-                return out;
-            }""", [name, renderer])
+    def data(self, name: str) -> dict:
+        """The data of a named chart, as the page holds it (its columns)."""
+        return self.page.evaluate("(name) => window.ASCENDPROF.specs[name].data", name)
+
+    def names(self) -> list[str]:
+        return self.page.evaluate("() => Object.keys(window.ASCENDPROF.specs)")
 
     def table(self, css: str) -> tuple[list[str], list[dict], list[list[str]]]:
         """Header, row data-* attributes and cell texts of the numbers table ``css``."""
@@ -156,12 +149,10 @@ def _check_clean_and_drawn(pg: Page) -> None:
     assert charts.count() > 0
     for el in charts.all():
         name = el.get_attribute("data-chart")
-        drawn = el.locator("canvas").count() + el.locator("svg").count()
-        rows = el.locator(".slick-row").count()
-        assert drawn or rows, f"chart {name} drew nothing"
-        if drawn:
-            box = el.locator("canvas").first.bounding_box()
-            assert box and box["width"] > 50 and box["height"] > 50, (name, box)
+        el.scroll_into_view_if_needed()
+        assert el.locator("canvas").count(), f"chart {name} drew nothing"
+        box = el.locator("canvas").first.bounding_box()
+        assert box and box["width"] > 50 and box["height"] > 50, (name, box)
 
 
 def _check_step_numbers(pg: Page, out: Path) -> None:
@@ -180,9 +171,7 @@ def _check_step_numbers(pg: Page, out: Path) -> None:
                 assert _close(float(text), float(v)), (col, text, v)
     # the bars: the chart's own data, in ms, against the CSV's µs
     ranks = [r for r in want if r["Type"] == "rank"]
-    name = "steps_bars" if pg.page.evaluate(
-        "Bokeh.documents[0].get_model_by_name('steps_bars').renderers !== undefined") \
-        else "steps_bars_0"
+    name = "steps_bars" if "steps_bars" in pg.names() else "steps_bars_0"
     d = pg.data(name)
     assert sorted(d["rank"]) == sorted(int(r["Index"]) for r in ranks)
     for rank, comp, comm, free, prep in zip(d["rank"], d["comp"], d["comm"], d["free"],
@@ -212,7 +201,7 @@ def _check_matrix_numbers(pg: Page, out: Path) -> None:
     want = _matrix_links(out)
     assert want
     head, keys, cells = pg.table("links")
-    assert len(cells) == min(len(want), 512)
+    assert len(cells) == min(len(want), MAX_TABLE_ROWS)
     for k, row in zip(keys, cells):
         link = want[(k["groupId"], k["step"], int(k["src"]), int(k["dst"]))]
         got = dict(zip(head, row))
@@ -221,15 +210,12 @@ def _check_matrix_numbers(pg: Page, out: Path) -> None:
             assert _close(float(got[col]), float(link[col])), (k, col)
     # the heatmaps' own data: every non-self link of the file, with its values
     drawn = pg.page.evaluate("""() => {
-        const tabs = Bokeh.documents[0].get_model_by_name('comm_heatmaps');
         const out = [];
-        for (const p of tabs.tabs) for (const f of p.child.children) {
-            const d = f.renderers[0].data_source.data;
-            const get = (k) => Array.from(d instanceof Map ? d.get(k) : d[k]);
-            const [g, st, s, t, bw, tm, sz] = ['gid', 'step', 'src', 'dst', 'bw', 'time',
-                                               'size'].map(get);
-            s.forEach((x, i) => out.push([g[i], st[i], Number(x), Number(t[i]), bw[i], tm[i],
-                                          sz[i]]));
+        for (const [name, spec] of Object.entries(window.ASCENDPROF.specs)) {
+            if (!name.startsWith('comm_heat_')) continue;
+            const d = spec.data;
+            d.src.forEach((x, i) => out.push([d.gid[i], d.step[i], Number(x), Number(d.dst[i]),
+                                              d.bw[i], d.time[i], d.size[i]]));
         }
         return out; }""")
     non_self = {k: v for k, v in want.items() if k[2] != k[3]}
@@ -252,32 +238,42 @@ def test_qwen3_report_in_chromium(browser, qwen3_out):
         # the flagged ranks: every rank a verdict names carries the marker
         vs = json.loads((qwen3_out / "verdicts.json").read_text())["verdicts"]
         named = {r for v in vs if v["severity"] != "info" for r in v["ranks"]}
-        marked = pg.data("steps_bars", "flagged")
-        assert set(marked["rank"]) == named
+        d = pg.data("steps_bars")
+        assert {r for r, f in zip(d["rank"], d["flagged"]) if f is not None} == named
     finally:
         pg.close()
 
 
 def test_qwen3_rank_selection_filters_operators(browser, qwen3_out):
-    """Choosing rank 0 shows its op types and only the kernels it ran; tapping a bar of rank 2
-    in the step breakdown selects rank 2."""
+    """Choosing rank 0 shows its op types (op_statistics.csv's rows of rank 0) and only the
+    kernels it ran; clicking the bar of rank 2 in the step breakdown selects rank 2."""
     with open(qwen3_out / "top_kernels.csv", newline="") as f:
         kernels = list(csv.DictReader(f))
     only2 = [k for k in kernels if "0" not in k["Ranks"].split(",")]
     assert only2, "the fixture has kernels only rank 2 ran"
+    with open(qwen3_out / "op_statistics.csv", newline="") as f:
+        types0 = {r["OP Type"] for r in csv.DictReader(f) if r["Rank"] == "0"}
     pg = Page(browser, qwen3_out / "report.html")
     try:
         sel = pg.page.locator("div.chart[data-chart=ops_rank] select")
         sel.select_option("0")
         pg.page.wait_for_timeout(300)
-        rows = pg.page.locator("div.chart[data-chart=ops_kernels] .slick-row").count()
+        rows = pg.page.locator("table.by-rank tbody tr:not([hidden])").count()
         assert rows == len(kernels) - len(only2)
-        group = pg.page.evaluate("""() => Bokeh.documents[0].get_model_by_name('ops_rank_bars')
-                                        .renderers[0].view.filter.group""")
-        assert group == "0"
-        pg.page.evaluate("""() => { const s = Bokeh.documents[0].get_model_by_name('steps_bars')
-                                    .renderers[0].data_source;
-                                    s.selected.indices = [s.data.rank.indexOf(2)]; }""")
+        shown = pg.page.evaluate("""() => window.ASCENDPROF.charts['ops_rank_bars']
+                                        .getOption().yAxis[0].data""")
+        assert shown and set(shown) <= types0
+        # a real click on the middle of rank 2's Computing bar
+        pg.page.locator("#steps").scroll_into_view_if_needed()
+        x, y = pg.page.evaluate("""() => {
+            const c = window.ASCENDPROF.charts['steps_bars'];
+            const d = window.ASCENDPROF.specs['steps_bars'].data;
+            const i = d.rank.indexOf(2);
+            const p = c.convertToPixel({seriesIndex: 0}, [i, d.comp[i] / 2]);
+            const box = c.getDom().getBoundingClientRect();
+            return [box.left + p[0], box.top + p[1]]; }""")
+        pg.page.mouse.click(x, y)
+        pg.page.wait_for_timeout(200)
         assert sel.input_value() == "2"
     finally:
         pg.close()
@@ -308,5 +304,57 @@ def test_level0_report_says_what_is_not_there(browser, level0_out):
         _check_step_numbers(pg, level0_out)
         comm = pg.page.inner_text("#communication")
         assert "Not in this analysis" in comm and "Level0" in comm
+    finally:
+        pg.close()
+
+
+def _first_screen(pg: Page) -> None:
+    """The headline and the first verdict card are inside the first 1400x900 screen."""
+    for css in ("section.headline", "#diagnosis .verdict"):
+        box = pg.page.locator(css).first.bounding_box()
+        assert box and box["y"] >= 0 and box["y"] + min(box["height"], 120) <= 900, (css, box)
+    head = pg.page.inner_text("section.headline")
+    assert head.startswith("Step time ") and "Computing" in head and "Free" in head
+
+
+def test_first_screen_holds_the_answer(browser, qwen3_out):
+    pg = Page(browser, qwen3_out / "report.html", width=1400)
+    try:
+        _first_screen(pg)
+        summary = json.loads((qwen3_out / "summary.json").read_text())
+        assert f"Step time {summary['headline']['step_ms']:,.1f} ms" in pg.page.inner_text(
+            "section.headline")
+        # the reconciliation of the verdict's wait with cluster_communication.json's pp ops
+        rec = pg.page.locator("details.reconcile tbody tr").all()
+        assert rec
+        doc = json.loads((qwen3_out / "cluster_communication.json").read_text())
+        groups = json.loads((qwen3_out / "communication_group.json").read_text())
+        del groups
+        for tr in rec:
+            cells = [c.inner_text() for c in tr.locator("td").all()]
+            rank, wait, elapse, transit, pwait, idle, both = cells
+            assert abs(float(elapse.replace(",", "")) - sum(
+                float(x.replace(",", "")) for x in (transit, pwait, idle))) < 0.15
+            assert float(both.replace(",", "")) == pytest.approx(
+                float(pwait.replace(",", "")) + float(idle.replace(",", "")), abs=0.15)
+        assert doc
+    finally:
+        pg.close()
+
+
+@pytest.fixture(scope="module")
+def big_out(tmp_path_factory, generated_cluster):
+    root = generated_cluster(256, "--kernels-per-rank", "20", "--comm-ops-per-rank", "10")
+    return _analyse(root, tmp_path_factory.mktemp("html") / "c256")
+
+
+def test_256_ranks_first_screen_and_clean(browser, big_out):
+    page = big_out / "report.html"
+    assert page.stat().st_size < 5_000_000
+    pg = Page(browser, page, width=1400)
+    try:
+        _first_screen(pg)
+        errors = [m for m in pg.console if m[0] in ("error", "pageerror")]
+        assert not errors and not pg.requests
     finally:
         pg.close()

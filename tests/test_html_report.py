@@ -200,7 +200,7 @@ def test_diff_html(tmp_path):
     body = page[page.index('class="numbers diff-steps"'):]
     body = body[:body.index("</table>")]
     assert re.findall(r"<th>([^<]*)</th>", body) == header
-    cells = re.findall(r"<td>([^<]*)</td>", body)
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", body)
     n = len(header)
     assert len(cells) == n * len(rows) and rows
     for i, row in enumerate(rows):
@@ -221,14 +221,14 @@ def _copy_outputs(src: Path, dest: Path) -> Path:
 
 
 def _models(out: Path) -> dict:
-    """name -> Bokeh model of every named model of the page's sections."""
-    from bokeh.model.util import collect_models
-
+    """name -> chart block (Chart, Tabs, RankPick) and name -> Chart of every chart inside."""
     from ascendprof.report.html.page import build_sections
 
     secs = build_sections(D.load(out))
     roots = [b.model for s in secs for b in s.blocks if b.kind == "chart"]
-    return {m.name: m for m in collect_models(*roots) if getattr(m, "name", None)}
+    out = {m.name: m for m in roots}
+    out.update({c.name: c for m in roots for c in m.charts()})
+    return out
 
 
 def test_several_steps_get_one_tab_each(q3, tmp_path):
@@ -243,8 +243,8 @@ def test_several_steps_get_one_tab_each(q3, tmp_path):
         csv.writer(f, lineterminator="\n").writerows(extra)
     m = _models(out)
     assert "steps_bars" in m and type(m["steps_bars"]).__name__ == "Tabs"
-    assert [t.title for t in m["steps_bars"].tabs] == ["step 13", "step 14"]
-    assert sorted(m["steps_bars_1"].renderers[0].data_source.data["rank"]) == [0, 1, 2, 3]
+    assert [t for t, _ in m["steps_bars"].panels] == ["step 13", "step 14"]
+    assert sorted(m["steps_bars_1"].data["rank"]) == [0, 1, 2, 3]
 
 
 def test_big_cluster_aggregates(q3, tmp_path):
@@ -272,10 +272,10 @@ def test_big_cluster_aggregates(q3, tmp_path):
         {"rank": n, "device_id": n % 8, "kind": "torch_npu text"} for n in range(128)]}))
     m = _models(out)
     assert "steps_bars" not in m
-    heat = m["steps_heatmaps"].tabs[0].child.renderers[0].data_source.data
+    heat = m["steps_heatmaps"].panels[0][1][0].data
     assert sorted(heat["rank"]) == list(range(128))
     assert max(heat["node"]) == 15 and max(heat["slot"]) == 7
-    top = m["steps_top"].renderers[0].data_source.data
+    top = m["steps_top"].data
     assert sorted(top["rank"]) == sorted(longest)
 
 

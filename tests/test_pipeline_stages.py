@@ -250,7 +250,7 @@ def test_cli_writes_files_and_summary(tmp_path):
     for name in ("pipeline.csv", "pipeline_stages.csv", "memory_summary.csv",
                  "memory_top_ops.csv", "memory_modules.csv", "data_preparation.csv"):
         assert (out / name).is_file(), name
-    assert "Pipeline stage 0 (ranks 0, 1)" in res.stdout
+    assert "Pipeline stage 0 (ranks 0-1)" in res.stdout
     summary = json.loads((out / "summary.json").read_text())
     stages = _csv(out / "pipeline_stages.csv")
     got = {s["stage"]: s for s in summary["analyses"]["pipeline"]}

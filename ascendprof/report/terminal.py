@@ -25,22 +25,14 @@ def term_text(text) -> str:
     return escape(control_safe(text))
 
 
-def _safe_doc(obj):
-    """``obj`` (summary.json's data) with every string made :func:`term_text`."""
-    if isinstance(obj, str):
-        return term_text(obj)
-    if isinstance(obj, dict):
-        return {k: _safe_doc(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_safe_doc(v) for v in obj]
-    return obj
-
-
-_SHORT = [("computing_ns", "Comp"), ("comm_not_overlapped_ns", "CommNO"),
-          ("overlapped_ns", "Ovlp"), ("communication_ns", "Comm"), ("free_ns", "Free"),
-          ("stage_ns", "Stage"), ("bubble_ns", "Bubble"), ("preparing_ns", "Prep")]
-_LEGEND = ("Comp Computing, CommNO Communication(Not Overlapped), Ovlp Overlapped, Comm "
-           "Communication, Prep Preparing; Src rep = profiler's step_trace_time, re = recomputed")
+#: the step breakdown columns the terminal shows (all nine are in cluster_step_trace_time.csv);
+#: a column that is 0 or missing on every row is left out
+_SHORT = [("computing_ns", "Comp"), ("comm_not_overlapped_ns", "CommNO"), ("free_ns", "Free"),
+          ("overlapped_ns", "Ovlp"), ("bubble_ns", "Bubble"), ("preparing_ns", "Prep")]
+_LEGEND = {"Comp": "Computing", "CommNO": "Communication(Not Overlapped)",
+           "Free": "Free (device idle)", "Ovlp": "communication overlapped by compute",
+           "Bubble": "the profiler's Bubble column (the pipeline bubble below is recomputed)",
+           "Prep": "Preparing", "Step": "Comp + CommNO + Free"}
 
 _SEV_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -48,8 +40,11 @@ _SEV_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 def _console():
     from rich.console import Console  # deferred: plain scan output needs no rich (60 ms import)
 
+    import os
+
     con = Console(highlight=False, soft_wrap=False)
-    if not con.is_terminal:  # piped or captured: rich would assume 80 columns
+    if not con.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+        # piped or captured without COLUMNS: rich would assume 80 columns
         con = Console(highlight=False, soft_wrap=False, width=140)
     return con
 
@@ -138,10 +133,17 @@ def _print_problems(con, problems) -> None:
         con.print(f"  ... and {len(problems) - 50} more in problems.csv")
 
 
-#: Above this many (rank, step) rows the terminal shows the ones with the longest steps only:
-#: a 1000-rank table helps nobody on a screen (and rich takes ~1 ms per row to lay it out);
-#: every row is in cluster_step_trace_time.csv and summary.json.
-MAX_BREAKDOWN_ROWS = 32
+#: Up to this many ranks the step breakdown shows every (rank, step) row; above it, the
+#: :data:`TOP_RANKS` longest steps and the distribution of each column over all ranks (every
+#: row is in cluster_step_trace_time.csv and summary.json).
+MAX_BREAKDOWN_ROWS = 16
+TOP_RANKS = 5
+#: verdicts listed one by one up to this many; beyond, one line per category
+MAX_VERDICT_LINES = 4
+#: pipeline stages listed one per line
+MAX_STAGE_LINES = 4
+#: note kinds listed (each kind is one line with its rank ranges)
+MAX_NOTE_KINDS = 6
 
 
 def _step_us(r: dict) -> float:
@@ -149,98 +151,270 @@ def _step_us(r: dict) -> float:
     return sum(r.get(k) or 0 for k in ("computing_us", "comm_not_overlapped_us", "free_us"))
 
 
-def _breakdown_rows(rows: list[dict]) -> tuple[list[dict], str]:
-    if len(rows) <= MAX_BREAKDOWN_ROWS:
-        return rows, "Step breakdown per rank (ms)"
-    keep = sorted(rows, key=_step_us, reverse=True)[:MAX_BREAKDOWN_ROWS]
-    keep.sort(key=lambda r: (r["rank"], r["step"] is None, r["step"] or 0))
-    return keep, (f"Step breakdown per rank (ms): the {len(keep)} longest of {len(rows)} "
-                  f"rank-steps (all in cluster_step_trace_time.csv)")
+def _ms(v) -> str:
+    return "-" if v is None else f"{v / 1000:,.1f}"
+
+
+def _percentile(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    i = (len(xs) - 1) * q
+    lo = int(i)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (i - lo)
+
+
+def _breakdown_table(rows: list[dict]):
+    """The step breakdown: every row up to MAX_BREAKDOWN_ROWS, else the TOP_RANKS longest
+    steps then min / median / p90 / max of each column over all rows. Numbers are never cut:
+    each column is as wide as its widest number."""
+    from rich import box
+    from rich.table import Table
+
+    cols = [(c[:-3] + "_us", short) for c, short in _SHORT
+            if any(r.get(c[:-3] + "_us") for r in rows)]
+    big = len(rows) > MAX_BREAKDOWN_ROWS
+    if big:
+        keep = sorted(rows, key=_step_us, reverse=True)[:TOP_RANKS]
+        title = f"Step breakdown (ms): {len(keep)} longest of {len(rows)} rank-steps, spread"
+    else:
+        keep = rows
+        title = "Step breakdown per rank (ms)"
+    body = []
+    for r in keep:
+        body.append([str(r["rank"]), "-" if r["step"] is None else str(r["step"]),
+                     _ms(_step_us(r))] + [_ms(r.get(c)) for c, _ in cols]
+                    + ["rep" if r["origin"] == "reported" else "re"])
+    dist = []
+    if big:
+        for name, q in (("min", 0.0), ("median", 0.5), ("max", 1.0)):
+            vals = [_percentile([_step_us(r) for r in rows], q)]
+            for c, _ in cols:
+                xs = [r.get(c) for r in rows if r.get(c) is not None]
+                vals.append(_percentile(xs, q) if xs else None)
+            dist.append([name, "", *[_ms(v) for v in vals], ""])
+    mixed = len({r["origin"] for r in rows}) > 1
+    header = ["Rank", "Step", "Total"] + [short for _, short in cols] + ["Src"]
+    if not mixed:
+        header.pop()
+        body = [b[:-1] for b in body]
+        dist = [d[:-1] for d in dist]
+        title = title.replace("(ms", "(ms, " + ("the profiler's" if rows[0]["origin"] ==
+                                                "reported" else "recomputed"), 1)
+        src = ""
+    else:
+        src = "; Src: rep the profiler's, re recomputed"
+    legend = "; ".join(f"{h} = {_LEGEND['Step' if h == 'Total' else h]}"
+                       for h in header[2:] if h not in ("Comp", "Free", "Prep", "Src"))
+    from rich.console import Group
+    from rich.text import Text
+
+    t = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1))
+    for i, h in enumerate(header):
+        width = max([len(h)] + [len(b[i]) for b in body + dist])
+        t.add_column(h, justify="left" if h == "Src" else "right", min_width=width,
+                     no_wrap=True)
+    for b in body:
+        t.add_row(*b)
+    for d in dist:
+        t.add_row(*d, style="dim")
+    return Group(Text(title, style="bold"), t, Text(legend + src, style="dim"))
 
 
 def print_summary(summary: dict, out_dir) -> None:
-    from rich.table import Table
+    """The analysis in a few screens at most, answer first: the headline (step time, its
+    split, the cause with its ranks, what to look at next), the verdicts (one line per
+    category beyond a few), the step breakdown (top ranks and the spread beyond a few dozen
+    rank-steps), top op types, the other analyses, advice, the notes on the input grouped by
+    kind with their rank ranges, where the results are."""
+    from ascendprof.model.ranks import rank_ranges
+    from ascendprof.report.summary import group_problems, headline, headline_lines
 
-    raw, summary = summary, _safe_doc(summary)  # names from the data: no control, no markup
     con = _console()
-    con.print(f"[bold]ascendprof {summary['version']}[/bold] - {summary['root']}")
     kinds = {}
     for s in summary["sources"]:
         kinds[s["kind"]] = kinds.get(s["kind"], 0) + 1
-    con.print("Sources: " + ", ".join(f"{n} {k}" for k, n in kinds.items()))
+    head = (f"ascendprof {summary['version']}: "
+            + ", ".join(f"{n} {k}" for k, n in kinds.items()) + " in ")
+    root = printable(summary["root"])
+    room = max(20, con.width - len(head))
+    if len(root) > room:  # keep the end of the path (the job's own directory names)
+        root = "…" + root[-(room - 1):]
+    con.print(_bold(head) + _esc(root))
+    h = summary.get("headline") or headline(summary)
+    for i, line in enumerate(headline_lines(h)):
+        con.print(_bold(line) if i == 0 else _esc(line))
+    compact = len(summary["sources"]) > MAX_BREAKDOWN_ROWS
+    _print_verdicts(con, summary.get("verdicts") or [], h, compact)
     if summary["ranks"]:
-        rows, title = _breakdown_rows(summary["ranks"])
-        t = Table(title=title, caption=_LEGEND)
-        for c in ("Rank", "Step") + tuple(short for _, short in _SHORT):
-            t.add_column(c, justify="right")
-        t.add_column("Src")
-        for r in rows:
-            vals = []
-            for col, _ in _SHORT:
-                v = r.get(col[:-3] + "_us")
-                vals.append("-" if v is None else f"{v / 1000:.1f}")
-            t.add_row(str(r["rank"]), "-" if r["step"] is None else str(r["step"]), *vals,
-                      "rep" if r["origin"] == "reported" else "re")
-        con.print(t)
+        con.print(_breakdown_table(summary["ranks"]))
     if summary.get("iterations"):  # graph mode: the profiler's own per-step trace
-        t = Table(title="Iteration trace per rank (ms, mean over the steps)")
+        from rich import box
+        from rich.table import Table
+
+        t = Table(title="Iteration trace per rank (ms, mean over the steps)",
+                  box=box.SIMPLE_HEAD, show_edge=False)
         for c in ("Rank", "Steps", "Interval", "FP+BP", "Tail", "Total"):
-            t.add_column(c, justify="right")
-        for r in summary["iterations"]:
+            t.add_column(c, justify="right", no_wrap=True)
+        its = summary["iterations"]
+        if len(its) > MAX_BREAKDOWN_ROWS:
+            its = sorted(its, key=lambda r: -r["total_ms"])[:TOP_RANKS]
+        for r in its:
             t.add_row(str(r["rank"]), str(r["steps"]), f"{r['iteration_interval_ms']:.3f}",
                       f"{r['fp_bp_ms']:.3f}", f"{r['tail_ms']:.3f}", f"{r['total_ms']:.3f}")
         con.print(t)
-    if summary["top_op_types"]:
-        t = Table(title="Top op types (cluster)")
-        for c in ("OP Type", "Accelerator Core", "Count", "Total (ms)", "Ratio (%)"):
-            t.add_column(c, justify="right" if c[0] in "CTR" and c != "OP Type" else "left")
-        for o in summary["top_op_types"]:
-            t.add_row(o["op_type"], o["accelerator_core"], str(o["count"]),
-                      f"{o['total_us'] / 1000:.2f}", f"{o['ratio_pct']:.1f}")
+    if summary["top_op_types"] and compact:
+        con.print(_esc("Top op types: " + ", ".join(
+            f"{o['op_type']} {o['ratio_pct']:.1f}%" for o in summary["top_op_types"][:3])
+            + " of op time"))
+    elif summary["top_op_types"]:
+        from rich import box
+        from rich.table import Table
+
+        t = Table(title="Top op types (cluster, all ranks and steps)", box=box.SIMPLE_HEAD,
+                  show_edge=False)
+        t.add_column("OP Type", overflow="fold")
+        t.add_column("Core", overflow="fold")
+        for c in ("Count", "Total ms", "% of ops"):
+            t.add_column(c, justify="right", no_wrap=True)
+        for o in summary["top_op_types"][:3 if compact else 5]:
+            t.add_row(_esc(o["op_type"]), _esc(o["accelerator_core"]), str(o["count"]),
+                      f"{o['total_us'] / 1000:,.2f}", f"{o['ratio_pct']:.1f}")
         con.print(t)
-    _print_analyses(con, summary.get("analyses") or {})
+    _print_analyses(con, summary.get("analyses") or {}, compact)
     not_read: dict[str, list] = {}
     for rank, files in (summary.get("not_read") or {}).items():
         for f in files:
-            not_read.setdefault(f, []).append(rank)
+            not_read.setdefault(f, []).append(int(rank))
     for f, ranks in not_read.items():
-        con.print(f"Not read (not needed): {f} of {len(ranks)} rank(s); --timeline reads it")
-    vs = summary["verdicts"]
-    con.print(f"[bold]Verdicts ({len(vs)})[/bold]")
-    for v in vs:
-        style = _SEV_STYLE.get(v.get("severity"), "")
-        con.print(f"  [{style}]{v.get('severity', ''):8}[/{style}] [{v.get('category')}] "
-                  f"{v.get('message', '')}")
-        syms = v.get("symptoms") or []
-        for sym in syms[:3]:
-            con.print(f"           symptom: {sym.get('message', '')}")
-        if len(syms) > 3:
-            con.print(f"           (+{len(syms) - 3} more symptoms in verdicts.json)")
-        if v.get("next_step"):
-            con.print(f"           next: {v['next_step']}")
-    _print_advice(con, summary.get("advice"))
-    from types import SimpleNamespace
-
-    probs = [SimpleNamespace(severity=p["severity"], line=lambda p=p: _pline(p))
-             for p in raw["problems"]]  # escaped by _print_problems
-    _print_problems(con, probs)
+        con.print(_esc(f"Not read (not needed): {f} of {len(ranks)} rank(s); "
+                       f"--timeline reads it"))
+    _print_advice(con, summary.get("advice"), 5, compact)
+    notes = summary.get("notes")
+    if notes is None:
+        notes = group_problems(summary["problems"])
+    _print_notes(con, notes, len(summary["problems"]), rank_ranges, compact)
     for name, why in summary.get("not_written", {}).items():
-        con.print(f"  [dim]not written:[/dim] {name}: {why}")
-    con.print(f"Results written to [bold]{term_text(printable(out_dir))}[/bold]")
+        con.print(f"  [dim]not written:[/dim] {_esc(name)}: {_esc(why)}")
+    con.print(f"Results written to [bold]{_esc(printable(out_dir))}[/bold]")
 
 
-def _print_advice(con, adv: dict | None) -> None:
-    """The advice items of the summary (the top ones, or all with --advice all)."""
+def _esc(text: str) -> str:
+    """Text from the data, safe for rich: control characters shown, markup escaped."""
+    return term_text(text)
+
+
+def _bold(text: str) -> str:
+    return f"[bold]{_esc(text)}[/bold]"
+
+
+def _print_verdicts(con, vs: list[dict], h: dict, compact: bool = False) -> None:
+    """Verdicts one by one (message, up to two symptoms for the first, next step) up to
+    MAX_VERDICT_LINES; beyond, the first in full and one line per category with its count,
+    severity and ranks."""
+    from ascendprof.model.ranks import rank_ranges
+    from ascendprof.report.summary import first_sentence
+
+    if not vs:
+        con.print("[bold]Verdicts (0)[/bold]: nothing found beyond the thresholds")
+        return
+    shown = vs if len(vs) <= MAX_VERDICT_LINES else vs[:1]
+    cause = h.get("cause") or {}
+    if len(shown) < len(vs) and vs[0].get("id") == cause.get("verdict"):
+        con.print(f"[bold]Verdicts ({len(vs)}, all in verdicts.json)[/bold]: the cause above, "
+                  f"then by kind:")
+        shown = []
+    else:
+        con.print(f"[bold]Verdicts ({len(vs)})[/bold]" + (
+            "" if len(vs) <= MAX_VERDICT_LINES else "; by kind, all in verdicts.json"))
+    for i, v in enumerate(shown):
+        style = _SEV_STYLE.get(v.get("severity"), "")
+        sev = v.get("severity", "")
+        text = ("the cause above" if v.get("id") and v.get("id") == cause.get("verdict")
+                else first_sentence(v.get("message", ""), 400))
+        con.print(f"  [{style}]{sev:8}[/{style}] [{_esc(v.get('category'))}] " + _esc(text))
+        syms = v.get("symptoms") or []
+        if i == 0:
+            n = 0 if compact else 2
+            for sym in syms[:n]:
+                con.print("           symptom: " + _esc(first_sentence(
+                    sym.get("message", ""), 150 if compact else 240)))
+            if len(syms) > n and not compact:
+                con.print(f"           (+{len(syms) - n} more symptoms in verdicts.json)")
+        if v.get("next_step") and (len(shown) > 1 or h.get("next") is None):
+            con.print("           next: " + _esc(first_sentence(v["next_step"], 300)))
+    if len(vs) > len(shown):
+        cats: dict[tuple, list] = {}
+        for v in vs[1:]:
+            cats.setdefault((v.get("severity"), v.get("category")), []).append(v)
+        for (sev, cat), group in list(cats.items())[:MAX_VERDICT_LINES]:
+            style = _SEV_STYLE.get(sev, "")
+            ranks = sorted({r for v in group for r in v.get("ranks") or []})
+            con.print(f"  [{style}]{sev:8}[/{style}] [{_esc(cat)}] {len(group)} verdict"
+                      f"{'s' if len(group) > 1 else ''}"
+                      + (f", ranks {rank_ranges(ranks, 4)}" if ranks else ""))
+        if len(cats) > MAX_VERDICT_LINES:
+            rest = sum(len(g) for g in list(cats.values())[MAX_VERDICT_LINES:])
+            con.print(f"           (+{rest} more in {len(cats) - MAX_VERDICT_LINES} "
+                      f"categories)")
+
+
+def _print_notes(con, notes: list[dict], total: int, rank_ranges, compact=False) -> None:
+    """The notes on the input, one line per kind with the ranks it covers."""
+    if not notes:
+        return
+    con.print(f"[bold]{total} note(s) on the input[/bold]"
+              + (f", {len(notes)} kind(s)" if len(notes) < total else "")
+              + "; all in problems.csv")
+    for k in notes[:MAX_NOTE_KINDS]:
+        style = "yellow" if k["severity"] == "warning" else "red"
+        who = (f"ranks {rank_ranges(k['ranks'], 4)}" if len(set(k["ranks"])) > 1 else
+               f"rank {k['ranks'][0]}" if k["ranks"] else _esc(k.get("path") or ""))
+        where = f"{k['where']}: " if k.get("where") else ""
+        from ascendprof.report.summary import first_sentence
+
+        if k["same"]:
+            reason = first_sentence(k["reason"], 160) if compact else k["reason"]
+        else:
+            if compact:
+                import re
+
+                m = re.search(r"\s\S*\d", k["reason"])
+                reason = (k["reason"][:m.start()] if m else k["reason"]) + " …"
+            else:
+                reason = (first_sentence(k["reason"], 160)
+                          + f" (rank {k['example_rank']}; each rank's own in problems.csv)")
+        count = (f" ({k['count']})" if compact else f" ({k['count']} notes)"
+                 ) if k["count"] > 1 else ""
+        con.print(f"  [{style}]{k['severity']}[/{style}] {who}{count}: {_esc(where + reason)}")
+    if len(notes) > MAX_NOTE_KINDS:
+        rest = sum(k["count"] for k in notes[MAX_NOTE_KINDS:])
+        con.print(f"  ... and {rest} more note(s) of {len(notes) - MAX_NOTE_KINDS} other "
+                  f"kind(s) in problems.csv")
+
+
+def _print_advice(con, adv: dict | None, top: int = 5, compact: bool = False) -> None:
+    """The advice items of the summary (the top ``top``, or all with --advice all); compact:
+    one line each (severity, area, title, ranks)."""
+    from ascendprof.model.ranks import ranks_phrase
+
     if not adv:
         return
-    more = (f"; the top {adv['shown']} here, all in advice.json / advice.csv"
-            if adv["shown"] < adv["count"] else "")
+    items = adv["items"] if adv.get("mode") == "all" else adv["items"][:top]
+    more = (f"; the top {len(items)} here, all in advice.json / advice.csv"
+            if len(items) < adv["count"] else "")
     con.print(f"[bold]Advice ({adv['count']}{more})[/bold]")
-    for a in adv["items"]:
+    for a in items:
         style = _SEV_STYLE.get(a.get("severity"), "")
-        con.print(f"  [{style}]{a['severity']:8}[/{style}] [{a['area']}] {a['message']}")
+        if compact and a.get("title"):
+            rs = a.get("ranks") or []
+            who = (f" ({ranks_phrase(rs, 2)})" if len(rs) <= 3 else
+                   f" ({len(rs)} ranks: {rs[0]}, {rs[1]} …)")
+            con.print(f"  [{style}]{a['severity']:8}[/{style}] " + _esc(a["title"] + who))
+            continue
+        con.print(f"  [{style}]{a['severity']:8}[/{style}] [{_esc(a['area'])}] "
+                  + _esc(a["message"]))
         if a.get("advice"):
-            con.print(f"           do: {a['advice']}")
+            con.print("           do: " + _esc(a["advice"]))
 
 
 def _pline(p: dict) -> str:
@@ -249,19 +423,31 @@ def _pline(p: dict) -> str:
     return f"{who}{p['path']}{loc}: {p['reason']}"
 
 
-def _print_analyses(con, a: dict) -> None:
+def _print_analyses(con, a: dict, compact: bool = False) -> None:
     """One or a few lines each for the pipeline, memory, data preparation and expert-load
     analyses (their files hold the details)."""
     def ms(v):
         return "-" if v is None else f"{v:.1f} ms"
 
-    for st in a.get("pipeline") or []:
+    import re
+
+    from ascendprof.model.ranks import rank_ranges
+
+    stages = a.get("pipeline") or []
+    for st in stages[:MAX_STAGE_LINES]:
         mb = f", 1F1B with {st['micro_batches']} micro-batches" if st.get("micro_batches") else ""
-        pct = "" if st.get("bubble_pct") is None else f" ({st['bubble_pct']:.1f}% of the stage)"
-        ranks = str(st["ranks"]).strip("()").rstrip(",")
-        con.print(f"Pipeline stage {st['stage']} (ranks {ranks}): compute "
-                  f"{ms(st.get('computing_ms'))}, bubble {ms(st.get('bubble_ms'))}{pct}{mb} "
-                  f"(pipeline.csv)")
+        pct = "" if st.get("bubble_pct") is None else f", {st['bubble_pct']:.1f}% of the stage"
+        ranks = rank_ranges(int(x) for x in re.findall(r"\d+", str(st["ranks"])))
+        if compact:
+            bp = "" if st.get("bubble_pct") is None else f" ({st['bubble_pct']:.1f}%)"
+            con.print(_esc(f"Pipeline stage {st['stage']} (ranks {ranks}): compute "
+                           f"{ms(st.get('computing_ms'))}, bubble {ms(st.get('bubble_ms'))}{bp}"))
+            continue
+        con.print(_esc(f"Pipeline stage {st['stage']} (ranks {ranks}): compute "
+                       f"{ms(st.get('computing_ms'))}, pipeline bubble "
+                       f"{ms(st.get('bubble_ms'))} (recomputed{pct}){mb} (pipeline.csv)"))
+    if len(stages) > MAX_STAGE_LINES:
+        con.print(f"  ... and {len(stages) - MAX_STAGE_LINES} more stages in pipeline.csv")
     mem = [m for m in a.get("memory") or [] if m.get("peak_allocated_mb") is not None]
     if mem:
         hi = max(mem, key=lambda m: m["peak_allocated_mb"])
@@ -280,9 +466,24 @@ def _print_analyses(con, a: dict) -> None:
             extra = f"; bottleneck: {w['bottleneck_stage']}"
         if w.get("bottleneck_operator"):
             extra += f"; slowest dataset operator {w['bottleneck_operator']}"
+        if compact:
+            con.print(f"Data preparation: up to {w['data_wait_ms']:.2f} ms per step "
+                      f"({w['data_wait_pct']:.1f}% of the step) on rank {w['rank']}")
+            _print_moe(con, a, compact)
+            return
         con.print(f"Data preparation: up to {w['data_wait_ms']:.2f} ms per step "
                   f"({w['data_wait_pct']:.1f}% of the step, {w['source']}) on rank {w['rank']}"
                   f"{extra} (data_preparation.csv)")
-    for g in a.get("moe") or []:
+    _print_moe(con, a, compact)
+
+
+def _print_moe(con, a: dict, compact: bool = False) -> None:
+    groups = a.get("moe") or []
+    if compact and len(groups) > 2:
+        worst = max(groups, key=lambda g: g["max_over_mean"])
+        con.print(f"Expert load: {len(groups)} EP groups, max / mean tokens up to "
+                  f"{worst['max_over_mean']:.2f} (group {_esc(worst['group'])})")
+        return
+    for g in groups:
         con.print(f"Expert load, EP group {g['group']}: max / mean tokens "
                   f"{g['max_over_mean']:.2f} (moe_expert_load.csv)")

@@ -2,8 +2,9 @@
 output directory, and a two-run comparison page (diff.html).
 
 Renders only: every number on the pages comes from the output files (or, for diff, the tables
-``ascendprof diff -o`` writes); nothing is recomputed. Bokeh draws the charts (its JavaScript
-inlined once per page, so the page opens offline), Jinja2 lays out the page.
+``ascendprof diff -o`` writes); nothing is recomputed. The charts are specs with their own data
+(JSON in the page), drawn in the browser by Apache ECharts (its JavaScript inlined once per
+page, so the page opens offline); Jinja2 lays out the page.
 
 - :func:`write_report` — report.html for an output directory (``analyse`` writes it by
   default, into its staging directory, so report.html is one of the run's outputs);

@@ -1,8 +1,10 @@
 """What every section of the HTML report shares: the section record, figure defaults, colours,
 number formatting and the numbers tables shown under the charts.
 
-Charts are Bokeh models; tables are plain HTML made by the Jinja2 template from
-:class:`Table` (so their numbers are text in the page, which the browser test reads back).
+Charts are :class:`Chart` specs: the chart's own data as columns plus what to draw, embedded
+in the page as JSON and drawn in the browser by Apache ECharts (inlined once, see page.py);
+tables are plain HTML made by the Jinja2 template from :class:`Table` (so their numbers are
+text in the page, which the browser test reads back).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ FLAG_COLOR = "#d62728"
 #: bar per rank: 64 bars still carry readable labels at the page's width
 MAX_BARS = 64
 #: rows of a numbers table before it is cut (the file holds them all)
-MAX_TABLE_ROWS = 512
+MAX_TABLE_ROWS = 256
 
 
 @dataclass
@@ -49,11 +51,14 @@ class Table:
     note: str = ""
     css: str = "numbers"
     open: bool = False
+    live: bool = False  # rows filtered by the rank picker (their data-ranks)
+    defs: dict = field(default_factory=dict)  # column -> one-line definition (hover)
 
 
 @dataclass
 class Block:
-    """One item of a section: ``kind`` is ``chart`` (``model`` a Bokeh model), ``table``
+    """One item of a section: ``kind`` is ``chart`` (``model`` a :class:`Chart`,
+    :class:`Tabs` or :class:`RankPick`), ``table``
     (``table`` a :class:`Table`), ``html`` (``html`` trusted markup made by this package) or
     ``text`` (plain text, escaped)."""
 
@@ -120,60 +125,114 @@ def fmt(v, digits: int = 1) -> str:
     return f"{v:,.{digits}f}"
 
 
-def source(data: dict):
-    """A Bokeh ColumnDataSource whose numeric and text columns are numpy arrays: Bokeh embeds
-    those as binary (base64) and, unlike Python lists, does not walk them item by item looking
-    for models (at 256 ranks that walk cost most of the page's build time). Columns of tuples
-    (nested categorical factors) stay lists. Numbers keep their float64 value exactly."""
-    import numpy as np
-    from bokeh.models import ColumnDataSource
-
-    out = {}
-    for k, v in data.items():
-        v = list(v) if not isinstance(v, np.ndarray) else v
-        if isinstance(v, np.ndarray) or not v:
-            out[k] = v
-        elif all(isinstance(x, (bool, np.bool_)) for x in v):
-            out[k] = np.asarray(v, dtype=bool)
-        elif all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in v):
-            out[k] = np.asarray(v, dtype=np.int64)
-        elif all(x is None or isinstance(x, (int, float, np.integer, np.floating)) for x in v):
-            out[k] = np.asarray([np.nan if x is None else x for x in v], dtype=np.float64)
-        elif all(isinstance(x, str) for x in v):
-            out[k] = np.asarray(v, dtype=object)
-        else:
-            out[k] = v
-    return ColumnDataSource(out)
+def _plain(v):
+    """A JSON-ready value: numpy scalars as Python numbers, NaN as None (null), floats to 6
+    decimals (ms from the files' µs with 3 decimals are exact; the page stays small)."""
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float):
+        if math.isnan(v) or math.isinf(v):
+            return None
+        return round(v, 6)
+    if isinstance(v, tuple):
+        return " · ".join(map(str, v))
+    return v
 
 
-def figure(**kw):
-    """A Bokeh figure with the report's defaults: full width, few tools, readable fonts."""
-    from bokeh.plotting import figure as bk_figure
-
-    kw.setdefault("sizing_mode", "stretch_width")
-    kw.setdefault("height", 340)
-    kw.setdefault("tools", "pan,wheel_zoom,box_zoom,reset,save")
-    kw.setdefault("toolbar_location", "above")
-    f = bk_figure(**kw)
-    f.toolbar.logo = None
-    for ax in (*f.xaxis, *f.yaxis):
-        if type(ax.formatter).__name__ == "BasicTickFormatter":
-            ax.formatter.use_scientific = False  # 120000, not 1.2e+5
-        ax.axis_label_text_font_size = "13px"
-        ax.axis_label_text_font_style = "normal"
-        ax.major_label_text_font_size = "12px"
-    f.title.text_font_size = "14px"
-    return f
+def columns(data: dict) -> dict:
+    """``data`` ({name: sequence}) as JSON-ready lists (numbers stay exact; NaN -> null)."""
+    return {k: [_plain(x) for x in (v.tolist() if hasattr(v, "tolist") else v)]
+            for k, v in data.items()}
 
 
-def legend_outside(f, items, location: str = "right", title: str = "") -> None:
-    """A legend beside the plot (``items``: [(label, [renderers])]), so it never covers bars;
-    clicking an entry hides its renderers."""
-    from bokeh.models import Legend
+@dataclass
+class Chart:
+    """One chart, drawn in the page by ``static/charts.js`` from this spec.
 
-    leg = Legend(items=list(items), location="top_left", click_policy="hide",
-                 label_text_font_size="12px", title=title or None)
-    f.add_layout(leg, location)
+    ``data``: the chart's own data, columns of equal length (one row per bar, cell or point;
+    the browser test reads them back); ``x``: the category column (the y axis when
+    ``horizontal``); ``series``: what to draw, each a dict with ``type`` (``bar``: ``y`` the
+    value column, optional ``base`` column where the bar starts, ``stack`` name; ``scatter``:
+    markers at ``y``, ``symbol`` triangle / dash, rows with null y not drawn; ``range``:
+    bars from ``base`` to ``y`` on the category row, labelled by ``label_col``), ``label``
+    (legend), ``color`` (or ``color_col``, a colour per row); ``tips``: the hover text, a list
+    of (label, column, unit, decimals) — every value carries its unit; ``heat``: a heatmap
+    instead ({x, y, v: columns; xcats, ycats: category order; unit; palette; flag: a bool
+    column outlined in red}); ``hline``: a dashed line at this value; ``select``: a click on a
+    bar selects its ``rank`` in the Operators section; ``filter``: the rows whose column
+    equals the selected rank (``cluster`` at first) are drawn; ``xvalue``: the x axis is
+    numeric (``xcats`` label its integer ticks)."""
+
+    name: str
+    data: dict
+    series: list = field(default_factory=list)
+    x: str = "x"
+    title: str = ""
+    x_label: str = ""
+    y_label: str = ""
+    height: int = 320
+    horizontal: bool = False
+    tips: list = field(default_factory=list)
+    heat: dict | None = None
+    hline: float | None = None
+    select: bool = False
+    filter: str | None = None
+    xvalue: bool = False
+    xcats: list | None = None
+    y_max: float | None = None
+    cats: list | None = None  # category order when rows repeat a category (range series)
+    data_ref: str = ""  # another chart whose data this one draws (``data`` left empty)
+
+    def spec(self) -> dict:
+        return {"name": self.name, "data": columns(self.data), "series": self.series,
+                "x": self.x, "title": self.title, "xLabel": self.x_label,
+                "yLabel": self.y_label, "height": self.height, "horizontal": self.horizontal,
+                "tips": [list(t) for t in self.tips], "heat": self.heat, "hline": self.hline,
+                "select": self.select, "filter": self.filter, "xvalue": self.xvalue,
+                "xcats": self.xcats, "yMax": self.y_max, "cats": self.cats,
+                "dataRef": self.data_ref or None}
+
+    kind = "chart"
+
+    def charts(self):
+        yield self
+
+
+@dataclass
+class Tabs:
+    """Charts in tabs (one shown at a time; a tab's charts are drawn when it is first shown).
+    ``panels``: [(title, [Chart, ...])]."""
+
+    name: str
+    panels: list
+    kind = "tabs"
+
+    def charts(self):
+        for _, cs in self.panels:
+            yield from cs
+
+
+@dataclass
+class RankPick:
+    """A rank selector (``cluster`` and every rank) above ``chart``, whose rows it filters;
+    tapping a rank in a chart with ``select`` chooses it too."""
+
+    name: str
+    options: list
+    chart: Chart
+    label: str = "Rank (click a rank in a chart to choose it):"
+    kind = "pick"
+
+    def charts(self):
+        yield self.chart
+
+
+def tabs_or_one(charts: list, titles: list[str], name: str):
+    """One chart as it is, several as :class:`Tabs` named ``name``."""
+    if len(charts) == 1:
+        charts[0].name = name
+        return charts[0]
+    return Tabs(name, [(t, [c]) for t, c in zip(titles, charts)])
 
 
 def ranks_text(ranks, limit: int = 12) -> str:

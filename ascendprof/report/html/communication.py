@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ascendprof.report.html.common import (COLORS, FLAG_COLOR, MAX_BARS, MAX_TABLE_ROWS, PALETTE,
-                                           Section, Table, cell, figure, legend_outside, source)
+                                           Chart, Section, Table, Tabs, cell)
 from ascendprof.report.html.steps import flagged_ranks
 
 #: steps drawn one tab each; past this only the first step is drawn
@@ -36,121 +36,112 @@ def _steps(df: pd.DataFrame) -> list[str]:
     return steps if len(steps) <= MAX_STEPS else steps[:1]
 
 
-def heatmap(links: pd.DataFrame, metric: str, unit: str, slow: set, title: str):
-    from bokeh.models import (BasicTicker, ColorBar, FactorRange, HoverTool,
-                              LinearColorMapper)
-    from bokeh.palettes import Viridis256
-
+def heatmap(links: pd.DataFrame, metric: str, unit: str, slow: set, title: str,
+            name: str) -> Chart:
     ranks = sorted(set(links["Src Rank"]) | set(links["Dst Rank"]))
-    labelled = len(ranks) <= MAX_RANK_LABELS
     vals = [float(v) for v in pd.to_numeric(links[metric], errors="coerce").fillna(0.0)]
     flag = [(s, t) in slow for s, t in zip(links["Src Rank"], links["Dst Rank"])]
-    data = {"src": [str(s) if labelled else int(s) for s in links["Src Rank"]],
-            "dst": [str(t) if labelled else int(t) for t in links["Dst Rank"]],
+    data = {"src": [int(s) for s in links["Src Rank"]],
+            "dst": [int(t) for t in links["Dst Rank"]],
             "v": vals, "transport": list(links["Transport Type"]),
             "bw": list(links["Bandwidth(GB/s)"]), "time": list(links["Transit Time(ms)"]),
             "size": list(links["Transit Size(MB)"]), "group": list(links["Group"]),
-            "gid": list(links["Group Id"]), "step": list(links["Step"]),
-            "line": [FLAG_COLOR if f else "white" for f in flag],
-            "lw": [3 if f else 1 for f in flag], "la": [1.0 if f else 0.0 for f in flag]}
-    src = source(data)
+            "gid": list(links["Group Id"]), "step": list(links["Step"]), "flag": flag,
+            "link": [f"{s} → {t}" for s, t in zip(links["Src Rank"], links["Dst Rank"])]}
     hi = max(vals) if vals else 1.0  # from 0: equal links look equal, whatever their spread
-    cmap = LinearColorMapper(palette=Viridis256, low=0, high=hi if hi > 0 else 1.0)
-    kw = {}
-    if labelled:
-        kw = {"x_range": FactorRange(*map(str, ranks)),
-              "y_range": FactorRange(*map(str, reversed(ranks)))}  # rank 0 on top
     side = 260 if len(ranks) <= 8 else 380
-    f = figure(title=title, x_axis_label="dst rank", y_axis_label="src rank", height=side + 60,
-               sizing_mode="stretch_width", tools="hover,pan,wheel_zoom,reset,save", **kw)
-    if labelled:
-        f.rect(x="dst", y="src", width=1, height=1, source=src,
-               fill_color={"field": "v", "transform": cmap}, line_color="line", line_width="lw")
-    else:  # a cell of 1 rank would be under a pixel wide: fixed-size squares instead
-        px = max(4, min(10, 600 // len(ranks)))
-        f.scatter(x="dst", y="src", marker="square", size=px, source=src,
-                  fill_color={"field": "v", "transform": cmap}, line_color=FLAG_COLOR,
-                  line_alpha="la", line_width=2)
-    f.select_one(HoverTool).tooltips = [
-        ("link", "@src → @dst (@transport, @group)"), ("bandwidth", "@bw{0,0.0000} GB/s"),
-        ("transit time", "@time{0,0.00000} ms"), ("size", "@size{0,0.000000} MB")]
-    if not labelled:
-        f.y_range.flipped = True
-    f.add_layout(ColorBar(color_mapper=cmap, ticker=BasicTicker(desired_num_ticks=5),
-                          title=unit, width=10, label_standoff=4), "right")
-    f.grid.grid_line_color = None
-    f.xaxis.major_label_orientation = 0 if len(ranks) <= 16 else 1.2
-    return f
+    return Chart(name, data, title=title, x_label="dst rank", y_label="src rank",
+                 height=side + 60,
+                 tips=[("link (src → dst rank)", "link", "", 0),
+                       ("transport", "transport", "", 0), ("group", "group", "", 0),
+                       ("bandwidth", "bw", "GB/s", 4), ("transit time", "time", "ms", 5),
+                       ("size", "size", "MB", 6)],
+                 heat={"x": "dst", "y": "src", "v": "v", "xcats": ranks, "ycats": ranks,
+                       "unit": unit, "min": 0, "max": hi if hi > 0 else 1.0, "flag": "flag"})
 
 
 def heatmaps(links: pd.DataFrame, slow: set):
     """Tabs: one per group name (and step), each with the three metrics side by side."""
-    from bokeh.layouts import row
-    from bokeh.models import TabPanel, Tabs
-
     links = links[links["Src Rank"] != links["Dst Rank"]]  # self links are local copies
     panels = []
     for step in _steps(links):
         per_step = links[links["Step"] == step]
         for name, g in per_step.groupby("Group", sort=False):
-            figs = [heatmap(g, m, u, slow, f"{name}: {m.split('(')[0].strip()} ({u})")
-                    for m, u in HEAT_METRICS]
-            title = name if len(_steps(links)) == 1 else f"{name} · {step}"
-            panels.append(TabPanel(child=row(*figs, sizing_mode="stretch_width"), title=title))
+            k = len(panels)
+            figs = [heatmap(g, m, u, slow, f"{name}: {m.split('(')[0].strip()} ({u})",
+                            f"comm_heat_{k}_{j}")
+                    for j, (m, u) in enumerate(HEAT_METRICS)]
+            for j, f in enumerate(figs[1:], 1):  # one copy of the links' data per group
+                v = f.data["v"]
+                figs[0].data[f"v{j}"] = v
+                f.data, f.data_ref = {}, figs[0].name
+                f.heat = dict(f.heat, v=f"v{j}")
+            title = name if len(_steps(links)) == 1 else f"{name}, step {step}"
+            panels.append((title, figs))
     if not panels:
         return None
-    return Tabs(tabs=panels, name="comm_heatmaps", sizing_mode="stretch_width")
+    return Tabs("comm_heatmaps", panels)
 
 
 def bandwidth_strip(links: pd.DataFrame, slow: set, min_mb: float):
     """Every link moving at least ``min_mb`` MB: its bandwidth per transport (jittered), that
-    transport's median as a bar. Smaller transfers are latency-bound; their GB/s says nothing
+    transport's median as a dash. Smaller transfers are latency-bound; their GB/s says nothing
     about the link (the verdicts judge links with the same floor, slow_link_min_mb)."""
     import random
-
-    from bokeh.models import FactorRange, HoverTool
-    from bokeh.transform import jitter
 
     links = links[(links["Src Rank"] != links["Dst Rank"])
                   & (links["Transport Type"].astype(str).str.upper() != "LOCAL")]
     links = links[pd.to_numeric(links["Transit Size(MB)"], errors="coerce").fillna(0) >= min_mb]
     if not len(links):
         return None
-    random.seed(0)
+    rnd = random.Random(0)
     transports = sorted(set(links["Transport Type"].astype(str)))
+    pos = {t: i for i, t in enumerate(transports)}
     flag = [(s, t) in slow for s, t in zip(links["Src Rank"], links["Dst Rank"])]
-    src = source({
-        "t": list(links["Transport Type"].astype(str)),
-        "bw": [float(v) for v in links["Bandwidth(GB/s)"]],
-        "link": [f"{s} → {t}" for s, t in zip(links["Src Rank"], links["Dst Rank"])],
-        "group": list(links["Group"]), "step": list(links["Step"]),
-        "size": list(links["Transit Size(MB)"]), "time": list(links["Transit Time(ms)"]),
-        "color": [FLAG_COLOR if f else PALETTE[0] for f in flag],
-        "size_px": [11 if f else 7 for f in flag]})
     med = links.groupby(links["Transport Type"].astype(str))["Bandwidth(GB/s)"].median()
-    msrc = source({"t": list(med.index), "m": [float(v) for v in med.values]})
-    f = figure(x_range=FactorRange(*transports), height=340, name="comm_bandwidth",
-               title=f"Bandwidth per transport of every link moving ≥ {min_mb:g} MB per step "
-                     f"(matrix 'Total Op Info'); bar = the transport's median",
-               y_axis_label="bandwidth (GB/s)", x_axis_label="transport type")
-    med_r = f.vbar(x="t", top="m", width=0.6, source=msrc, color="#dfe6ee", line_color="#8a99a8")
-    pts = f.scatter(x=jitter("t", width=0.5, range=f.x_range), y="bw", source=src,
-                    color="color", size="size_px", alpha=0.8)
-    f.add_tools(HoverTool(renderers=[pts], tooltips=[
-        ("link", "@link (@group, @step)"), ("bandwidth", "@bw{0,0.0000} GB/s"),
-        ("size", "@size{0,0.000} MB"), ("transit time", "@time{0,0.000} ms")]))
-    f.add_tools(HoverTool(renderers=[med_r], tooltips=[("median", "@m{0,0.000} GB/s")]))
-    f.y_range.start = 0
-    f.xgrid.grid_line_color = None
-    items = [("median per transport", [med_r]), ("link", [pts])]
-    legend_outside(f, items)
-    return f
+    n = len(links)
+    data = {
+        "x": [pos[str(t)] + rnd.uniform(-0.25, 0.25) for t in links["Transport Type"]]
+        + [pos[t] for t in med.index],
+        "t": list(links["Transport Type"].astype(str)) + list(med.index),
+        "bw": [float(v) for v in links["Bandwidth(GB/s)"]] + [None] * len(med),
+        "median": [None] * n + [float(v) for v in med.values],
+        "link": [f"{s} → {t}" for s, t in zip(links["Src Rank"], links["Dst Rank"])]
+        + [""] * len(med),
+        "group": list(links["Group"]) + [""] * len(med),
+        "step": list(links["Step"]) + [""] * len(med),
+        "size": list(links["Transit Size(MB)"]) + [None] * len(med),
+        "time": list(links["Transit Time(ms)"]) + [None] * len(med),
+        "color": [FLAG_COLOR if f else PALETTE[0] for f in flag] + ["#444"] * len(med)}
+    return Chart("comm_bandwidth", data, [
+        {"type": "scatter", "y": "bw", "label": "link", "color": PALETTE[0],
+         "color_col": "color", "size": 8, "opacity": 0.8},
+        {"type": "scatter", "y": "median", "label": "median per transport", "color": "#444",
+         "symbol": "dash", "size": 60}],
+        xvalue=True, xcats=transports, height=340,
+        title=f"Bandwidth per transport of every link moving ≥ {min_mb:g} MB per step "
+              f"(matrix 'Total Op Info'); dash = the transport's median",
+        y_label="bandwidth (GB/s)", x_label="transport type",
+        tips=[("link", "link", "", 0), ("transport", "t", "", 0), ("group", "group", "", 0),
+              ("step", "step", "", 0), ("bandwidth", "bw", "GB/s", 4),
+              ("median", "median", "GB/s", 3), ("size", "size", "MB", 3),
+              ("transit time", "time", "ms", 3)])
 
 
-def wait_bars(tot: pd.DataFrame, flags: dict, title: str, name: str):
+#: one-line definitions of cluster_communication.json's times (legend and table headers)
+COMM_DEFINITIONS = {
+    "Elapse Time(ms)": "the ops' duration on this rank, summed over the step's ops "
+                       "(Transit + Wait + Idle)",
+    "Transit Time(ms)": "time data moves over the links",
+    "Wait Time(ms)": "the profiler's Wait: time in notify-wait tasks, waiting for the peer "
+                     "to be ready (synchronisation inside the op)",
+    "Idle Time(ms)": "the rest of the op: neither transit nor wait (e.g. waiting for the "
+                     "peer to arrive at the op, task launch)",
+}
+
+
+def wait_bars(tot: pd.DataFrame, flags: dict, title: str, name: str) -> Chart:
     """Stacked bars per rank: Transit, Wait, Idle time in communication ops (ms per step)."""
-    from bokeh.models import FactorRange, HoverTool
-
     cols = [("Transit", "Transit Time(ms)"), ("Wait", "Wait Time(ms)"), ("Idle", "Idle Time(ms)")]
     per = tot.groupby("Rank")[[c for _, c in cols] + ["Elapse Time(ms)"]].sum()
     if len(per) > MAX_BARS:
@@ -159,40 +150,31 @@ def wait_bars(tot: pd.DataFrame, flags: dict, title: str, name: str):
                  if r not in keep][:MAX_BARS - len(keep)]
         per = per.loc[sorted(keep)]
         title += f" (the {len(per)} ranks named by verdicts or waiting longest)"
-    x = [str(r) for r in per.index]
-    data = {"x": x, "rank": list(per.index), "flag": ["; ".join(flags.get(r, [])) for r in per.index]}
+    data = {"x": [str(r) for r in per.index], "rank": [int(r) for r in per.index],
+            "flag": ["; ".join(flags.get(r, [])) for r in per.index]}
     for k, c in cols + [("Elapse", "Elapse Time(ms)")]:
         data[k] = [float(v) for v in per[c]]
-    src = source(data)
-    f = figure(x_range=FactorRange(*x), title=title, name=name, height=320,
-               y_axis_label="time in communication ops per step (ms)", x_axis_label="rank")
-    rs = f.vbar_stack([k for k, _ in cols], x="x", width=0.7, source=src,
-                      color=[COLORS[k] for k, _ in cols], line_color="white")
-    f.add_tools(HoverTool(renderers=rs, tooltips=[("rank", "@rank")] + [
-        (c, f"@{k}{{0,0.000}} ms") for k, c in cols + [("Elapse", "Elapse Time(ms)")]]
-        + [("verdicts", "@flag")]))
-    f.y_range.start = 0
-    f.xgrid.grid_line_color = None
-    f.xaxis.major_label_orientation = 0 if len(x) <= 24 else 1.2
-    legend_outside(f, [(f"{c}", [r]) for (_, c), r in zip(cols, rs)])
-    return f
+    return Chart(name, data, [{"type": "bar", "y": k, "label": k, "color": COLORS[k],
+                               "stack": "op", "width": 0.7} for k, _ in cols],
+                 title=title, y_label="time in communication ops per step (ms)",
+                 x_label="rank", height=320, select=True,
+                 tips=[("rank", "rank", "", 0)] + [
+                     (c, k, "ms", 3) for k, c in cols + [("Elapse", "Elapse Time(ms)")]]
+                 + [("named by verdicts", "flag", "", 0)])
 
 
 def wait_tabs(tot: pd.DataFrame, flags: dict):
-    from bokeh.models import TabPanel, Tabs
-
     panels = []
     steps = _steps(tot)
     for step in steps:
         t = tot[tot["Step"] == step]
-        sfx = "" if len(steps) == 1 else f" · {step}"
-        panels.append(TabPanel(child=wait_bars(t, flags, f"All groups{sfx}: per rank",
-                                               f"comm_wait_all_{step}"), title="all groups" + sfx))
+        sfx = "" if len(steps) == 1 else f", step {step}"
+        panels.append(("all groups" + sfx, [wait_bars(t, flags, f"All groups{sfx}: per rank",
+                                                      f"comm_wait_{len(panels)}")]))
         for name, g in t.groupby("Group", sort=False):
-            panels.append(TabPanel(child=wait_bars(g, flags, f"Group {name}{sfx}: per rank",
-                                                   f"comm_wait_{name}_{step}"),
-                                   title=f"{name}{sfx}"))
-    return Tabs(tabs=panels, name="comm_wait", sizing_mode="stretch_width")
+            panels.append((f"{name}{sfx}", [wait_bars(g, flags, f"Group {name}{sfx}: per rank",
+                                                      f"comm_wait_{len(panels)}")]))
+    return Tabs("comm_wait", panels)
 
 
 def links_table(links: pd.DataFrame) -> Table:
@@ -217,6 +199,7 @@ def totals_table(tot: pd.DataFrame) -> Table:
     cols = list(df.columns)
     rows = [[cell(v) for v in r] for r in df.head(MAX_TABLE_ROWS).itertuples(index=False)]
     return Table(cols, rows, source="cluster_communication.json", css="numbers comm-totals",
+                 defs=COMM_DEFINITIONS,
                  title="Numbers: 'Total Op Info' per group, step and rank of "
                        "cluster_communication.json (ms)",
                  note=(f"first {MAX_TABLE_ROWS} of {len(df)} rows; all in "
@@ -252,9 +235,11 @@ def build(d, ctx) -> Section:
         sec.text("Not in this analysis: " + ((d.summary or {}).get("not_written") or {}).get(
             "cluster_communication_matrix.json", "no cluster_communication_matrix.json"))
     if tot is not None and len(tot):
-        caption = ("Transit: data moving; Wait: waiting for the peer to arrive; Idle: the rest "
-                   "of the op (Elapse = Transit + Wait + Idle), as the profiler wrote them in "
-                   "communication.json.")
+        caption = ("Transit: data moving; Wait: the profiler's notify-wait time (waiting for "
+                   "the peer to be ready); Idle: the rest of the op (Elapse = Transit + Wait + "
+                   "Idle), ms per step as the profiler wrote them in communication.json. A "
+                   "verdict's wait for a peer is measured on the op timeline and compares "
+                   "with Wait + Idle here (see the reconciliation under the verdict).")
         moved = links is not None and len(links) and pd.to_numeric(
             links.loc[links["Src Rank"] != links["Dst Rank"], "Transit Time(ms)"],
             errors="coerce").fillna(0).sum() > 0

@@ -5,35 +5,36 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ascendprof.report.html.common import (MAX_BARS, PALETTE, Section, figure, numbers_table,
-                                           source)
+from ascendprof.report.html.common import MAX_BARS, PALETTE, Chart, Section, numbers_table
 
 
-def wait_chart(dp: pd.DataFrame):
-    """Data Wait per rank (ms per step), the step time as a line; largest first past 64."""
-    from bokeh.models import FactorRange, HoverTool
-
+def wait_chart(dp: pd.DataFrame) -> Chart:
+    """Data Wait per rank (ms per step) against the rank's step time: the wait is drawn inside
+    a bar of the whole step, so a 0.2 ms wait in an 800 ms step looks as small as it is;
+    largest waits first past 64 ranks."""
     dp = dp.assign(_rank=pd.to_numeric(dp["Rank"], errors="coerce"),
                    _wait=pd.to_numeric(dp["Data Wait(ms)"], errors="coerce").fillna(0.0))
     dp = dp.dropna(subset=["_rank"])
     if len(dp) > MAX_BARS:
         dp = dp.sort_values("_wait", ascending=False).head(MAX_BARS)
     dp = dp.sort_values("_rank")
-    x = [str(int(r)) for r in dp["_rank"]]
-    src = source({"x": x, "wait": list(dp["_wait"]),
-                  "pct": list(pd.to_numeric(dp.get("Data Wait(%)"), errors="coerce")),
-                  "step": list(pd.to_numeric(dp.get("Step(ms)"), errors="coerce")),
-                  "how": [str(v) for v in dp.get("Wait Source", [""] * len(dp))]})
-    f = figure(x_range=FactorRange(*x), height=300, name="dataprep_wait",
-               title="Data Wait per rank (data_preparation.csv)",
-               y_axis_label="data wait per step (ms)", x_axis_label="rank")
-    r = f.vbar(x="x", top="wait", width=0.6, source=src, color=PALETTE[4])
-    f.add_tools(HoverTool(renderers=[r], tooltips=[
-        ("rank", "@x"), ("Data Wait", "@wait{0,0.000} ms (@pct{0.0} % of the step)"),
-        ("step", "@step{0,0.000} ms"), ("measured from", "@how")]))
-    f.y_range.start = 0
-    f.xgrid.grid_line_color = None
-    return f
+    step = list(pd.to_numeric(dp.get("Step(ms)"), errors="coerce"))
+    data = {"x": [str(int(r)) for r in dp["_rank"]], "wait": list(dp["_wait"]),
+            "pct": list(pd.to_numeric(dp.get("Data Wait(%)"), errors="coerce")),
+            "step": step,
+            "rest": [None if s != s else max(0.0, s - w) for s, w in zip(step, dp["_wait"])],
+            "how": [str(v) for v in dp.get("Wait Source", [""] * len(dp))]}
+    series = [{"type": "bar", "y": "wait", "label": "Data Wait", "color": PALETTE[4],
+               "stack": "s", "width": 0.6}]
+    if any(v is not None for v in data["rest"]):
+        series.append({"type": "bar", "y": "rest", "label": "rest of the step",
+                       "color": "#e3e8ee", "stack": "s", "width": 0.6})
+    return Chart("dataprep_wait", data, series, height=300,
+                 title="Data Wait per rank within its step time (data_preparation.csv)",
+                 y_label="time per step (ms)", x_label="rank",
+                 tips=[("rank", "x", "", 0), ("Data Wait", "wait", "ms per step", 3),
+                       ("share of the step", "pct", "%", 1), ("step", "step", "ms", 3),
+                       ("measured from", "how", "", 0)])
 
 
 def build(d, ctx) -> Section:

@@ -8,7 +8,14 @@ from collections import Counter
 
 from markupsafe import Markup, escape
 
-from ascendprof.report.html.common import Section, ranks_text
+from ascendprof.model.ranks import rank_ranges
+from ascendprof.report.html.common import COLORS, Section
+from ascendprof.report.summary import DEFINITIONS, headline
+
+#: verdict cards shown open; the others are listed in a closed block by kind
+OPEN_VERDICTS = 3
+#: symptoms listed in a card; the others in a closed block
+OPEN_SYMPTOMS = 3
 
 _SEV_ORDER = {"critical": 0, "warning": 1, "info": 2}
 
@@ -30,7 +37,7 @@ def facts(d) -> list[tuple[str, str]]:
     ranks = d.ranks()
     if summary.get("root"):
         out.append(("input", summary["root"]))
-    out.append(("ranks", f"{len(ranks)}: {ranks_text(ranks)}" if ranks else "none"))
+    out.append(("ranks", f"{len(ranks)}: {rank_ranges(ranks, 8)}" if ranks else "none"))
     rows = d.rank_rows()
     shape = [(k, _distinct(rows, f"{k} Index")) for k in ("TP", "PP", "DP")]
     if any(n for _, n in shape):
@@ -113,36 +120,64 @@ def _kv(rows, limit: int = 80) -> str:
 
 
 def _groups_text(groups) -> str:
-    out = []
+    """'pp (ranks 0, 2)' for one group of a name; '32 pp groups of 4' for many (sizes
+    listed when they differ)."""
+    by: dict[str, list] = {}
     for g in groups or []:
         if isinstance(g, dict):
-            name = g.get("name") or g.get("id") or "?"
-            gr = g.get("global_ranks")
-            out.append(f"{name} ({ranks_text(gr)})" if gr else str(name))
+            by.setdefault(str(g.get("name") or g.get("id") or "?"), []).append(
+                g.get("global_ranks") or [])
         else:
-            out.append(str(g))
+            by.setdefault(str(g), []).append([])
+    out = []
+    for name, rs in by.items():
+        if len(rs) == 1:
+            out.append(f"{name} (ranks {rank_ranges(rs[0], 4)})" if rs[0] else name)
+        else:
+            sizes = sorted({len(r) for r in rs})
+            of = (f" of {sizes[0]}" if len(sizes) == 1 else
+                  f" of {'/'.join(map(str, sizes))}") if sizes != [0] else ""
+            out.append(f"{len(rs)} {name} groups{of}")
     return "; ".join(out)
 
 
-def verdict_html(v: dict) -> Markup:
+def _head_words(*words) -> str:
+    """Header words without repeats ('stage · stage' -> 'stage')."""
+    return " · ".join(dict.fromkeys(str(w) for w in words if w))
+
+
+def verdict_html(v: dict, extra: str = "", evidence: bool = True) -> Markup:
     sev = str(v.get("severity", "info"))
     head = (f"<span class='badge {escape(sev)}'>{escape(sev)}</span>"
-            f"{escape(v.get('category', ''))} · {escape(v.get('scope', ''))}")
+            + str(escape(_head_words(v.get("category", ""), v.get("scope", "")))))
     if v.get("ranks"):
-        head += f" · ranks {escape(ranks_text(v['ranks']))}"
+        rs = v["ranks"]
+        head += str(escape(f" · rank{'s' if len(rs) > 1 else ''} {rank_ranges(rs, 6)}"))
     if v.get("groups"):
         head += f" · groups {escape(_groups_text(v['groups']))}"
     parts = [f"<div class='verdict {escape(sev)}' data-verdict='{escape(v.get('id', ''))}'>",
              f"<div class='head'>{head}</div>",
              f"<p class='cause'><b>Cause:</b> {escape(v.get('message', ''))}</p>"]
-    if v.get("symptoms"):
-        items = "".join(f"<li>{escape(s.get('message', ''))}</li>" for s in v["symptoms"])
-        parts.append(f"<b>Symptoms</b> (consequences of this cause):<ul class='symptoms'>{items}"
-                     f"</ul>")
     if v.get("next_step"):
         parts.append(f"<div class='next'><b>Next step:</b> {escape(v['next_step'])}</div>")
-    ev = _flatten(v.get("evidence"))
-    th = _flatten(v.get("threshold"))
+    syms = v.get("symptoms") or []
+    if syms:
+        items = "".join(f"<li>{escape(s.get('message', ''))}</li>"
+                        for s in syms[:OPEN_SYMPTOMS])
+        more = ""
+        if len(syms) > OPEN_SYMPTOMS:
+            more = (f"<details><summary>{len(syms) - OPEN_SYMPTOMS} more symptoms</summary>"
+                    "<ul class='symptoms'>" + "".join(
+                        f"<li>{escape(s.get('message', ''))}</li>"
+                        for s in syms[OPEN_SYMPTOMS:]) + "</ul></details>")
+        parts.append(f"<b>Symptoms</b> (consequences of this cause):<ul class='symptoms'>{items}"
+                     f"</ul>{more}")
+    if extra:
+        parts.append(extra)
+    ev = _flatten(v.get("evidence")) if evidence else []
+    th = _flatten(v.get("threshold")) if evidence else []
+    if not evidence:
+        parts.append("<p class='note'>Evidence: this verdict in verdicts.json.</p>")
     if ev or th:
         parts.append("<details><summary>Evidence (verdicts.json; units in the key names: "
                      "_ms, _pct, _gbps, _mb)</summary>" + _kv(ev + [("threshold." + k, x)
@@ -156,13 +191,15 @@ def advice_html(a: dict) -> Markup:
     sev = str(a.get("severity", "info"))
     at = ""
     if a.get("impact_us_per_step") is not None:
-        at = f" · at stake {a['impact_us_per_step']:,.1f} µs per step"
+        at = f" · at stake {a['impact_us_per_step'] / 1000:,.1f} ms per step"
         if a.get("share_of_step_pct") is not None:
-            at += f" ({a['share_of_step_pct']:.1f} % of the step)"
-    head = (f"<span class='badge {escape(sev)}'>{escape(sev)}</span>{escape(a.get('area', ''))}"
-            f" · {escape(a.get('title', a.get('id', '')))}")
+            at += f" ({a['share_of_step_pct']:.1f}% of the step)"
+    head = (f"<span class='badge {escape(sev)}' title='severity: how sure and how serious; "
+            f"the time at stake is the size'>{escape(sev)}</span>"
+            + str(escape(_head_words(a.get("area", ""), a.get("title", a.get("id", ""))))))
     if a.get("ranks"):
-        head += f" · ranks {escape(ranks_text(a['ranks']))}"
+        rs = a["ranks"]
+        head += str(escape(f" · rank{'s' if len(rs) > 1 else ''} {rank_ranges(rs, 6)}"))
     items = "".join(f"<li>{escape(x)}</li>" for x in a.get("advice") or [])
     ev = _flatten(a.get("evidence"))
     return Markup(
@@ -173,10 +210,101 @@ def advice_html(a: dict) -> Markup:
         + "</div>")
 
 
+def headline_html(d) -> Markup:
+    """The answer first: step time, its split (a bar with the three parts, each with its
+    definition on hover), the cause with its ranks, what to look at next. From summary.json's
+    headline (computed from it when an older summary has none)."""
+    summary = d.summary or {}
+    h = summary.get("headline") or (headline(summary) if summary.get("ranks") is not None
+                                    else None)
+    if not h:
+        return Markup("")
+    parts = ["<section class='headline' id='headline'>"]
+    if h.get("step_ms") is not None:
+        slow = ("" if h.get("slowest_rank") is None or (h.get("ranks") or 0) < 2 else
+                f"; slowest rank {h['slowest_rank']}: {h['slowest_step_ms']:,.1f} ms")
+        n = h.get("ranks") or 0
+        parts.append(f"<div class='step'><span class='def' title='{escape(DEFINITIONS['step'])}'>"
+                     f"Step time {h['step_ms']:,.1f} ms</span> <small>mean of {n} rank"
+                     f"{'s' if n != 1 else ''}{escape(slow)}</small></div>")
+        split = h.get("split") or {}
+        if split:
+            total = sum(v["ms"] or 0 for v in split.values()) or 1.0
+            bar = "".join(
+                f"<span style='width:{100 * (v['ms'] or 0) / total:.2f}%;background:"
+                f"{COLORS[k]}' title='{escape(k)}: {v['ms']:,.1f} ms ({v['pct']:.1f}%) — "
+                f"{escape(DEFINITIONS[k])}'></span>" for k, v in split.items() if v["ms"])
+            legend = "".join(
+                f"<span class='def' title='{escape(DEFINITIONS[k])}'><i style='background:"
+                f"{COLORS[k]}'></i>{escape(k)} <b>{v['ms']:,.1f} ms</b> ({v['pct']:.0f}%)</span>"
+                for k, v in split.items() if v["ms"] is not None)
+            parts.append(f"<div class='split'>{bar}</div><div class='legend'>{legend}</div>")
+    c = h.get("cause") or {}
+    if c:
+        sev = c.get("severity") or "info"
+        who = f" [{escape(c['ranks'])}]" if c.get("ranks") else ""
+        parts.append(f"<p class='cause'><span class='badge {escape(sev)}'>{escape(sev)}</span>"
+                     f"<b>Cause{who}:</b> {escape(c.get('text', ''))}</p>")
+    if h.get("next"):
+        parts.append(f"<div class='next'><b>Next:</b> {escape(h['next'])}</div>")
+    parts.append("</section>")
+    return Markup("".join(parts))
+
+
+def reconcile_html(v: dict, d) -> str:
+    """For a verdict whose symptoms measure a wait in pp ops: that wait per rank next to the
+    same ranks' pp ops in cluster_communication.json (Elapse = Transit + Wait + Idle), so the
+    two 'wait' numbers can be compared: the verdict measures the wait for the peer on the op
+    timeline; the profiler splits the same time into its notify Wait and Idle."""
+    tot = d.comm_totals
+    if tot is None or not len(tot):
+        return ""
+    waits: dict[int, float] = {}
+    for s in v.get("symptoms") or []:
+        ev = s.get("evidence") or {}
+        if isinstance(ev.get("wait_ms"), dict) and "pp ops" in s.get("message", ""):
+            for r, ms in ev["wait_ms"].items():
+                if str(r).isdigit() and isinstance(ms, (int, float)):
+                    waits.setdefault(int(r), float(ms))
+            break
+    if not waits:
+        return ""
+    import pandas as pd
+
+    pp = tot[tot["Group"].astype(str) == "pp"]
+    if not len(pp):
+        return ""
+    cols = ["Elapse Time(ms)", "Transit Time(ms)", "Wait Time(ms)", "Idle Time(ms)"]
+    per = pp.groupby(["Rank", "Step"])[cols].sum().groupby("Rank").mean()
+    rows = []
+    for r in sorted(waits)[:8]:
+        if r not in per.index:
+            continue
+        x = per.loc[r]
+        rows.append(f"<tr><td>{r}</td><td>{waits[r]:,.1f}</td>"
+                    + "".join(f"<td>{float(x[c]):,.1f}</td>" for c in cols)
+                    + f"<td>{float(x['Wait Time(ms)'] + x['Idle Time(ms)']):,.1f}</td></tr>")
+    if not rows:
+        return ""
+    more = f" (the first 8 of {len(waits)} ranks)" if len(waits) > 8 else ""
+    head = ("<tr><th>rank</th><th title='measured by ascendprof on the op timeline: from the "
+            "rank entering a pp op until its peer stage arrives'>wait for the peer stage "
+            "(this verdict)</th><th title='the pp ops duration on this rank'>Elapse</th>"
+            "<th title='data moving'>Transit</th><th title='the profiler&#39;s notify-wait "
+            "time'>Wait</th><th title='the rest of the op: neither transit nor notify-wait'>"
+            "Idle</th><th>Wait + Idle</th></tr>")
+    return ("<details class='reconcile' open><summary>How this wait relates to the "
+            "Communication section's Wait (ms per step)</summary>"
+            "<p class='note'>The verdict's wait is the time a rank sits in pp ops until its "
+            "peer stage arrives, measured on the op timeline. cluster_communication.json "
+            "splits the same pp-op time (Elapse) into Transit, the profiler's notify Wait and "
+            f"Idle; the verdict's wait compares with Wait + Idle{more}.</p>"
+            f"<table class='numbers'><thead>{head}</thead><tbody>{''.join(rows)}</tbody>"
+            "</table></details>")
+
+
 def build(d, ctx) -> Section:
     sec = Section("diagnosis", "Diagnosis")
-    rows = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in facts(d))
-    sec.markup(f"<h3>The run</h3><dl class='facts'>{rows}</dl>")
     vs = (d.verdicts or {}).get("verdicts") if d.verdicts is not None else None
     if vs is None:
         vs = (d.summary or {}).get("verdicts")
@@ -185,8 +313,18 @@ def build(d, ctx) -> Section:
                    "in this output.</p>")
     else:
         vs = sorted(vs, key=lambda v: _SEV_ORDER.get(v.get("severity"), 3))
+        cards = [verdict_html(v, reconcile_html(v, d) if i == 0 else "")
+                 for i, v in enumerate(vs[:OPEN_VERDICTS])]
+        rest = vs[OPEN_VERDICTS:]
+        more = ""
+        if rest:
+            kinds = Counter(f"{v.get('severity')} {v.get('category')}" for v in rest)
+            more = (f"<details class='more-verdicts'><summary>{len(rest)} more verdicts: "
+                    + str(escape(", ".join(f"{n} {k}" for k, n in kinds.items())))
+                    + "</summary>" + "".join(verdict_html(v, evidence=False) for v in rest)
+                    + "</details>")
         sec.markup(f"<h3>Verdicts ({len(vs)}): what limits the job, and what to look at next"
-                   f"</h3>" + ("".join(verdict_html(v) for v in vs) if vs else
+                   f"</h3>" + ("".join(cards) + more if vs else
                                "<p>No verdict: nothing stood out against the thresholds.</p>"))
     if d.advice is not None:
         items = d.advice.get("items") or []
@@ -194,4 +332,6 @@ def build(d, ctx) -> Section:
             "".join(advice_html(a) for a in items[:30]) if items else "<p>No advice fired.</p>")
             + (f"<p class='note'>the first 30 of {len(items)}; all in advice.json</p>"
                if len(items) > 30 else ""))
+    rows = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in facts(d))
+    sec.markup(f"<h3>The run</h3><dl class='facts'>{rows}</dl>")
     return sec

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ascendprof.report.html.common import (COLORS, MAX_TABLE_ROWS, PALETTE, Section, Table,
-                                           cell, figure, source)
+from ascendprof.report.html.common import (COLORS, MAX_TABLE_ROWS, PALETTE, Chart, Section,
+                                           Table, cell, tabs_or_one)
 from ascendprof.report.html.page import render
 
 TOP = 15
@@ -29,104 +29,77 @@ def _table(df: pd.DataFrame, name: str) -> Table:
                        if len(df) > MAX_TABLE_ROWS else ""))
 
 
-def steps_chart(steps: pd.DataFrame, scope: str, name: str):
+def steps_chart(steps: pd.DataFrame, scope: str, name: str) -> Chart:
     """A and B side by side per step_trace_time metric (ms per step) of one scope."""
-    from bokeh.models import FactorRange, HoverTool
-
     s = steps[steps["scope"] == scope]
     s = s[s["metric"].isin(["Computing", "Communication(Not Overlapped)", "Overlapped", "Free",
                             "Stage", "Bubble", "Preparing"])]
-    metrics = list(s["metric"])
-    x = [(m, side) for m in metrics for side in ("A", "B")]
-    vals = [v for a, b in zip(_num(s, "a_us"), _num(s, "b_us")) for v in (a / 1000, b / 1000)]
-    deltas = [d for d in _num(s, "delta_us") for _ in (0, 1)]
-    src = source({"x": x, "v": vals, "us": [v * 1000 for v in vals], "delta": deltas,
-                            "color": [_A, _B] * len(metrics)})
-    f = figure(x_range=FactorRange(*x), name=name, height=340,
-               title=f"{scope}: step breakdown, A vs B (ms per step)",
-               y_axis_label="time per step (ms)", x_axis_label="metric / run")
-    r = f.vbar(x="x", top="v", width=0.8, source=src, color="color")
-    f.add_tools(HoverTool(renderers=[r], tooltips=[("", "@x"), ("value", "@us{0,0.000} µs"),
-                                                   ("B - A", "@delta{+0,0.000} µs")]))
-    f.y_range.start = 0
-    f.xgrid.grid_line_color = None
-    f.xaxis.major_label_orientation = 0.9
-    f.xaxis.group_label_orientation = 0
-    f.xaxis.group_text_font_size = "11px"
-    return f
+    data = {"x": list(s["metric"]), "a": list(_num(s, "a_us") / 1000),
+            "b": list(_num(s, "b_us") / 1000), "delta": list(_num(s, "delta_us") / 1000)}
+    return Chart(name, data, [
+        {"type": "bar", "y": "a", "label": "A", "color": _A, "width": 0.35, "gap": "10%"},
+        {"type": "bar", "y": "b", "label": "B", "color": _B, "width": 0.35, "gap": "10%"}],
+        title=f"{scope}: step breakdown, A vs B (ms per step)", height=340,
+        y_label="time per step (ms)", x_label="metric",
+        tips=[("metric", "x", "", 0), ("A", "a", "ms", 3), ("B", "b", "ms", 3),
+              ("B − A", "delta", "ms", 3)])
 
 
-def delta_bars(df: pd.DataFrame, label: pd.Series, title: str, name: str, xlabel: str):
-    """Horizontal bars of B − A (µs per step), red where B is slower, green where faster."""
-    from bokeh.models import FactorRange, HoverTool
-
-    df = df.head(TOP)
-    labels = [f"{i + 1}. {t}"[:70] for i, t in enumerate(label.head(TOP))]
-    d = list(_num(df, "delta_us"))
-    src = source({"y": labels, "d": d, "a": list(_num(df, "a_us")),
-                            "b": list(_num(df, "b_us")),
-                            "color": [_WORSE if v > 0 else _BETTER for v in d]})
-    f = figure(y_range=FactorRange(*reversed(labels)), name=name,
-               height=110 + 26 * len(labels), title=title, x_axis_label=xlabel,
-               tools="pan,wheel_zoom,reset,save")
-    r = f.hbar(y="y", right="d", left=0, height=0.6, source=src, color="color")
-    f.add_tools(HoverTool(renderers=[r], tooltips=[("", "@y"), ("A", "@a{0,0.000} µs"),
-                                                   ("B", "@b{0,0.000} µs"),
-                                                   ("B - A", "@d{+0,0.000} µs")]))
-    f.ygrid.grid_line_color = None
-    return f
+def delta_bars(df: pd.DataFrame, label: pd.Series, title: str, name: str,
+               xlabel: str) -> Chart | None:
+    """Horizontal bars of B − A (ms per step), red where B is slower, green where faster;
+    only rows that changed by at least 0.05 ms (a 0.0 ms change is no change)."""
+    keep = (_num(df, "delta_us").abs() >= 50).to_numpy()
+    df, label = df[keep].head(TOP), label[keep].head(TOP)
+    if not len(df):
+        return None
+    d = list(_num(df, "delta_us") / 1000)
+    data = {"y": [f"{i + 1}. {t}"[:70] for i, t in enumerate(label)], "d": d,
+            "a": list(_num(df, "a_us") / 1000), "b": list(_num(df, "b_us") / 1000),
+            "color": [_WORSE if v > 0 else _BETTER for v in d]}
+    return Chart(name, data, [{"type": "bar", "y": "d", "color_col": "color", "width": 0.6}],
+                 x="y", horizontal=True, title=title, x_label=xlabel,
+                 height=110 + 26 * len(data["y"]),
+                 tips=[("", "y", "", 0), ("A", "a", "ms per step", 3),
+                       ("B", "b", "ms per step", 3), ("B − A", "d", "ms per step", 3)])
 
 
-def comm_chart(comm: pd.DataFrame, name: str):
-    """Per group: elapse / transit / wait of A and B (ms per step)."""
-    from bokeh.models import FactorRange, HoverTool
-
+def comm_chart(comm: pd.DataFrame, name: str) -> Chart:
+    """Per group: transit / wait / idle of A and B (ms per step), one bar per group and run."""
     comm = comm.head(TOP)
     groups = [(str(a) if isinstance(a, str) and a else str(b) if isinstance(b, str) and b
                else str(g)) for g, a, b in zip(comm["group"], comm["group_a"], comm["group_b"])]
-    labels = list(dict.fromkeys(f"{g} ({p})" for g, p in zip(groups, comm["presence"])))
-    x, vals, colors = [], [], []
-    for lab, (_, row) in zip(labels, comm.iterrows()):
-        for m, c in (("transit", COLORS["Transit"]), ("wait", COLORS["Wait"]),
-                     ("idle", COLORS["Idle"])):
-            for side in ("a", "b"):
-                x.append((lab, f"{m} {side.upper()}"))
-                vals.append(float(pd.to_numeric(row.get(f"{side}_{m}_us"), errors="coerce")
-                                  or 0.0))
-                colors.append(c)
-    src = source({"x": x, "v": [v / 1000 for v in vals], "us": vals,
-                            "color": colors})
-    f = figure(x_range=FactorRange(*x), name=name, height=360,
-               title="Communication per group: transit, wait and idle of A and B",
-               y_axis_label="time per step (ms)", x_axis_label="group / metric and run")
-    r = f.vbar(x="x", top="v", width=0.8, source=src, color="color")
-    f.add_tools(HoverTool(renderers=[r], tooltips=[("", "@x"), ("value", "@us{0,0.000} µs")]))
-    f.y_range.start = 0
-    f.xaxis.major_label_orientation = 1.1
-    f.xgrid.grid_line_color = None
-    return f
+    x, data = [], {"transit": [], "wait": [], "idle": []}
+    for g, p, (_, row) in zip(groups, comm["presence"], comm.iterrows()):
+        for side in ("a", "b"):
+            x.append(f"{g} ({p}) {side.upper()}")
+            for m in data:
+                v = pd.to_numeric(row.get(f"{side}_{m}_us"), errors="coerce")
+                data[m].append(0.0 if pd.isna(v) else float(v) / 1000)
+    return Chart(name, {"x": x, **data}, [
+        {"type": "bar", "y": m, "label": m.capitalize(), "color": COLORS[m.capitalize()],
+         "stack": "c", "width": 0.7} for m in ("transit", "wait", "idle")],
+        title="Communication per group: transit, wait and idle of A and B", height=360,
+        y_label="time per step (ms)", x_label="group and run",
+        tips=[("", "x", "", 0), ("Transit", "transit", "ms", 3), ("Wait", "wait", "ms", 3),
+              ("Idle", "idle", "ms", 3)])
 
 
-def bandwidth_chart(bw: pd.DataFrame, name: str):
-    from bokeh.models import FactorRange, HoverTool
-
+def bandwidth_chart(bw: pd.DataFrame, name: str) -> Chart:
     bw = bw.head(TOP * 2)
-    x, vals = [], []
+    x, a, b = [], [], []
     for _, r in bw.iterrows():
         g = r["group_a"] if isinstance(r["group_a"], str) and r["group_a"] else r["group_b"]
-        for side in ("a", "b"):
-            x.append((f"{g} {r['transport']}", side.upper()))
+        x.append(f"{g} {r['transport']}")
+        for side, out in (("a", a), ("b", b)):
             v = pd.to_numeric(r[f"{side}_gbps"], errors="coerce")
-            vals.append(0.0 if pd.isna(v) else float(v))
-    src = source({"x": x, "v": vals, "color": [_A, _B] * (len(x) // 2)})
-    f = figure(x_range=FactorRange(*dict.fromkeys(x)), name=name, height=320,
-               title="Bandwidth per group and transport, A vs B",
-               y_axis_label="bandwidth (GB/s)", x_axis_label="group transport / run")
-    r = f.vbar(x="x", top="v", width=0.8, source=src, color="color")
-    f.add_tools(HoverTool(renderers=[r], tooltips=[("", "@x"), ("bandwidth", "@v{0,0.000} GB/s")]))
-    f.y_range.start = 0
-    f.xgrid.grid_line_color = None
-    return f
+            out.append(0.0 if pd.isna(v) else float(v))
+    return Chart(name, {"x": x, "a": a, "b": b}, [
+        {"type": "bar", "y": "a", "label": "A", "color": _A, "width": 0.35, "gap": "10%"},
+        {"type": "bar", "y": "b", "label": "B", "color": _B, "width": 0.35, "gap": "10%"}],
+        title="Bandwidth per group and transport, A vs B", height=340,
+        y_label="bandwidth (GB/s)", x_label="group and transport",
+        tips=[("", "x", "", 0), ("A", "a", "GB/s", 3), ("B", "b", "GB/s", 3)])
 
 
 def build_sections(result) -> list[Section]:
@@ -135,14 +108,10 @@ def build_sections(result) -> list[Section]:
     s = Section("steps", "Step breakdown")
     steps = t["steps"]
     if len(steps):
-        from bokeh.models import TabPanel, Tabs
-
         scopes = list(dict.fromkeys(steps["scope"]))[:16]
         charts = [steps_chart(steps, sc, f"diff_steps_{i}") for i, sc in enumerate(scopes)]
-        s.intro = "A (grey) and B (blue) per step; hover for µs and the difference."
-        s.chart(charts[0] if len(charts) == 1 else Tabs(
-            tabs=[TabPanel(child=c, title=sc) for c, sc in zip(charts, scopes)],
-            name="diff_steps", sizing_mode="stretch_width"))
+        s.intro = "A (grey) and B (blue) per step; hover for the values and the difference (ms)."
+        s.chart(tabs_or_one(charts, scopes, "diff_steps"))
         s.table(_table(steps, "steps"))
     else:
         s.missing = "neither side has a step breakdown"
@@ -152,15 +121,18 @@ def build_sections(result) -> list[Section]:
     if len(ops):
         lab = ops["op_type"].astype(str) + " (" + ops["accelerator_core"].astype(str) + ", " \
             + ops["presence"].astype(str) + ")"
-        s.chart(delta_bars(ops, lab, f"Op types: B − A per step (the {min(TOP, len(ops))} "
-                                     f"largest changes; red = B slower)", "diff_ops",
-                           "B − A (µs per step)"))
+        c = delta_bars(ops, lab, "Op types: B − A per step (the largest changes; red = B "
+                                 "slower)", "diff_ops", "B − A (ms per step)")
+        if c is not None:
+            s.chart(c)
     if len(ker):
         name = ker["name_a"].where(ker["name_a"].astype(str).ne("nan") & ker["name_a"].notna(),
                                    ker["name_b"])
-        s.chart(delta_bars(ker, name.astype(str) + " [" + ker["match"].astype(str) + "]",
-                           f"Kernels: B − A per step (the {min(TOP, len(ker))} largest changes)",
-                           "diff_kernels", "B − A (µs per step)"))
+        c = delta_bars(ker, name.astype(str) + " [" + ker["match"].astype(str) + "]",
+                       "Kernels: B − A per step (the largest changes)", "diff_kernels",
+                       "B − A (ms per step)")
+        if c is not None:
+            s.chart(c)
     if len(ops):
         s.table(_table(ops, "op_types"))
     if len(ker):

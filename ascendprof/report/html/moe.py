@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ascendprof.report.html.common import (MAX_BARS, PALETTE, Section, figure, numbers_table,
-                                           source)
+from ascendprof.report.html.common import MAX_BARS, PALETTE, Chart, Section, numbers_table
 
 
-def load_chart(ml: pd.DataFrame):
+def load_chart(ml: pd.DataFrame) -> Chart:
     """Load / Mean per rank (mean over the steps), one bar per rank, a line at 1.0; past 64
     ranks the most loaded ones."""
-    from bokeh.models import FactorRange, HoverTool, Span
-
     ml = ml.assign(_rank=pd.to_numeric(ml["Rank"], errors="coerce"),
                    _load=pd.to_numeric(ml["Load / Mean"], errors="coerce"),
                    _tok=pd.to_numeric(ml["Tokens"], errors="coerce"))
@@ -23,20 +20,16 @@ def load_chart(ml: pd.DataFrame):
     if len(per) > MAX_BARS:
         per = per.sort_values("load", ascending=False).head(MAX_BARS)
     per = per.sort_values("_rank")
-    x = [str(int(r)) for r in per["_rank"]]
-    src = source({"x": x, "load": list(per["load"]), "tokens": list(per["tokens"]),
-                  "group": [str(g) for g in per["EP Group"]]})
-    f = figure(x_range=FactorRange(*x), height=300, name="moe_load",
-               title="Expert load per rank: tokens over the EP group's mean (moe_expert_load.csv)",
-               y_axis_label="tokens / group mean", x_axis_label="rank")
-    r = f.vbar(x="x", top="load", width=0.6, source=src, color=PALETTE[2])
-    f.add_layout(Span(location=1.0, dimension="width", line_color="#444", line_dash="dashed"))
-    f.add_tools(HoverTool(renderers=[r], tooltips=[
-        ("rank", "@x"), ("EP group", "@group"), ("load / mean", "@load{0.000}"),
-        ("tokens per step", "@tokens{0,0}")]))
-    f.y_range.start = 0
-    f.xgrid.grid_line_color = None
-    return f
+    data = {"x": [str(int(r)) for r in per["_rank"]], "load": list(per["load"]),
+            "tokens": list(per["tokens"]), "group": [str(g) for g in per["EP Group"]]}
+    return Chart("moe_load", data, [{"type": "bar", "y": "load", "color": PALETTE[2],
+                                     "width": 0.6}], hline=1.0, height=300,
+                 title="Expert load per rank: tokens over the EP group's mean "
+                       "(moe_expert_load.csv); dashed line = an even load",
+                 y_label="tokens / group mean", x_label="rank",
+                 tips=[("rank", "x", "", 0), ("EP group", "group", "", 0),
+                       ("load / group mean", "load", "", 3),
+                       ("tokens per step", "tokens", "", 0)])
 
 
 def build(d, ctx) -> Section:

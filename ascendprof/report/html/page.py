@@ -1,12 +1,17 @@
-"""Assemble report.html: the sections' Bokeh models in one Bokeh document, its JavaScript and
-CSS inlined once (no network when the page is viewed), laid out by the Jinja2 template
+"""Assemble report.html: the sections' chart specs as one JSON document, drawn in the browser by
+Apache ECharts (``static/echarts.min.js``, vendored from npm) and ``static/charts.js``, both
+inlined once (no network when the page is viewed), laid out by the Jinja2 template
 ``templates/report.html.j2``.
+
+Why not Bokeh (used before): building Bokeh's Python-side models cost 3-5 s per page (7 s at
+256 ranks) and 1.5 s of import alone; here the Python side only writes JSON (the same analysis
+gives the same page, byte for byte) and the drawing happens in the browser.
 """
 
 from __future__ import annotations
 
-import contextlib
-import itertools
+import functools
+import json
 from pathlib import Path
 
 from ascendprof._version import __version__
@@ -14,6 +19,13 @@ from ascendprof.report.html import (REPORT_NAME, communication, data as data_mod
                                     diagnosis, memory, moe, operators, pipeline, problems,
                                     steps)
 from ascendprof.report.html.common import Section
+
+STATIC = Path(__file__).resolve().parent / "static"
+
+
+@functools.lru_cache(maxsize=None)
+def _static(name: str) -> str:
+    return (STATIC / name).read_text(encoding="utf-8")
 
 
 def _env():
@@ -24,75 +36,33 @@ def _env():
                        lstrip_blocks=True)
 
 
+def _specs(sections: list[Section]) -> str:
+    """Every chart's spec, by name, as JSON safe inside a <script> element."""
+    specs = {}
+    for s in sections:
+        for b in s.blocks:
+            if b.kind == "chart":
+                for c in b.model.charts():
+                    if c.name in specs:
+                        raise ValueError(f"two charts named {c.name}")
+                    specs[c.name] = c.spec()
+    text = json.dumps(specs, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return text.replace("</", "<\\/").replace("<!--", "<\\!--")
+
+
 def render(sections: list[Section], title: str, template: str, **variables) -> str:
-    """The page's HTML: the charts of ``sections`` (each model has a unique ``name``) embedded
-    through Bokeh's standalone file writer with inline resources and our template."""
-    from bokeh.embed import file_html
-    from bokeh.resources import INLINE
-
-    models = [b.model for s in sections for b in s.blocks if b.kind == "chart"]
-    for i, m in enumerate(models):
-        if not m.name:
-            m.name = f"chart_{i}"
+    """The page's HTML: ``template`` with ``sections``, the chart specs and the inlined
+    scripts."""
     tpl = _env().get_template(template)
-    variables = dict(variables, sections=sections, version=__version__)
-    if not models:  # a page with no chart still needs a Bokeh root to render through
-        from bokeh.models import Div
-
-        models = [Div(text="", name="empty")]
-    from bokeh.document import Document
-
-    doc = Document()
-    _number_models([*models, doc.config])  # before the document indexes them by id
-    for m in models:
-        doc.add_root(m)
-    with _counted_element_ids():
-        return file_html(doc, INLINE, title=title, template=tpl,
-                         template_variables=variables, suppress_callback_warning=True)
-
-
-@contextlib.contextmanager
-def _counted_element_ids():
-    """Bokeh names the page's document, root elements and data script with random UUIDs; count
-    them instead, so the same analysis always gives the same page, byte for byte (outputs are
-    compared across runs and cached). Without the names this Bokeh version uses, the page keeps
-    Bokeh's own (still correct, only not reproducible)."""
-    from unittest import mock
-
-    counter = itertools.count(1)
-
-    def next_id():
-        return f"ascendprof-{next(counter)}"
-
-    targets = [("bokeh.embed.util", "make_globally_unique_id"),
-               ("bokeh.embed.util", "make_globally_unique_css_safe_id"),
-               ("bokeh.embed.elements", "make_globally_unique_css_safe_id")]
-    with contextlib.ExitStack() as stack:
-        for mod, name in targets:
-            try:
-                stack.enter_context(mock.patch(f"{mod}.{name}", next_id))
-            except (AttributeError, ImportError):
-                pass
-        yield
-
-
-def _number_models(roots) -> None:
-    """Bokeh numbers models p1000, p1001 … in the order they are made, process-wide (and makes
-    some defaults lazily, once per process), so the same page would get other ids in another
-    process. Renumber every model of the page in the order a walk from its roots meets them:
-    the same analysis then always gives the same page, byte for byte (ids need only be unique
-    within one page's document)."""
-    from bokeh.core.types import ID
-    from bokeh.model.util import collect_models
-
-    for i, m in enumerate(collect_models(*roots)):
-        m._id = ID(f"m{i}")
+    return tpl.render(sections=sections, version=__version__, title=title,
+                      chart_specs=_specs(sections), echarts_js=_static("echarts.min.js"),
+                      charts_js=_static("charts.js"), **variables)
 
 
 def build_sections(d) -> list[Section]:
     ctx: dict = {}
-    ops = operators.Operators(d)  # its rank selector is driven by taps in other charts
-    ctx["on_rank"] = ops.on_rank
+    ops = operators.Operators(d)  # its rank selector is driven by clicks in other charts
+    ctx["on_rank"] = ops.select is not None
     return [diagnosis.build(d, ctx), steps.build(d, ctx), pipeline.build(d, ctx),
             communication.build(d, ctx), ops.build(ctx), memory.build(d, ctx),
             dataprep.build(d, ctx), moe.build(d, ctx), problems.build(d, ctx)]
@@ -104,8 +74,8 @@ def build_page(out: Path) -> str:
     d = data_mod.load(out)
     sections = build_sections(d)
     root = (d.summary or {}).get("root") or str(out)
-    return render(sections, f"ascendprof report: {root}", "report.html.j2",
-                  root=root)
+    return render(sections, f"ascendprof report: {root}", "report.html.j2", root=root,
+                  headline=diagnosis.headline_html(d))
 
 
 def write_report(out: Path, dest: Path | None = None) -> Path:
