@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import shutil
 import stat
 import tempfile
@@ -40,6 +39,7 @@ from pathlib import Path
 import orjson
 
 from ascendprof.model.errors import AscendProfError
+from ascendprof.engine.entrycheck import expected_rank, safe_name
 from ascendprof.sysio.atomic import ensure_dir
 from ascendprof.sysio.ownership import CACHE_DIRNAME  # noqa: F401 - re-exported
 from ascendprof.sysio.parquet import parquet_bytes
@@ -87,13 +87,6 @@ def _entry_hash(entry: dict) -> str:
                            digest_size=20).hexdigest()
 
 
-_NAME = re.compile(r"[A-Za-z0-9_]{1,64}\Z")
-
-
-def safe_name(name) -> bool:
-    """True for a table name the cache may turn into a file name (``[A-Za-z0-9_]``, at most 64
-    characters): no separator, no ``..``, nothing hidden."""
-    return isinstance(name, str) and _NAME.match(name) is not None
 
 
 def safe_relpath(rel) -> bool:
@@ -102,12 +95,6 @@ def safe_relpath(rel) -> bool:
     if not isinstance(rel, str) or not rel or "\\" in rel or "\0" in rel:
         return False
     return all(part and not part.startswith(".") for part in rel.split("/"))
-
-
-def expected_rank(source) -> int:
-    """The rank a cached entry of ``source`` must carry (the readers' rule: the scanned rank,
-    -1 for a db export whose rank is unknown)."""
-    return int(source.rank) if source.rank is not None else -1
 
 
 def file_hash(path: Path) -> str:

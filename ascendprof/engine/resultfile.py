@@ -24,7 +24,7 @@ import struct
 
 import orjson
 
-from ascendprof.engine.cache import expected_rank, safe_name
+from ascendprof.engine.entrycheck import expected_rank, safe_name
 
 MAGIC = b"ASCENDPROF-RANKRESULT\x00v2\n"
 _LEN = struct.Struct("<Q")
