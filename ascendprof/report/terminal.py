@@ -227,7 +227,7 @@ def print_summary(summary: dict, out_dir) -> None:
     rank-steps), top op types, the other analyses, advice, the notes on the input grouped by
     kind with their rank ranges, where the results are."""
     from ascendprof.model.ranks import rank_ranges
-    from ascendprof.report.summary import group_problems, headline, headline_lines
+    from ascendprof.report.headline import group_problems, headline, headline_lines
 
     con = _console()
     kinds = {}
@@ -312,7 +312,7 @@ def _print_verdicts(con, vs: list[dict], h: dict, compact: bool = False) -> None
     MAX_VERDICT_LINES; beyond, the first in full and one line per category with its count,
     severity and ranks."""
     from ascendprof.model.ranks import rank_ranges
-    from ascendprof.report.summary import first_sentence
+    from ascendprof.report.headline import first_sentence
 
     if not vs:
         con.print("[bold]Verdicts (0)[/bold]: nothing found beyond the thresholds")
@@ -370,7 +370,7 @@ def _print_notes(con, notes: list[dict], total: int, rank_ranges, compact=False)
         who = (f"ranks {rank_ranges(k['ranks'], 4)}" if len(set(k["ranks"])) > 1 else
                f"rank {k['ranks'][0]}" if k["ranks"] else _esc(k.get("path") or ""))
         where = f"{k['where']}: " if k.get("where") else ""
-        from ascendprof.report.summary import first_sentence
+        from ascendprof.report.headline import first_sentence
 
         if k["same"]:
             reason = first_sentence(k["reason"], 160) if compact else k["reason"]

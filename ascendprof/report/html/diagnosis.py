@@ -10,7 +10,7 @@ from markupsafe import Markup, escape
 
 from ascendprof.model.ranks import rank_ranges
 from ascendprof.report.html.common import COLORS, Section
-from ascendprof.report.summary import DEFINITIONS, headline
+from ascendprof.report.headline import DEFINITIONS, headline
 
 #: verdict cards shown open; the others are listed in a closed block by kind
 OPEN_VERDICTS = 3

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ascendprof.model.ranks import rank_ranges
 from ascendprof.report.html.common import MAX_TABLE_ROWS, Section, Table, cell
-from ascendprof.report.summary import group_problems
+from ascendprof.report.headline import group_problems
 
 
 def build(d, ctx) -> Section:
