@@ -137,7 +137,7 @@ def _str_array(s: pd.Series):
     return pa.array(s.astype(object).where(s.notna(), None).tolist(), pa.string())
 
 
-# ============================================================================ communication_group.json
+# ======================================================================== communication_group.json
 
 @dataclass(frozen=True)
 class ParallelGroup:
@@ -186,7 +186,7 @@ def read_groups(out: Path):
         return None
 
 
-# ============================================================================ cluster_communication.json
+# ====================================================================== cluster_communication.json
 
 def split_op_key(key: str) -> tuple[str, str]:
     """``"<op name>@<group id>"`` -> (op name, group id): the group is what follows the last
@@ -283,7 +283,7 @@ def communication_totals(path: Path) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=TOTAL_COLUMNS)
 
 
-# ============================================================================ cluster_communication_matrix.json
+# =============================================================== cluster_communication_matrix.json
 
 #: link columns of :func:`matrix_links` (one row per src→dst link of a group's
 #: 'Total Op Info' in cluster_communication_matrix.json)
@@ -321,7 +321,7 @@ def matrix_links(doc: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=LINK_COLUMNS)
 
 
-# ============================================================================ tables/
+# ========================================================================================= tables/
 
 def rank_table_dirs(tables: Path) -> list[tuple[int, Path]]:
     """The ``rank<r>`` folders under ``tables`` (an output's ``tables/``), as (rank, folder)

@@ -3,7 +3,8 @@
 Each side may be
 
 - a profiling directory (any layout ``ascendprof scan`` finds: ``*_ascend_pt``, ``*_ascend_ms``,
-  ``PROF_*`` …) — read by the engine's per-rank worker, as ``analyse`` reads it (:func:`load_run`);
+  ``PROF_*`` …) — read by the engine's per-rank worker, as ``analyse`` reads it
+  (:func:`load_run`);
 - an ``ascendprof analyse`` output directory — ``tables/rank<r>/<table>.parquet`` when present,
   else ``cluster_step_trace_time.csv`` and ``op_statistics.csv`` (any directory holding only
   those CSVs works too, e.g. a committed baseline);
@@ -14,8 +15,8 @@ Each side may be
 Everything is reduced to one *observation* table (:data:`OBS_COLUMNS`): one value per metric,
 rank, step and key. A :class:`Rule` names a metric, a scope (``cluster``, ``rank``,
 ``op_type``, ``group``, ``link``), the allowed relative change and an absolute noise floor;
-:func:`evaluate` takes the median over the (rank, step) values of each scope key on each side, reports the spread, and
-gives a verdict per check (:data:`CHECK_COLUMNS`).
+:func:`evaluate` takes the median over the (rank, step) values of each scope key on each side,
+reports the spread, and gives a verdict per check (:data:`CHECK_COLUMNS`).
 
 Errors: every unreadable or incomparable input raises :class:`GateInputError` /
 :class:`GateUsageError` (exit code 2).

@@ -14,7 +14,8 @@ from ascendprof.model.errors import AscendProfError, InputError
 
 
 def load_side(path: Path, *, workers: int | None = None) -> Side:
-    """Any gate input (see :mod:`ascendprof.compare.gate`) -> :class:`~ascendprof.compare.diff.Side`.
+    """Any gate input (see :mod:`ascendprof.compare.gate`) ->
+    :class:`~ascendprof.compare.diff.Side`.
 
     Raises GateInputError / GateUsageError (exit 2) when the path is missing, unreadable, or
     holds nothing the gate can compare.
