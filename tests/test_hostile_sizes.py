@@ -79,3 +79,31 @@ def test_a_folder_chain_deeper_than_the_recursion_limit_costs_nothing(tmp_path):
 def _remove_chain(top: Path) -> None:
     """Remove the chain of empty folders ``d/d/...`` under ``top`` without recursion."""
     subprocess.run(["find", str(top), "-mindepth", "1", "-depth", "-delete"], check=False)
+
+
+def test_many_steps_give_a_bounded_step_trace_check(tmp_path):
+    """5,000 steps in each rank's step_trace_time.csv beside kernels of one step: before, one
+    step_trace_check.csv row per step and metric, each saying "step not found" (at 10^6
+    steps: 4.1 GB); now one row per metric for them, said in problems.csv. Every step stays in
+    cluster_step_trace_time.csv (counted from the files)."""
+    src = FG.copy_base("qwen3", tmp_path / "in")
+    n = 5000
+    for r in (0, 1, 2, 3):
+        st = FG.out_file(src, "qwen3", r, "step_trace_time.csv")
+        FG.edit_csv(st, lambda h, rows: (h, [[str(s) if c == h.index("Step") else v
+                                              for c, v in enumerate(rows[0])]
+                                             for s in range(1, n + 1)]))
+    p, _ = analyse(src, tmp_path / "out")
+    assert p.returncode == 0, p.stderr
+    out = tmp_path / "out"
+    with open(out / "cluster_step_trace_time.csv", newline="") as f:
+        ranks = [r for r in csv.DictReader(f) if r["Type"] == "rank"]
+    assert len(ranks) == 4 * n
+    with open(out / "step_trace_check.csv", newline="") as f:
+        check = list(csv.DictReader(f))
+    assert len(check) <= 4 * 9 * 2, len(check)  # per rank: the kernels' step + one summary row
+    summary_rows = [c for c in check if c["Step"] == "" and "summarised" in c["Note"]]
+    assert summary_rows and all(f"{n - 1} steps" in c["Note"] or f"{n} steps" in c["Note"]
+                                for c in summary_rows), summary_rows[:2]
+    notes = [p for p in problems(out) if "step_trace_check.csv" in p["Reason"]]
+    assert len(notes) == 4, notes

@@ -503,11 +503,14 @@ def check_table(per_rank: dict[int, tuple]):
     values in us (float), Deviation(%) = (recomputed - reported) / reported * 100, empty when the
     reported value is 0 or either side is missing. Note says why a value is missing and flags
     deviations above :data:`NOTE_THRESHOLD_PCT`. A rank that could not be recomputed gets rows whose
-    Note is the reason (``method``).
+    Note is the reason (``method``). More than :data:`MAX_UNCHECKED_STEPS` steps of one rank
+    without a recomputed value are summarised in one row per metric (Step empty, the Note
+    says how many and which); ``df.attrs["summarised"]`` maps rank -> that number.
     """
     import pandas as pd
 
     out = []
+    summarised: dict[int, int] = {}
     for rank in sorted(per_rank):
         reported, recomputed, method = per_rank[rank]
         rep, rec = _by_step(reported), _by_step(recomputed)
@@ -516,7 +519,23 @@ def check_table(per_rank: dict[int, tuple]):
                 out.append([rank, None, col, None, None, None, method,
                             "not reported and not recomputed: " + (method or "no data")])
             continue
-        for step in _pair_steps(rep, rec):
+        steps = _pair_steps(rep, rec)
+        if rec:  # steps the recomputation does not cover tell nothing step by step
+            lost = [st for st in steps if st not in rec]
+        else:
+            lost = list(steps)
+        if len(lost) > MAX_UNCHECKED_STEPS:  # bounded output: one row per metric for them
+            summarised[rank] = len(lost)
+            why = ("step not found in the recomputed data" if rec
+                   else (method or "not recomputed"))
+            lo, hi = _step_span(lost)
+            for col, _ in METRICS:
+                out.append([rank, None, col, None, None, None, method,
+                            f"{len(lost)} steps ({lo}..{hi}): {why}; summarised in this row "
+                            f"(more than {MAX_UNCHECKED_STEPS} such steps)"])
+            gone = set(lost)
+            steps = [st for st in steps if st not in gone]
+        for step in steps:
             r_row, c_row = rep.get(step), rec.get(step)
             for col, key in METRICS:
                 rv = None if r_row is None or r_row.get(key) is None else r_row[key] / 1000
@@ -543,7 +562,19 @@ def check_table(per_rank: dict[int, tuple]):
     df["Step"] = df["Step"].astype("Int64")
     for c in ("Reported(us)", "Recomputed(us)", "Deviation(%)"):
         df[c] = df[c].astype("float64")
+    df.attrs["summarised"] = summarised  # rank -> steps summarised (for problems.csv)
     return df
+
+
+#: Above this many steps of one rank that the recomputation does not cover (a step_trace_time
+#: of 10^6 steps beside kernels of a few), step_trace_check.csv holds one row per metric for
+#: them instead of one per step and metric (4 GB of rows that each said "not found").
+MAX_UNCHECKED_STEPS = 1000
+
+
+def _step_span(steps) -> tuple:
+    known = [s for s in steps if s is not None]
+    return (min(known), max(known)) if known else (None, None)
 
 
 # --------------------------------------------------------------------------------------------

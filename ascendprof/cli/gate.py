@@ -98,12 +98,18 @@ def command(baseline, current, rules_file, rule_texts, no_defaults, fmt, junit_f
 
     from ascendprof.sysio.atomic import check_report_path
 
+    if junit_file is not None and markdown_file is not None and _same_file(junit_file,
+                                                                            markdown_file):
+        raise G.GateUsageError(f"--junit {junit_file} and --markdown {markdown_file} name one "
+                               f"file; the second report would replace or corrupt the first")
     for report in (junit_file, markdown_file):
         if report is not None:
             check_report_path(report, inputs)  # before the work, not after it
     result = G.run_gate(baseline, current, rules, workers=workers, same_shape=same_shape)
+    from ascendprof.report.terminal import control_safe
+
     for w in result.warnings:  # compared anyway, on what both inputs have
-        click.echo(f"ascendprof gate: warning: {w} (only what both have is compared; "
+        click.echo(f"ascendprof gate: warning: {control_safe(w)} (only what both have is compared; "
                    f"--same-shape makes this an error)", err=True)
 
     if junit_file is not None or markdown_file is not None:
@@ -126,6 +132,16 @@ def command(baseline, current, rules_file, rule_texts, no_defaults, fmt, junit_f
     sys.exit(1 if result.regression else 0)
 
 
+def _same_file(a, b) -> bool:
+    """Whether the paths ``a`` and ``b`` name one file (same path, symlink or hard link)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 #: failed checks the terminal table shows at most (unless --all-checks); JSON, JUnit and
 #: Markdown always hold every check
 MAX_FAILED_ROWS = 40
@@ -138,11 +154,13 @@ def _print_table(result, show: str) -> None:
     from rich.table import Table
 
     from ascendprof.compare.gate import FAIL, NO_KEY, PASS, fmt_change
+    from ascendprof.report.terminal import term_text
 
     con = Console(highlight=False)
     if not con.is_terminal:  # CI logs: do not squeeze the table into 80 columns
         con = Console(highlight=False, width=160)
-    t = Table(title=f"ascendprof gate: {result.baseline} -> {result.current}",
+    t = Table(title=f"ascendprof gate: {term_text(result.baseline)} -> "
+                    f"{term_text(result.current)}",
               title_justify="left")
     for col, just in (("verdict", "left"), ("metric", "left"), ("scope", "left"),
                       ("baseline", "right"), ("current", "right"), ("change", "right"),
@@ -159,22 +177,23 @@ def _print_table(result, show: str) -> None:
             shown += 1
             if shown > MAX_FAILED_ROWS:
                 continue
-        t.add_row(f"[{style[r.verdict]}]{r.verdict.upper()}[/]", r.metric, r.key,
+        t.add_row(f"[{style[r.verdict]}]{r.verdict.upper()}[/]", term_text(r.metric),
+                  term_text(r.key),
                   _v(r.baseline, r.unit), _v(r.current, r.unit),
                   fmt_change(r.change, r.change_pct, r.unit),
                   f"{r.limit_pct:+g} % / {r.floor:g} {r.unit}",
                   f"{_spread(r.baseline_min, r.baseline_max, r.baseline_n)} / "
                   f"{_spread(r.current_min, r.current_max, r.current_n)}"
-                  + (f" ({r.note})" if r.note else ""))
+                  + (f" ({term_text(r.note)})" if r.note else ""))
     if t.row_count:
         con.print(t)
     else:
-        con.print(f"ascendprof gate: {result.baseline} -> {result.current}")
+        con.print(f"ascendprof gate: {term_text(result.baseline)} -> {term_text(result.current)}")
     if shown > MAX_FAILED_ROWS:
         con.print(f"... and {shown - MAX_FAILED_ROWS} more failed checks (--all-checks, "
                   f"--format json or --junit list every check)")
     con.print(("[bold red]" if result.regression else "[bold green]")
-              + result.summary_line() + "[/]")
+              + term_text(result.summary_line()) + "[/]")
 
 
 def _v(v, unit: str) -> str:

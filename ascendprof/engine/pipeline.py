@@ -234,6 +234,11 @@ def gather(root: str, sources: list[Source], results: list[RankResult],
     ca.step_trace_check = step_breakdown.check_table(
         {r.rank: (unpark(r.tables.get(S.STEP_TRACE)), unpark(r.breakdown), r.breakdown_method)
          for r in usable})
+    for rank, n in ca.step_trace_check.attrs.get("summarised", {}).items():
+        problems.warn(next((r.source.path for r in usable if r.rank == rank), str(root)),
+                      f"step_trace_check.csv: {n} steps without a recomputed value summarised "
+                      f"in one row per metric (more than {step_breakdown.MAX_UNCHECKED_STEPS})",
+                      rank=rank)
     ca.breakdown_check = step_breakdown.rank_checks(ca.step_trace_check)
     where = {r.rank: r.source.path for r in usable}
     for c in ca.breakdown_check:

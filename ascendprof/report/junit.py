@@ -13,11 +13,37 @@ refused (sysio.atomic.write_report).
 
 from __future__ import annotations
 
+import html
 import math
+import re
 from pathlib import Path
-from xml.sax.saxutils import escape, quoteattr
+from xml.sax.saxutils import escape as _xml_escape
+from xml.sax.saxutils import quoteattr as _xml_quoteattr
 
 from ascendprof.sysio.atomic import write_report
+
+#: characters XML 1.0 cannot hold even escaped (C0 controls but TAB / LF / CR, lone surrogates,
+#: U+FFFE/U+FFFF), and C1 controls / DEL that a CI view would show raw
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
+def _visible(text) -> str:
+    """``text`` with every character :data:`_NOT_XML` names shown as ``\\xNN`` / ``\\uNNNN``."""
+    def show(m):
+        o = ord(m.group())
+        return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}"
+    return _NOT_XML.sub(show, str(text))
+
+
+def escape(text) -> str:
+    """XML element text for any name from the data (always well-formed XML 1.0)."""
+    return _xml_escape(_visible(text))
+
+
+def quoteattr(text) -> str:
+    """A quoted XML attribute value for any name from the data."""
+    return _xml_quoteattr(_visible(text))
+
 
 #: how every JUnit report of ascendprof begins (what marks an existing file as ours)
 JUNIT_SIGNATURE = b'<?xml version="1.0" encoding="UTF-8"?>\n<testsuites name="ascendprof gate"'
@@ -89,7 +115,12 @@ def write_junit(path: Path, result, inputs=()) -> Path:
 
 
 def _md_cell(s) -> str:
-    return str(s).replace("|", "\\|").replace("\n", " ")
+    """A name from the data as Markdown text: HTML special characters escaped (GitHub renders
+    raw HTML in Markdown: a ``<script>`` or ``<img onerror>`` in an op type must stay text),
+    Markdown's own (``|``, backtick, ``*``, ``_``, ``[``, ``]``) backslash-escaped, control
+    characters shown as ``\\xNN``, one line."""
+    text = html.escape(_visible(str(s)).replace("\n", " ").replace("\r", " "), quote=False)
+    return re.sub(r"([\\`*_\[\]|])", r"\\\1", text)
 
 
 def markdown(result, *, all_checks: bool = True) -> str:
@@ -97,8 +128,8 @@ def markdown(result, *, all_checks: bool = True) -> str:
 
     ``all_checks=False`` lists only failed and skipped checks."""
     lines = [f"## ascendprof gate: {'❌ regression' if result.regression else '✅ no regression'}",
-             "", f"Baseline `{result.baseline}` · current `{result.current}`", "",
-             result.summary_line(), "",
+             "", f"Baseline {_md_cell(result.baseline)} · current {_md_cell(result.current)}",
+             "", _md_cell(result.summary_line()), "",
              *([f"**Warnings** (only what both inputs have was compared):", "",
                 *[f"- ⚠ {_md_cell(w)}" for w in result.warnings], ""] if result.warnings else []),
              "| verdict | metric | scope | baseline | current | change | limit | spread (current) |",
