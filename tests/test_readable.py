@@ -224,3 +224,64 @@ def test_prof_run_writes_the_step_breakdown_it_prints(tmp_path, shared_data):
             assert printed[key] == f"{parts:,.1f}"
     doc = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert "cluster_step_trace_time.csv" not in doc["not_written"]
+
+
+# ------------------------------------------------------------------------------ newcomer
+
+ROOT = Path(__file__).resolve().parents[1]
+#: what a user cannot follow: internal documents, spec sections, issue numbers
+INTERNAL = re.compile(r"§|\bissue #?\d+|\(#\d+\)|\bof #\d+|seed 0\d\d|shared/spec|"
+                      r"spec section")
+
+
+def test_readme_is_short_and_keeps_the_two_commands():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 200
+    blocks = re.findall(r"```bash\n(.*?)\n```", text, re.S)
+    assert blocks[:2] == [
+        "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && "
+        ".venv/bin/ascendprof analyse fixtures/qwen3-4rank-pp2dp2 -o ascendprof_output",
+        ".venv/bin/python -m pytest -q"]
+    assert "docs/outputs.md" in text and "docs/report/first-screen.png" in text
+    assert (ROOT / "docs" / "report" / "first-screen.png").is_file()
+    assert not INTERNAL.search(text), INTERNAL.search(text)
+    ref = (ROOT / "docs" / "outputs.md").read_text(encoding="utf-8")
+    assert "## What `analyse` writes" in ref and not INTERNAL.search(ref)
+
+
+def test_help_texts_name_nothing_internal():
+    runner = CliRunner()
+    for cmd in ([], ["scan"], ["analyse"], ["report"], ["diff"], ["gate"], ["timeline"]):
+        r = runner.invoke(main, [*cmd, "--help"])
+        assert r.exit_code == 0, r.output
+        assert not INTERNAL.search(r.output), (cmd, INTERNAL.search(r.output))
+
+
+def test_terminal_and_page_name_nothing_internal(tmp_path):
+    lines = _analyse(QWEN3, tmp_path / "o", html=True)
+    assert not INTERNAL.search("\n".join(lines))
+    page = (tmp_path / "o" / "report.html").read_text(encoding="utf-8")
+    body = page[page.index("<body>"):page.index('<script type="application/json"')]
+    assert not INTERNAL.search(re.sub(r"<[^>]+>", " ", body))
+
+
+def test_help_lists_the_api():
+    import pydoc
+
+    import ascendprof
+
+    text = pydoc.render_doc(ascendprof, renderer=pydoc.plaintext)
+    for name in ("open(path", "Collection", "analyse(directory", "diff(a", "rebuild_report"):
+        assert name in text, name
+    for name in ("open", "analyse", "diff", "rebuild_report", "Collection"):
+        assert callable(getattr(ascendprof, name)) and name in dir(ascendprof)
+
+
+@pytest.mark.parametrize("value", ["0", "-1"])
+def test_invalid_workers_rejected(value, tmp_path):
+    for cmd in (["analyse", str(QWEN3), "-o", str(tmp_path / "o")], ["diff", str(QWEN3),
+                                                                       "--ranks", "0,2"],
+                ["timeline", str(QWEN3), "-o", str(tmp_path / "t.json")]):
+        r = CliRunner().invoke(main, [*cmd, "--workers", value])
+        assert r.exit_code == 2 and "--workers" in r.output, (cmd, r.output)
+    assert not (tmp_path / "o").exists()

@@ -57,7 +57,7 @@ def _parse_ranks(text: str | None) -> list[int] | None:
               help="Rows of op types, kernels and communication groups to show.")
 @click.option("-o", "--output", "out", type=click.Path(path_type=Path), default=None,
               help="Write every table (all rows) as CSV plus diff.json into this directory.")
-@click.option("--workers", type=int, default=None,
+@click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Worker processes for reading profiling directories.")
 @click.option("--html", "html", is_flag=False, flag_value="", default=None, metavar="[FILE]",
               help="Also write the comparison as one self-contained HTML page (charts of the "
