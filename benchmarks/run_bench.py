@@ -24,7 +24,10 @@ first, as an installed one is.
 with earlier entries); the HTML report of the largest cluster is measured on its own:
 ``ascendprof report`` of that analysis (wall time, peak RSS, page size; the page must stay
 under 5 MB at 256 ranks). ``--html-only`` runs just that measurement (generating and analysing
-the largest cluster first when needed).
+the largest cluster first when needed) and the page cost below.
+
+The page cost: ``analyse --no-cache`` of the sample and of the 256-rank cluster with the page
+and without (``--html`` / ``--no-html``), best of 3 by CPU seconds: what the page adds.
 
 Before each cold run the mean cost of creating one file in its output directory is probed
 and printed beside it (:func:`file_create_ms`): this machine's disk makes that cost drift.
@@ -301,6 +304,39 @@ def html_report(data: Path, work: Path, name: str) -> dict:
     return m
 
 
+def page_cost(data: Path, work: Path, name: str, runs: int = 3) -> dict:
+    """What the page costs: ``analyse --no-cache`` of ``data`` with the page (``--html``) and
+    without (``--no-html``), best of ``runs`` each by CPU seconds (the wall time on a shared
+    machine says more about the other processes); the page's size."""
+    best = {}
+    for flag in ("--no-html", "--html"):
+        out = work / f"page-{name.replace(' ', '_')}{flag}"
+        ms = [measure(ascendprof_cmd() + ["analyse", str(data), "-o", str(out), "-q",
+                                          "--no-cache", flag], work / "page-cost.log")
+              for _ in range(runs)]
+        best[flag] = min(ms, key=lambda m: m.get("cpu_s") or m["wall_s"])
+        if flag == "--html":
+            page = out / "report.html"
+            best["size_mb"] = page.stat().st_size / 1e6 if page.exists() else None
+    off, on = best["--no-html"], best["--html"]
+    return {"name": name, "cpu_off": off.get("cpu_s"), "cpu_on": on.get("cpu_s"),
+            "wall_off": off["wall_s"], "wall_on": on["wall_s"], "size_mb": best["size_mb"],
+            "load": on["load"]}
+
+
+def page_cost_line(c: dict) -> str:
+    extra = ("-" if c["cpu_on"] is None or c["cpu_off"] is None
+             else f"+{c['cpu_on'] - c['cpu_off']:.2f}")
+    size = "-" if c["size_mb"] is None else f"{c['size_mb']:.2f} MB"
+    return (f"| {c['name']} | {c['cpu_off']:.2f} | {c['cpu_on']:.2f} | {extra} | "
+            f"{c['wall_off']:.1f} / {c['wall_on']:.1f} | {size} | {c['load']:.1f} |")
+
+
+PAGE_COST_HEAD = ("| page cost: `analyse --no-cache` | CPU s --no-html | CPU s with the page | "
+                  "page costs (CPU s) | wall s (off / on) | page size | load |\n"
+                  "|---|---|---|---|---|---|---|")
+
+
 def html_line(h: dict) -> str:
     size = "no page" if h.get("size_mb") is None else f"{h['size_mb']:.2f} MB"
     return (f"HTML report of the {h['ranks']} cluster (`ascendprof report`, the page "
@@ -447,8 +483,14 @@ def main(argv=None) -> int:
         n = max(sizes)
         data = generate(n, work / f"cluster{n}", ["--comm-ops-per-rank", str(a.comm_ops)])
         h = html_report(data, work, f"{n} ranks x {a.comm_ops} ops")
+        costs = [page_cost(HERE.parent / "fixtures" / "qwen3-4rank-pp2dp2", work,
+                           "sample (4 ranks)"),
+                 page_cost(generate(256, work / "cluster256", ["--comm-ops-per-rank",
+                                                               str(a.comm_ops)]),
+                           work, f"256 ranks x {a.comm_ops} ops")]
         text = (f"## {dt.datetime.now().strftime('%Y-%m-%d %H:%M')} — HTML report only\n\n"
-                f"Machine: {machine()}\n\n{html_line(h)}\n")
+                f"Machine: {machine()}\n\n{html_line(h)}\n\n{PAGE_COST_HEAD}\n"
+                + "\n".join(page_cost_line(c) for c in costs) + "\n")
         print(text)
         if not a.no_append:
             with open(RESULTS, "a", encoding="utf-8") as f:
@@ -499,6 +541,10 @@ def main(argv=None) -> int:
     html = (html_report(work / f"cluster{max(sizes)}", work,
                         f"{max(sizes)} ranks x {a.comm_ops} ops") if sizes else None)
     text = report(rows, tp, st, ref, tl, html)
+    costs = [page_cost(HERE.parent / "fixtures" / "qwen3-4rank-pp2dp2", work, "sample (4 ranks)")]
+    if 256 in sizes:
+        costs.append(page_cost(work / "cluster256", work, f"256 ranks x {a.comm_ops} ops"))
+    text += "\n" + PAGE_COST_HEAD + "\n" + "\n".join(page_cost_line(c) for c in costs) + "\n"
     print(text)
     if not a.no_append:
         with open(RESULTS, "a", encoding="utf-8") as f:

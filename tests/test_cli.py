@@ -37,12 +37,15 @@ def test_empty_directory_is_nothing_analysable(tmp_path):
     assert "no profiling data found" in r.output
 
 
-def test_output_inside_input_refused(qwen3, tmp_path):
+def test_output_inside_a_rank_refused(qwen3, tmp_path):
+    """Beside the ranks (msprof-analyze's habit) is allowed; inside a rank's folder is not."""
     src = tmp_path / "in"
     shutil.copytree(qwen3, src)
-    r = run("analyse", src, "-o", src / "out")
+    r = run("analyse", src, "-o", src / "rank_0_ascend_pt" / "out")
+    assert r.exit_code == 2 and "inside the profiling directory" in r.output
+    assert not (src / "rank_0_ascend_pt" / "out").exists()
+    r = run("analyse", src, "-o", src)
     assert r.exit_code == 2 and "inside the input" in r.output
-    assert not (src / "out").exists()
 
 
 def test_scan_json(qwen3):

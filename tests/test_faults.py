@@ -150,7 +150,7 @@ def test_output_directory_inside_input_is_refused(tmp_path):
     src = FG.copy_base("qwen3", tmp_path / "in")
     before = tree_fingerprint(src)
     r = analyse(src, src / "rank_0_ascend_pt" / "out")
-    assert r.exit_code == 2 and "inside the input" in r.output
+    assert r.exit_code == 2 and "inside the profiling directory" in r.output
     assert tree_fingerprint(src) == before
 
 

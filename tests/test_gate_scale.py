@@ -106,3 +106,4 @@ def test_all_checks_lists_every_check(clusters):
     brief = gate(base, cur).output
     full = gate(base, cur, "--all-checks").output
     assert "PASS" not in brief and full.count("PASS") >= 40
+    assert gate(base, cur, "--all").output == full  # the short name

@@ -141,3 +141,147 @@ def test_1024_ranks_fit_one_screen(tmp_path, generated_cluster, monkeypatch):
     doc = json.loads((tmp_path / "o" / "summary.json").read_text())
     kinds = doc["notes"]
     assert sum(k["count"] for k in kinds) == len(doc["problems"]) and len(kinds) <= 6
+
+
+# ------------------------------------------------------------------------------ invocations
+
+
+def _run(args: list[str], cwd: Path | None = None, monkeypatch=None):
+    if cwd is not None:
+        monkeypatch.chdir(cwd)
+    return CliRunner().invoke(main, args, env={"COLUMNS": "100", "ASCENDPROF_HTML": "0"})
+
+
+def test_analyse_dot_writes_into_the_job_and_skips_its_own_output(tmp_path, monkeypatch):
+    """`cd job && ascendprof analyse .`: the default output (./ascendprof_output) goes beside
+    the ranks; a second run does not read the first run's output as input."""
+    import shutil
+
+    job = tmp_path / "job"
+    shutil.copytree(QWEN3, job)
+    for i in range(2):
+        r = _run(["analyse", ".", "--no-cache"], job, monkeypatch)
+        assert r.exit_code == 0, r.output
+        doc = json.loads((job / "ascendprof_output" / "summary.json").read_text())
+        assert sorted(s["rank"] for s in doc["sources"]) == [0, 1, 2, 3]
+        assert not any("ascendprof_output" in p["path"] for p in doc["problems"])
+    assert (job / "ascendprof_output" / "cluster_step_trace_time.csv").is_file()
+    # scan skips it too
+    r = _run(["scan", ".", "--format", "json"], job, monkeypatch)
+    assert len(json.loads(r.output)["sources"]) == 4
+    # the inside of a rank's folder is no place for the output
+    r = _run(["analyse", ".", "-o", "rank_0_ascend_pt/out"], job, monkeypatch)
+    assert r.exit_code == 2 and "inside the profiling directory" in r.output
+    assert len(r.output.strip().splitlines()) == 1
+
+
+def test_a_folder_inside_a_rank_analyses_that_rank(tmp_path, monkeypatch):
+    """`analyse rank_0_ascend_pt/ASCEND_PROFILER_OUTPUT`: the rank is analysed (its step
+    breakdown is that of its step_trace_time.csv) and a note says which folder to give."""
+    inner = QWEN3 / "rank_0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    r = _run(["analyse", str(inner), "-o", str(tmp_path / "o"), "--no-cache"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert [s["rank"] for s in doc["sources"]] == [0]
+    want = _profiler_steps(QWEN3)[0]
+    assert doc["headline"]["step_ms"] == pytest.approx(sum(want.values()) / 1000, abs=1e-3)
+    assert any("inside the profiling directory" in p["reason"]
+               and p["reason"].rstrip().endswith("(give it next time)")
+               for p in doc["problems"])
+    r = _run(["scan", str(inner), "--format", "json"])
+    assert r.exit_code == 0 and len(json.loads(r.output)["sources"]) == 1
+
+
+def test_prof_run_writes_the_step_breakdown_it_prints(tmp_path, shared_data):
+    """A PROF_ collection has no step breakdown of the profiler's: the one ascendprof
+    recomputes is printed and written to cluster_step_trace_time.csv, one row per step of
+    the PROF_'s step_trace_*.json files, Stage = Computing + Communication(Not Overlapped) +
+    Free on every row, and the terminal's rows are the file's (ms, one decimal)."""
+    prof = next((shared_data / "mindspore-legacy" / "profiler").glob("PROF_*"))
+    steps = sorted(int(re.search(r"_(\d+)\.json$", p.name).group(1))
+                   for p in (prof / "device_0" / "timeline").glob("step_trace_*.json"))
+    r = _run(["analyse", str(prof), "-o", str(tmp_path / "o"), "--no-cache"])
+    assert r.exit_code in (0, 1), r.output
+    with open(tmp_path / "o" / "cluster_step_trace_time.csv", newline="") as f:
+        rows = [x for x in csv.DictReader(f) if x["Type"] == "rank"]
+    assert sorted(int(x["Step"]) for x in rows) == steps
+    for x in rows:
+        parts = sum(float(x[c]) for c in SPLIT)
+        assert float(x["Stage"]) == pytest.approx(parts, abs=0.01)
+    printed = {}
+    out = r.output.splitlines()
+    start = next(i for i, ln in enumerate(out) if ln.startswith("Step breakdown"))
+    end = next(i for i, ln in enumerate(out) if ln.startswith("Total = "))
+    for ln in out[start:end]:
+        cells = ln.split()
+        if len(cells) >= 4 and cells[0].isdigit() and cells[1].isdigit():
+            printed[(int(cells[0]), int(cells[1]))] = cells[2]
+    assert printed
+    for x in rows:
+        key = (int(x["Index"]), int(x["Step"]))
+        if key in printed:
+            parts = sum(float(x[c]) for c in SPLIT) / 1000
+            assert printed[key] == f"{parts:,.1f}"
+    doc = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert "cluster_step_trace_time.csv" not in doc["not_written"]
+
+
+# ------------------------------------------------------------------------------ newcomer
+
+ROOT = Path(__file__).resolve().parents[1]
+#: what a user cannot follow: internal documents, spec sections, issue numbers
+INTERNAL = re.compile(r"§|\bissue #?\d+|\(#\d+\)|\bof #\d+|seed 0\d\d|shared/spec|"
+                      r"spec section")
+
+
+def test_readme_is_short_and_keeps_the_two_commands():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 200
+    blocks = re.findall(r"```bash\n(.*?)\n```", text, re.S)
+    assert blocks[:2] == [
+        "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && "
+        ".venv/bin/ascendprof analyse fixtures/qwen3-4rank-pp2dp2 -o ascendprof_output",
+        ".venv/bin/python -m pytest -q"]
+    assert "docs/outputs.md" in text and "docs/report/first-screen.png" in text
+    assert (ROOT / "docs" / "report" / "first-screen.png").is_file()
+    assert not INTERNAL.search(text), INTERNAL.search(text)
+    ref = (ROOT / "docs" / "outputs.md").read_text(encoding="utf-8")
+    assert "## What `analyse` writes" in ref and not INTERNAL.search(ref)
+
+
+def test_help_texts_name_nothing_internal():
+    runner = CliRunner()
+    for cmd in ([], ["scan"], ["analyse"], ["report"], ["diff"], ["gate"], ["timeline"]):
+        r = runner.invoke(main, [*cmd, "--help"])
+        assert r.exit_code == 0, r.output
+        assert not INTERNAL.search(r.output), (cmd, INTERNAL.search(r.output))
+
+
+def test_terminal_and_page_name_nothing_internal(tmp_path):
+    lines = _analyse(QWEN3, tmp_path / "o", html=True)
+    assert not INTERNAL.search("\n".join(lines))
+    page = (tmp_path / "o" / "report.html").read_text(encoding="utf-8")
+    body = page[page.index("<body>"):page.index('<script type="application/json"')]
+    assert not INTERNAL.search(re.sub(r"<[^>]+>", " ", body))
+
+
+def test_help_lists_the_api():
+    import pydoc
+
+    import ascendprof
+
+    text = pydoc.render_doc(ascendprof, renderer=pydoc.plaintext)
+    for name in ("open(path", "Collection", "analyse(directory", "diff(a", "rebuild_report"):
+        assert name in text, name
+    for name in ("open", "analyse", "diff", "rebuild_report", "Collection"):
+        assert callable(getattr(ascendprof, name)) and name in dir(ascendprof)
+
+
+@pytest.mark.parametrize("value", ["0", "-1"])
+def test_invalid_workers_rejected(value, tmp_path):
+    for cmd in (["analyse", str(QWEN3), "-o", str(tmp_path / "o")], ["diff", str(QWEN3),
+                                                                       "--ranks", "0,2"],
+                ["timeline", str(QWEN3), "-o", str(tmp_path / "t.json")]):
+        r = CliRunner().invoke(main, [*cmd, "--workers", value])
+        assert r.exit_code == 2 and "--workers" in r.output, (cmd, r.output)
+    assert not (tmp_path / "o").exists()

@@ -57,7 +57,7 @@ def _parse_ranks(text: str | None) -> list[int] | None:
               help="Rows of op types, kernels and communication groups to show.")
 @click.option("-o", "--output", "out", type=click.Path(path_type=Path), default=None,
               help="Write every table (all rows) as CSV plus diff.json into this directory.")
-@click.option("--workers", type=int, default=None,
+@click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Worker processes for reading profiling directories.")
 @click.option("--html", "html", is_flag=False, flag_value="", default=None, metavar="[FILE]",
               help="Also write the comparison as one self-contained HTML page (charts of the "
@@ -165,6 +165,23 @@ def _f(v, digits: int = 3) -> str:
     return f"{v:,.{digits}f}"
 
 
+def _m(us, digits: int = 3) -> str:
+    """µs as ms (3 decimals: the files' µs resolution)."""
+    import math
+
+    if us is None or (isinstance(us, float) and math.isnan(us)):
+        return "-"
+    return _f(us / 1000, digits)
+
+
+def _dm(us) -> str:
+    import math
+
+    if us is None or (isinstance(us, float) and math.isnan(us)):
+        return "-"
+    return _d(us / 1000)
+
+
 def _d(v) -> str:
     import math
 
@@ -196,30 +213,30 @@ def _print(result, top: int) -> None:
     if result.explanation:
         con.print(f"\n[bold]{term_text(result.explanation)}[/]\n")
 
-    t = Table(title="Step breakdown per step (us; median over rank-steps, mean for reference)",
+    t = Table(title="Step breakdown per step (ms; median over rank-steps, mean for reference)",
               title_justify="left")
     for c, j in (("scope", "left"), ("metric", "left"), ("A", "right"), ("B", "right"),
                  ("B - A", "right"), ("B / A", "right"), ("mean A", "right"),
                  ("mean B", "right")):
         t.add_column(c, justify=j)
     for r in result.steps.itertuples(index=False):
-        t.add_row(r.scope, r.metric, _f(r.a_us), _f(r.b_us), _d(r.delta_us), _r(r.ratio),
-                  _f(r.a_mean_us), _f(r.b_mean_us))
+        t.add_row(r.scope, r.metric, _m(r.a_us), _m(r.b_us), _dm(r.delta_us), _r(r.ratio),
+                  _m(r.a_mean_us), _m(r.b_mean_us))
     con.print(t)
 
     if len(result.op_types):
-        t = Table(title=f"Op types per step (top {top} by |B - A|, us)", title_justify="left")
+        t = Table(title=f"Op types per step (top {top} by |B - A|, ms)", title_justify="left")
         for c in ("op type", "Accelerator Core", "in", "count A", "count B", "A", "B",
                   "B - A", "B / A"):
             t.add_column(c, justify="left" if c in ("op type", "Accelerator Core", "in")
                          else "right")
         for r in result.op_types.head(top).itertuples(index=False):
             t.add_row(term_text(r.op_type), term_text(r.accelerator_core), r.presence, _f(r.a_count, 1),
-                      _f(r.b_count, 1), _f(r.a_us), _f(r.b_us), _d(r.delta_us), _r(r.ratio))
+                      _f(r.b_count, 1), _m(r.a_us), _m(r.b_us), _dm(r.delta_us), _r(r.ratio))
         con.print(t)
 
     if len(result.kernels):
-        t = Table(title=f"Kernels per step (top {top} by |B - A|, us)", title_justify="left")
+        t = Table(title=f"Kernels per step (top {top} by |B - A|, ms)", title_justify="left")
         for c in ("match", "kernel", "input shapes", "count A", "count B", "A", "B", "B - A"):
             t.add_column(c, justify="left" if c in ("match", "kernel", "input shapes")
                          else "right", overflow="fold")
@@ -227,11 +244,11 @@ def _print(result, top: int) -> None:
             name = r.name_a if isinstance(r.name_a, str) else r.name_b
             t.add_row(r.match, term_text(name), term_text(str(r.input_shapes)[:60]),
                       _f(r.a_count, 1),
-                      _f(r.b_count, 1), _f(r.a_us), _f(r.b_us), _d(r.delta_us))
+                      _f(r.b_count, 1), _m(r.a_us), _m(r.b_us), _dm(r.delta_us))
         con.print(t)
 
     if len(result.communication):
-        t = Table(title=f"Communication per group, per step (top {top} by |elapse B - A|, us)",
+        t = Table(title=f"Communication per group, per step (top {top} by |elapse B - A|, ms)",
                   title_justify="left")
         for c in ("group", "ops A/B", "elapse A", "elapse B", "transit B-A", "wait A",
                   "wait B", "wait B-A", "sync B-A"):
@@ -241,9 +258,9 @@ def _print(result, top: int) -> None:
             lb = r.group_b if isinstance(r.group_b, str) else "-"
             label = la if la == lb else f"{la} | {lb}"
             t.add_row(term_text(label), f"{_f(r.a_count, 0)}/{_f(r.b_count, 0)}",
-                      _f(r.a_elapse_us),
-                      _f(r.b_elapse_us), _d(r.delta_transit_us), _f(r.a_wait_us),
-                      _f(r.b_wait_us), _d(r.delta_wait_us), _d(r.delta_synchronization_us))
+                      _m(r.a_elapse_us),
+                      _m(r.b_elapse_us), _dm(r.delta_transit_us), _m(r.a_wait_us),
+                      _m(r.b_wait_us), _dm(r.delta_wait_us), _dm(r.delta_synchronization_us))
         con.print(t)
 
     if len(result.bandwidth):

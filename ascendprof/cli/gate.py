@@ -33,12 +33,12 @@ GATE_EPILOG = ("Exit codes: 0 no regression, 1 regression (a check failed), 2 us
               help="Write a JUnit XML report (one testcase per rule and scope).")
 @click.option("--markdown", "markdown_file", type=click.Path(path_type=Path), default=None,
               help="Write a Markdown report (e.g. to $GITHUB_STEP_SUMMARY).")
-@click.option("--all-checks", is_flag=True,
+@click.option("--all-checks", "--all", "all_checks", is_flag=True,
               help="Terminal table: every check, passed ones too (by default only the failed "
                    "checks and the rules skipped, then the counts).")
 @click.option("--failed-only", is_flag=True, help="Terminal table: the failed and every skipped "
                                                   "check.")
-@click.option("--workers", type=int, default=None,
+@click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Worker processes for reading profiling directories.")
 @click.option("--same-shape", is_flag=True,
               help="Exit 2 when the two inputs differ in shape (other ranks, other "

@@ -147,7 +147,7 @@ def _parse_thresholds(items) -> dict:
               help="Output directory (must not be inside DIRECTORY).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="Rich terminal summary, or the summary as JSON on stdout.")
-@click.option("--workers", type=int, default=None,
+@click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Parallel worker processes for per-rank work (default: number of cores).")
 @click.option("--executor", type=click.Choice(["local", "dask"]), default="local",
               show_default=True, help="Where per-rank work runs.")

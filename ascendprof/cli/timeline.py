@@ -61,7 +61,8 @@ def _parse_size(text: str) -> int:
 @click.option("--max-size", default="2GB", show_default=True, metavar="SIZE",
               help="Refuse to write a trace estimated above this size; narrow it with --ranks, "
                    "--steps or --window.")
-@click.option("--workers", type=int, default=None, help="Worker processes for reading ranks.")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Worker processes for reading ranks.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def command(directory, out, fmt, ranks_text, steps_text, window, align_clocks, max_size,
             workers, quiet):
@@ -70,7 +71,7 @@ def command(directory, out, fmt, ranks_text, steps_text, window, align_clocks, m
     One process per rank (named "rank N (stage s, dp d)" when profiler_metadata.json says),
     device tasks on one track per stream, communication ops on a track per communication group,
     and flow arrows joining the members of each collective instance. Timestamps are the
-    profiler's local wall-clock times (spec §D.6), numeric and exact; the clock skew that
+    profiler's local wall-clock times (as the profiler aligned them), numeric and exact; the clock skew that
     remains between ranks is measured on the collectives and printed (--align-clocks removes
     it). Prints the estimated size first and refuses traces above --max-size.
     """

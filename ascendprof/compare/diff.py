@@ -504,6 +504,10 @@ def diff_bandwidth(a: Side, b: Side, by_role: bool = False) -> pd.DataFrame:
 # explanation
 
 
+#: the smallest op-type change per step the explanation names (µs)
+OP_CHANGE_US = 50.0
+
+
 def _ms(us: float) -> str:
     return f"{abs(us) / 1000.0:.1f} ms"
 
@@ -547,7 +551,8 @@ def explain(steps: pd.DataFrame, op_types: pd.DataFrame, comm: pd.DataFrame,
                             f"({_pct(r['a_us'], r['b_us'])})")
         if comp:
             parts.append(f"{b_name} spends " + ", ".join(comp))
-    ops = op_types[op_types["delta_us"].abs() > 0] if len(op_types) else op_types
+    # an op type counts as changed from 0.05 ms per step (it then shows as 0.1 ms or more)
+    ops = op_types[op_types["delta_us"].abs() >= OP_CHANGE_US] if len(op_types) else op_types
     if len(ops):
         top = ops.head(3)
         items = []

@@ -50,9 +50,13 @@ class OutputConflict(OutputError):
     """An output name exists that ascendprof did not write (exit 2)."""
 
 
-def check_output_dir(out: Path, inputs: list[Path], names=None) -> Path:
+def check_output_dir(out: Path, inputs: list[Path], names=None, *,
+                     inside_ok: bool = False) -> Path:
     """Resolve ``out`` and refuse (UsageError, exit 2) an output directory that is an existing
-    file, lies inside (or equals) an input directory, or whose own files would cover an input:
+    file, lies inside (or equals) an input directory (inside it is allowed with ``inside_ok``:
+    ``analyse`` writes beside the ranks, as msprof-analyze does, and its scan skips its own
+    output; :func:`check_not_in_sources` then refuses a rank's own folder), or whose own files
+    would cover an input:
     with the output names ``names`` given (the registry of the ``analyse`` outputs), an input
     at or under ``out/<name>``, ``out/tables`` or one of ascendprof's hidden files there
     (``analyse /x/tables -o /x`` would otherwise replace its own input).
@@ -64,7 +68,7 @@ def check_output_dir(out: Path, inputs: list[Path], names=None) -> Path:
         raise UsageError(f"{out}: exists and is not a directory; choose another --output")
     for i in inputs:
         i = Path(i).resolve()
-        if i.is_dir() and (out == i or i in out.parents):
+        if i.is_dir() and (out == i or (i in out.parents and not inside_ok)):
             raise UsageError(f"{out}: output directory is inside the input {i}; choose another -o")
         if names is not None and out in i.parents:
             top = i.relative_to(out).parts[0]
@@ -72,6 +76,16 @@ def check_output_dir(out: Path, inputs: list[Path], names=None) -> Path:
                 raise UsageError(f"{i}: this input lies in {out / top}, which ascendprof "
                                  f"writes as an output of {out}; choose another -o")
     return out
+
+
+def check_not_in_sources(out: Path, sources) -> None:
+    """Refuse (UsageError) an output directory inside a rank's own profiling directory."""
+    out = Path(out).resolve()
+    for s in sources:
+        p = Path(s.path).resolve()
+        if out == p or p in out.parents:
+            raise UsageError(f"{out}: output directory is inside the profiling directory {p}; "
+                             f"choose another -o")
 
 
 class OutputDir:

@@ -264,8 +264,9 @@ def gather(root: str, sources: list[Source], results: list[RankResult],
     groups = cluster_communication.build_groups(None, ca.metadata,
                                                 comm_links=links if has_links else None,
                                                 membership=membership)
-    if ca.step_trace is not None and ca.step_trace.num_rows:
-        ca.cluster_step_trace = cluster_step_trace.build(ca.step_trace, ca.metadata, groups)
+    rows = _step_rows(ca, problems)
+    if rows is not None and rows.num_rows:
+        ca.cluster_step_trace = cluster_step_trace.build(rows, ca.metadata, groups)
     ca.communication_group = groups
     if has_comm:
         ca.communication = cluster_communication.CommunicationFile(
@@ -320,3 +321,31 @@ def conclude(ca: ClusterAnalysis, thresholds: dict | None = None,
 
 __all__ = ["RankResult", "ClusterAnalysis", "process_rank", "run_ranks", "combine", "gather",
            "conclude", "AscendProfError"]
+
+
+def _step_rows(ca, problems):
+    """The rows of cluster_step_trace_time.csv: the profiler's step breakdown, and for the
+    (rank, step) it lacks (PROF_, legacy and raw collections have none) ascendprof's
+    recomputed one, as the terminal shows them (a warning names the recomputed ranks)."""
+    st, bd = ca.step_trace, ca.breakdown
+    if bd is None or not bd.num_rows:
+        return st
+    have = set()
+    if st is not None and st.num_rows:
+        have = set(zip(st.column("rank").to_pylist(), st.column("step").to_pylist()))
+    keep = [i for i, k in enumerate(zip(bd.column("rank").to_pylist(),
+                                        bd.column("step").to_pylist())) if k not in have]
+    if not keep:
+        return st
+    extra = bd.take(pa.array(keep)).select(st.column_names if st is not None and st.num_rows
+                                           else bd.column_names)
+    ranks = sorted(set(extra.column("rank").to_pylist()))
+    from ascendprof.model.ranks import rank_ranges
+
+    problems.add(ca.root, f"cluster_step_trace_time.csv: the rows of rank(s) "
+                          f"{rank_ranges(ranks)} are recomputed by ascendprof from the kernels "
+                          f"and communication ops (their collection has no step breakdown of "
+                          f"the profiler's)", severity="warning", affects=("step_breakdown",))
+    if st is None or not st.num_rows:
+        return extra
+    return pa.concat_tables([st, extra.cast(st.schema)])

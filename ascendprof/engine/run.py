@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 
 from ascendprof.engine import cache as run_cache
-from ascendprof.engine.outdir import OutputDir, check_output_dir
+from ascendprof.engine.outdir import OutputDir, check_not_in_sources, check_output_dir
 from ascendprof.model.errors import EXIT_NOTHING, EXIT_OK, OutputError, UsageError
 from ascendprof.model.options import RunOptions
 from ascendprof.model.outputs import OUTPUT_FILES
@@ -54,9 +54,10 @@ def run_analyse(directory: Path, out: Path, options: RunOptions | None = None, *
     directory = Path(directory)
     if not directory.exists():
         raise UsageError(f"{directory}: no such file or directory")
-    out = check_output_dir(out, [directory], OUTPUT_FILES)
+    out = check_output_dir(out, [directory], OUTPUT_FILES, inside_ok=True)
     problems = Problems()
     sources = load_sources(directory, problems, run=o.run, hint=PICK_RUN)
+    check_not_in_sources(out, sources)
     with OutputDir(out, OUTPUT_FILES, tables=o.tables) as target:
         summary, skipped = _analyse_into(target, directory, out, sources, problems, o)
     with stdout_may_close():

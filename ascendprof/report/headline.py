@@ -139,7 +139,8 @@ def group_problems(problems: list[dict]) -> list[dict]:
     """The problems as kinds: one entry per (severity, place, reason) once rank numbers and
     other numbers are set aside, with the ranks it covers; largest kinds first. Each entry:
     severity, where (the place without its rank), reason (the first note's, whole when every
-    note of the kind says the same), same (bool), count, ranks (list), example_rank."""
+    note of the kind says the same), same (bool), count, ranks (list), example_rank, path (the
+    first note's file or folder)."""
     import re
 
     kinds: dict[tuple, dict] = {}
@@ -151,7 +152,7 @@ def group_problems(problems: list[dict]) -> list[dict]:
             k = kinds[key] = {"severity": p.get("severity"), "where": where,
                               "reason": p.get("reason") or "", "same": True, "count": 0,
                               "ranks": [], "example_rank": p.get("rank"),
-                              "path": p.get("path") if p.get("rank") is None else ""}
+                              "path": p.get("path") or ""}
         k["count"] += 1
         if p.get("rank") is not None:
             k["ranks"].append(p["rank"])

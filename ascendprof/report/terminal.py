@@ -49,19 +49,37 @@ def _console():
     return con
 
 
-_SCAN_COLUMNS = ("Rank", "Kind", "Device", "Level", "Versions", "Steps", "Analyses", "Path")
+_SCAN_COLUMNS = ("Rank", "Kind", "Dev", "Level", "Versions", "Steps", "Analyses", "Path")
+#: every analysis a source may allow (scan.walk.ANALYSES); a row lists only what it lacks
+_ALL_ANALYSES = ("step_breakdown", "cluster_step_trace", "communication", "communication_matrix",
+                 "op_statistics", "verdicts")
+
+
+def _analyses_text(analyses) -> str:
+    """'all', 'all but op_statistics', or the list when fewer than half are there."""
+    have = [a for a in analyses]
+    missing = [a for a in _ALL_ANALYSES if a not in have]
+    if not missing:
+        return "all"
+    if len(missing) <= 2:
+        return "no " + ", ".join(missing)
+    return ", ".join(have) or "-"
+
 #: Above this many sources, or when stdout is not a terminal, the scan table is plain aligned
 #: text: rich lays out a boxed table cell by cell (0.4 s for 256 ranks, more than the scan).
 RICH_SCAN_MAX_ROWS = 64
 
 
 def _scan_row(s) -> tuple[str, ...]:
-    vers = " / ".join(v for v in (s.framework_version, s.cann_version) if v) or "-"
+    vers = "/".join(v for v in (s.framework_version, s.cann_version) if v) or "-"
+    from ascendprof.model.ranks import rank_ranges
+
+    steps = rank_ranges(s.steps, 3) if s.steps and all(
+        isinstance(x, int) for x in s.steps) else ",".join(map(str, s.steps))
     return tuple(control_safe(c) for c in (
         "?" if s.rank is None else str(s.rank), s.label,
         "-" if s.device_id is None else str(s.device_id), s.profiler_level or "-",
-        vers, ",".join(map(str, s.steps)) or "-", ", ".join(s.analyses) or "-",
-        printable(s.path)))
+        vers, steps or "-", _analyses_text(s.analyses), printable(s.path)))
 
 
 def print_scan(sources, problems, out=None, runs=None) -> None:
@@ -94,9 +112,13 @@ def _print_sources(sources, rows, columns, problems, out, stream) -> None:
         from rich.table import Table
 
         con = _console()
-        t = Table(title=f"{len(sources)} profiling source(s)", show_lines=False)
+        from rich import box
+
+        t = Table(title=f"{len(sources)} profiling source(s); Analyses: what the files allow "
+                        f"(all: {', '.join(_ALL_ANALYSES)})", show_lines=False,
+                  box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, title_justify="left")
         for c in columns:
-            t.add_column(c, overflow="fold")
+            t.add_column(c, overflow="fold", no_wrap=c not in ("Path", "Analyses"))
         for r in rows:
             t.add_row(*(term_text(c) for c in r))
         con.print(t)
@@ -367,6 +389,12 @@ def _print_notes(con, notes: list[dict], total: int, rank_ranges, compact=False)
               + "; all in problems.csv")
     for k in notes[:MAX_NOTE_KINDS]:
         style = "yellow" if k["severity"] == "warning" else "red"
+        if k["count"] == 1:  # one note: as problems.csv has it (rank, file, place, reason)
+            loc = f" at {k['where']}" if k.get("where") else ""
+            rk = f"rank {k['ranks'][0]}: " if k["ranks"] else ""
+            con.print(f"  [{style}]{k['severity']}[/{style}] "
+                      + _esc(f"{rk}{k.get('path') or ''}{loc}: {k['reason']}"))
+            continue
         who = (f"ranks {rank_ranges(k['ranks'], 4)}" if len(set(k["ranks"])) > 1 else
                f"rank {k['ranks'][0]}" if k["ranks"] else _esc(k.get("path") or ""))
         where = f"{k['where']}: " if k.get("where") else ""

@@ -30,6 +30,7 @@ from ascendprof.model.errors import InputError, UsageError
 from ascendprof.model.problems import Problems
 from ascendprof.model.source import (DB, KIND_LABELS, LEGACY_MS, MS_TEXT, PROF, RAW_CANN,
                                      TORCH_TEXT, Source)
+from ascendprof.sysio.ownership import CACHE_DIRNAME, LOCK, MANIFEST, STAGING_PREFIX
 from ascendprof.sysio.textio import int_text
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
@@ -107,6 +108,15 @@ def scan(root: Path, problems: Problems | None = None) -> list[Source]:
     return found
 
 
+#: hidden folders ascendprof makes inside an output directory (staging, cache)
+OURS_PREFIXES = (STAGING_PREFIX, CACHE_DIRNAME)
+
+
+def _is_our_output(dirpath: str, filenames) -> bool:
+    """An output directory of ``ascendprof analyse``: it holds ascendprof's manifest or lock."""
+    return MANIFEST in filenames or LOCK in filenames
+
+
 #: the largest rank or device number taken from a name (ranks are int32 in every table)
 RANK_LIMIT = 2**31
 
@@ -135,6 +145,10 @@ def _walk(root: Path, problems: Problems | None = None):
             dirnames[:] = []
             continue
         seen.add(key)
+        if dirpath != str(root) and _is_our_output(dirpath, filenames):
+            dirnames[:] = []  # ascendprof's own output (e.g. `analyse .` writing into the job)
+            continue
+        dirnames[:] = [d for d in dirnames if not d.startswith(OURS_PREFIXES)]
         dirnames.sort()
         if problems is not None:
             for d in dirnames:
@@ -636,7 +650,29 @@ def runs_of(root: Path, problems: Problems | None = None) -> tuple[list[Source],
     from ascendprof.scan.runs import group_runs
 
     found = scan(Path(root), problems)
+    if not found:
+        outer = enclosing_source(Path(root))
+        if outer is not None:  # a folder inside a rank: that rank
+            found = [s for s in scan(outer, problems) if Path(s.path) == outer]
+            if found and problems is not None:
+                problems.warn(str(root), f"this folder is inside the profiling directory "
+                                         f"{outer}; that directory was read (give it next time)")
     return found, group_runs(found, root)
+
+
+#: how many folders up a path inside a rank is looked for its rank directory
+ENCLOSING_LEVELS = 4
+
+
+def enclosing_source(path: Path) -> Path | None:
+    """The profiling directory (``*_ascend_pt``, ``*_ascend_ms``, ``PROF_*``) that ``path``
+    lies in, up to :data:`ENCLOSING_LEVELS` folders up (``rank_0_ascend_pt/
+    ASCEND_PROFILER_OUTPUT``, ``PROF_x/device_0``), else None."""
+    p = Path(os.path.abspath(path))
+    for parent in list(p.parents)[:ENCLOSING_LEVELS]:
+        if _looks_like_source(parent.name):
+            return parent
+    return None
 
 
 def load_sources(root: Path, problems: Problems | None = None, *, run: str | None = None,

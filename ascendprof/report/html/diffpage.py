@@ -125,6 +125,9 @@ def build_sections(result) -> list[Section]:
                                  "slower)", "diff_ops", "B − A (ms per step)")
         if c is not None:
             s.chart(c)
+        else:
+            s.text("No op type changed by 0.05 ms per step or more (the table has every "
+                   "change).")
     if len(ker):
         name = ker["name_a"].where(ker["name_a"].astype(str).ne("nan") & ker["name_a"].notna(),
                                    ker["name_b"])

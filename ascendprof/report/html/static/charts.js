@@ -38,9 +38,11 @@
     return all.filter((i) => String(spec.data[spec.filter][i]) === AP.rank);
   }
   function catAxis(cats, name, horizontal) {
-    const many = cats.length > 24;
+    // rotate when the labels would not fit side by side (many, or long ones)
+    const chars = cats.reduce((n, c) => n + String(c).length + 2, 0);
+    const many = cats.length > 24 || chars > 110;
     return { type: 'category', data: cats, name: horizontal ? '' : name,
-             nameLocation: 'middle', nameGap: many ? 48 : 28, inverse: !!horizontal,
+             nameLocation: 'middle', nameGap: many ? 90 : 28, inverse: !!horizontal,
              axisLabel: horizontal ? { width: 260, overflow: 'truncate' }
                                    : { rotate: many ? 60 : 0, interval: 0,
                                        hideOverlap: true },
@@ -169,7 +171,8 @@
     const opt = {
       grid: { left: spec.horizontal ? 12 : 70, right: 24, containLabel: !!spec.horizontal,
               top: (spec.title ? 40 : 16) + (legend.length ? 24 : 0),
-              bottom: cats && cats.length > 24 && !spec.horizontal ? 90 : 56 },
+              bottom: !spec.horizontal && catAx.axisLabel && catAx.axisLabel.rotate
+                ? 120 : 56 },
       legend: legend.length ? { data: legend, top: spec.title ? 22 : 0, type: 'scroll' }
                             : undefined,
       xAxis: xAxis, yAxis: yAxis, series: series,
