@@ -80,7 +80,12 @@ class Spec:
     it; ``link_scale``: {(src, dst): f} bandwidth of one directed link; ``group_scale``:
     {(group name, index of that group among its siblings): f} bandwidth of every link of a
     group; ``missing``: ranks whose directories are not written; ``noise``: relative jitter of
-    every kernel duration and link bandwidth (uniform ±noise).
+    every kernel duration and link bandwidth (uniform ±noise); ``step_compute_scale``: {rank:
+    (f, steps)} compute of one rank x f in those steps only (a transient straggler);
+    ``bw_spread``: (lo, hi) every link's bandwidth x a factor drawn uniformly from [lo, hi]
+    (links of very different speeds, as msprof-analyze's own test generator draws them);
+    ``metadata``: False to write no profiler_metadata.json (no group names, sizes only from
+    communication_matrix.json).
     """
 
     shape: Shape
@@ -100,6 +105,9 @@ class Spec:
     epoch_ns: int = 0  # shifts the cluster's wall clock (another job, another time)
     noise: float = 0.0
     seed: int = 0
+    step_compute_scale: dict = field(default_factory=dict)
+    bw_spread: tuple | None = None
+    metadata: bool = True
     tp_mb: float = 4.0
     p2p_mb: float = 2.0
     dp_mb: float = 60.0
@@ -220,6 +228,8 @@ class Cluster:
                 pairs += [(b, a) for a, b in pairs]
             for a, b in pairs:
                 bw = BW_GBPS[self.transport(a, b)] * self._jitter()
+                if self.spec.bw_spread:
+                    bw *= self.rng.uniform(*self.spec.bw_spread)
                 bw *= self.spec.link_scale.get((a, b), 1.0)
                 bw *= self.spec.group_scale.get((g.name, g.index), 1.0)
                 out[(g.key, a, b)] = bw
@@ -246,7 +256,9 @@ class Cluster:
             return 2 * (n - 1) / n * volume if n > 1 else 0.0
 
         def compute_ms(rank, stage):
-            return sp.compute_ms * sp.stage_scale.get(stage, 1.0) * sp.compute_scale.get(rank, 1.0)
+            f, steps = sp.step_compute_scale.get(rank, (1.0, ()))
+            return (sp.compute_ms * sp.stage_scale.get(stage, 1.0)
+                    * sp.compute_scale.get(rank, 1.0) * (f if step in steps else 1.0))
 
         lead = max((ms for ms, _ in sp.early_start.values()), default=0.0)
         for step in sp.steps:
@@ -597,7 +609,8 @@ def write(spec: Spec, root: Path) -> Cluster:
         d = root / rank_dir_name(r, spec.epoch_ns)
         (d / OUT).mkdir(parents=True, exist_ok=True)
         (d / f"profiler_info_{r}.json").write_text(json.dumps(_profiler_info(cl, r)))
-        (d / "profiler_metadata.json").write_text(json.dumps(_metadata(cl, r)))
+        if spec.metadata:
+            (d / "profiler_metadata.json").write_text(json.dumps(_metadata(cl, r)))
         (d / OUT / "step_trace_time.csv").write_text(_step_csv(cl, r))
         (d / OUT / "kernel_details.csv").write_text(_kernel_csv(cl, r))
         (d / OUT / "communication.json").write_text(json.dumps(_comm_json(cl, r)))

@@ -71,7 +71,17 @@ def oracle(comm_ops: pa.Table, comm_bandwidth: pa.Table | None = None,
     members = inst["rank"].transform("nunique")
     shortest = inst["elapse_ns"].transform("min")
     first_min = inst["elapse_ns"].transform("idxmin")
-    total = inst["elapse_ns"].transform("sum")
+    others_median = pd.Series(0, index=ops.index, dtype="int64")
+    for _, idx in inst.groups.items():
+        el = ops.loc[idx, "elapse_ns"].to_numpy()
+        for i, row in enumerate(idx):
+            rest = sorted(el[:i].tolist() + el[i + 1:].tolist())
+            if not rest:
+                others_median[row] = el[i]
+                continue
+            mid = len(rest) // 2
+            others_median[row] = (rest[mid] if len(rest) % 2 else
+                                  (rest[mid - 1] + rest[mid]) // 2)
     waited = ops["rank"].to_numpy()[first_min.to_numpy()]
     last_wait = ops["wait_ns"].to_numpy()[first_min.to_numpy()]
     room = ops["elapse_ns"] - ops["transfer_ns"]
@@ -93,9 +103,9 @@ def oracle(comm_ops: pa.Table, comm_bandwidth: pa.Table | None = None,
         "peer_wait_ns": peer.astype("int64"), "absent_wait_ns": absent.astype("int64"),
         "other_ns": rest.where(complete, 0).astype("int64"),
         "unattributed_ns": (rest - absent).where(~complete, 0).astype("int64"),
-        # how much later than the other members it arrived: their mean elapse - its own
-        "late_ns": ((total - ops["elapse_ns"]) // (members - 1).clip(lower=1)
-                    - ops["elapse_ns"]).where(own, 0).astype("int64"),
+        # how much later than the other members (their median elapse) it arrived, >= 0
+        "late_ns": (others_median - ops["elapse_ns"]).clip(lower=0).where(own, 0)
+        .astype("int64"),
         "complete": complete.astype(bool)})
 
 

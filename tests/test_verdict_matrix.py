@@ -50,13 +50,43 @@ def test_case_is_diagnosed_exactly(results, case):
         pytest.skip("the real data of this case is absent (../shared/data)")
     want = sorted((c, list(x)) for c, x in case.expected)
     assert r["got"] == want, [(v["severity"], v["message"]) for v in r["verdicts"]]
+    # the injected magnitudes within 10 %, the info verdicts that must be there
+    assert not r.get("bad"), r.get("bad")
+
+
+def test_bounded_at_any_size(results):
+    """A cause is one verdict whatever the number of ranks: at most a few dozen verdicts and
+    verdicts.json under 1 MB on every case, 1024 ranks whose link speeds spread from x0.2 to
+    x1.0 included (one distribution verdict per transport). summary.json copies the verdicts:
+    under 1 MB up to 256 ranks; at 1024 ranks its per-rank tables (sources, step rows,
+    breakdown checks) alone pass 1 MB, the verdicts in it stay under 100 kB."""
+    for name, r in results.items():
+        if r["got"] is None:
+            continue
+        case = next(c for c in CASES if c.name == name)
+        assert len(r["verdicts"]) <= 36, (name, len(r["verdicts"]))
+        assert r["sizes"]["verdicts.json"] < 1_000_000, (name, r["sizes"])
+        assert r["sizes"]["summary.json verdicts"] < 100_000, (name, r["sizes"])
+        if case.shape is None or case.shape.n <= 256:
+            assert r["sizes"]["summary.json"] < 1_000_000, (name, r["sizes"])
+    wide = results["wide-bandwidth-8x1x128"]["verdicts"]
+    dist = [v for v in wide if v["category"] == "slow_link"]
+    assert {v["scope"] for v in dist} == {"transport"}
+    assert {v["evidence"]["transport"] for v in dist} == {"HCCS", "RDMA"}
+    for v in dist:
+        ev = v["evidence"]
+        assert ev["n_slow_links"] > 4 and ev["n_links_judged"] > ev["n_slow_links"]
+        assert ev["bandwidth_ratio_min"] <= ev["bandwidth_ratio_median"] < 0.6
+        assert len(ev["worst"]) == 5
 
 
 def test_matrix_size():
     injected = [c for c in CASES if c.shape is not None and not c.name.startswith("clean")]
     assert len(injected) >= 30
     assert len({c.shape for c in injected}) >= 4
-    assert {c.shape.n for c in CASES if c.shape} >= {8, 128}
+    assert {c.shape.n for c in CASES if c.shape} >= {8, 64, 128, 256, 1024}
+    for n in (64, 256, 1024):  # a clean cluster of each size
+        assert [c for c in CASES if c.name.startswith("clean") and c.shape.n == n], n
     assert sum(len(c.expected) == 2 for c in injected) >= 5  # pairs of problems
     assert [c for c in CASES if c.name.startswith("clean")]
     assert [c for c in CASES if c.real]

@@ -15,6 +15,7 @@ runs every case (or those whose name contains NAME), prints case -> expected -> 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import sys
@@ -35,7 +36,13 @@ B = sc.Shape(1, 4, 4)   # 16 ranks, 4 stages
 C = sc.Shape(4, 2, 4)   # 32 ranks
 D = sc.Shape(8, 1, 8)   # 64 ranks, TP within a node, DP across nodes
 E = sc.Shape(8, 2, 8)   # 128 ranks
-SHAPES = (A, F, B, C, D, E)
+G = sc.Shape(8, 2, 4)   # 64 ranks, a node = a tp group of 8
+P = sc.Shape(4, 4, 4)   # 64 ranks, 4 stages, tp groups of 4 (two per node)
+H = sc.Shape(4, 4, 16)  # 256 ranks
+K = sc.Shape(8, 1, 128)  # 1024 ranks
+SHAPES = (A, F, B, C, D, E, G, P, H, K)
+#: big clusters: one step, few micro-batches (the suite runs on 2 cores)
+BIG = {"steps": (8,), "microbatches": 4}
 
 
 @dataclass
@@ -46,6 +53,11 @@ class Case:
     shape: sc.Shape | None = None
     spec: dict = field(default_factory=dict)
     real: str | None = None  # path under the shared data (or fixtures/) for real clusters
+    #: [(category, evidence path "key.sub", expected value)]: a number the verdict of that
+    #: category must state within 10 % (e.g. the injected delay)
+    magnitudes: list = field(default_factory=list)
+    #: [(category, ranks)] info verdicts that must be present (what the data shows, no warning)
+    info: list = field(default_factory=list)
 
     @property
     def ranks(self) -> str:
@@ -127,6 +139,78 @@ def clean(shape, noise=0.0, seed=0) -> Case:
                 shape, {"noise": noise, "seed": seed})
 
 
+def node(shape, ranks, factor, label, **kw) -> Case:
+    """Ranks of one node / tp group computing x factor: one verdict naming the set."""
+    ranks = sorted(ranks)
+    excess = 90.0 * (factor - 1)  # Spec.compute_ms per step
+    return Case(f"{label}-{_lab(shape)}-r{ranks[0]}-{ranks[-1]}",
+                f"{ranks_words(ranks)} compute x{factor}", [("slow_rank", ranks)], shape,
+                {"compute_scale": {r: factor for r in ranks}, **kw},
+                magnitudes=[("slow_rank", f"excess_ms.{r}", excess) for r in ranks])
+
+
+def ranks_words(ranks) -> str:
+    return f"ranks {ranks[0]}–{ranks[-1]}" if len(ranks) > 2 else \
+        f"ranks {', '.join(map(str, ranks))}"
+
+
+def links(shape, pairs, factor, **kw) -> Case:
+    """Physical links (both directions) at x factor: one slow_link verdict per link."""
+    scale = {}
+    for a, b in pairs:
+        scale[(a, b)] = scale[(b, a)] = factor
+    return Case(f"slow-links-{_lab(shape)}-" + "-".join(f"{a}and{b}" for a, b in pairs),
+                " + ".join(f"link {a}<->{b}" for a, b in pairs) + f" at x{factor} bandwidth",
+                [("slow_link", sorted(p)) for p in pairs], shape, {"link_scale": scale, **kw},
+                magnitudes=[("slow_link", "bandwidth_ratio", factor)])
+
+
+def spike(shape, rank, factor, step, **kw) -> Case:
+    steps = tuple(range(1, 9))
+    return Case(f"spike-{_lab(shape)}-r{rank}-step{step}",
+                f"rank {rank} computes x{factor} in step {step} of 8", [("slow_rank", [rank])],
+                shape, {"step_compute_scale": {rank: (factor, (step,))}, "steps": steps, **kw},
+                magnitudes=[("slow_rank", f"by_step.{step}.excess_ms", 90.0 * (factor - 1))])
+
+
+def scale_cases() -> list[Case]:
+    """Clusters of 64 to 1024 ranks: a cause is one verdict whatever the number of ranks."""
+    n3 = {"noise": 0.03, "seed": 5}
+    idle = host(G, 13, 60.0)
+    idle.name += "-late"
+    idle.magnitudes = [("schedule", "excess_ms.13", 60.0), ("schedule", "arrives_late_ms.13",
+                                                            60.0)]
+    long_step = early(G, 20, 150.0, "free")
+    long_step.name = "long-step-8x2x4-r20"
+    long_step.what = "rank 20: Free +150.0 ms in its own step, nobody waits for it"
+    long_step.info = [("long_step", [20])]
+    long_step.magnitudes = [("long_step", "extra_free_ms", 150.0)]
+    pipe = slow(P, 37, 1.25)
+    pipe.name = "slow-rank-4x4x4-r37-waits-everywhere"
+    pipe.what = ("rank 37 (stage 2 of 4) computes x1.25: the other stages wait for it in "
+                 "their tp and p2p ops")
+    pipe.magnitudes = [("slow_rank", "excess_ms.37", 22.5)]
+    nometa = missing(D, [5, 40], metadata=False)
+    nometa.name = "missing-nometa-8x1x8-5-40"
+    nometa.what = "ranks 5, 40 not collected, no profiler_metadata.json"
+    nometa.expected = [("collection", [])]
+    wide = Case("wide-bandwidth-8x1x128", "every link's bandwidth drawn from x0.2–x1.0",
+                [("slow_link", []), ("slow_link", [])], K,
+                {"bw_spread": (0.2, 1.0), "seed": 3, **BIG})
+    return [
+        node(G, range(24, 32), 1.2, "slow-node"),
+        node(H, range(0, 8), 1.2, "slow-node", **BIG),
+        node(P, range(20, 24), 1.2, "slow-tp-group"),
+        links(G, [(3, 35), (12, 44)], 0.3),
+        spike(G, 11, 1.5, 3),
+        long_step, idle, pipe, nometa,
+        Case("high-noise-8x2x4", "±10 % jitter of every kernel and link", [], G,
+             {"noise": 0.10, "seed": 13}),
+        Case("noise-4x4x16", "±3 % jitter of every kernel and link", [], H, {**n3, **BIG}),
+        wide,
+    ]
+
+
 def injected_cases() -> list[Case]:
     n3 = {"noise": 0.03, "seed": 7}
     return [
@@ -155,7 +239,12 @@ def injected_cases() -> list[Case]:
 
 
 def clean_cases() -> list[Case]:
-    return [clean(s) for s in SHAPES] + [clean(A, 0.03, 1), clean(D, 0.03, 2)]
+    out = [clean(s) for s in SHAPES[:-2]] + [clean(A, 0.03, 1), clean(D, 0.03, 2)]
+    for s in SHAPES[-2:]:
+        c = clean(s)
+        c.spec.update(BIG)
+        out.append(c)
+    return out
 
 
 #: real clusters: path (under the shared data; fixtures/ for the Qwen3 sample) -> diagnosis
@@ -184,7 +273,7 @@ def real_cases() -> list[Case]:
 
 
 def all_cases() -> list[Case]:
-    return injected_cases() + clean_cases() + real_cases()
+    return injected_cases() + scale_cases() + clean_cases() + real_cases()
 
 
 # ------------------------------------------------------------------------------ running
@@ -211,13 +300,22 @@ def case_root(case: Case, tmp: Path) -> Path | None:
     return root
 
 
-def diagnose(root: Path, workers: int = 1) -> tuple[list, list]:
-    """(warning and critical verdicts as sorted (category, ranks), all verdicts)."""
+def diagnose(root: Path, workers: int = 1) -> tuple[list, list, dict]:
+    """(warning and critical verdicts as sorted (category, ranks), all verdicts, {file: bytes}
+    of verdicts.json and summary.json as analyse writes them, and of the verdicts in
+    summary.json)."""
+    from ascendprof.report.summary import build_summary
 
-    out = analysis_of(root, workers=workers).verdicts
+    ca = analysis_of(root, workers=workers)
+    out = ca.verdicts
     got = sorted((v["category"], list(v["ranks"])) for v in out
                  if v["severity"] in ("warning", "critical"))
-    return got, out
+    sizes = {"verdicts.json": len(json.dumps({
+        "verdicts": ca.verdicts, "thresholds": ca.thresholds,
+        "problems": [p.as_dict() for p in ca.problems]}, default=str).encode()),
+        "summary.json": len(json.dumps(build_summary(ca), default=str).encode()),
+        "summary.json verdicts": len(json.dumps(ca.verdicts, default=str).encode())}
+    return got, out, sizes
 
 
 def run(case: Case, tmp: Path, workers: int = 1) -> dict:
@@ -225,10 +323,48 @@ def run(case: Case, tmp: Path, workers: int = 1) -> dict:
     if root is None:
         return {"case": case, "got": None, "ok": None, "seconds": 0.0, "verdicts": []}
     t = time.perf_counter()
-    got, out = diagnose(root, workers)
+    got, out, sizes = diagnose(root, workers)
     want = sorted((c, list(r)) for c, r in case.expected)
-    return {"case": case, "got": got, "ok": got == want, "seconds": time.perf_counter() - t,
-            "verdicts": out}
+    bad = check_numbers(case, out)
+    return {"case": case, "got": got, "ok": got == want and not bad,
+            "seconds": time.perf_counter() - t, "verdicts": out, "bad": bad, "sizes": sizes}
+
+
+def evidence_value(ev, path: str):
+    """The value at ``path`` ("excess_ms.13", "by_step.3.excess_ms") in a verdict's evidence
+    (None when absent)."""
+    cur = ev
+    for part in path.split("."):
+        if isinstance(cur, dict) and part in cur:
+            cur = cur[part]
+        elif isinstance(cur, dict) and part.isdigit() and int(part) in cur:
+            cur = cur[int(part)]
+        else:
+            return None
+    return cur
+
+
+def check_numbers(case: Case, verdicts: list) -> list[str]:
+    """What is wrong with the case's stated magnitudes (within 10 %) and info verdicts."""
+    bad = []
+    for cat, path, want in case.magnitudes:
+        vals = [evidence_value(v["evidence"], path) for v in verdicts if v["category"] == cat]
+        vals = [float(x) for x in vals if isinstance(x, (int, float))]
+        if not any(abs(x - want) <= 0.1 * abs(want) for x in vals):
+            bad.append(f"{cat} {path}: {vals or 'absent'}, injected {want}")
+    for cat, ranks in case.info:
+        if not any(v["category"] == cat and list(v["ranks"]) == list(ranks)
+                   for v in verdicts):
+            bad.append(f"no {cat} verdict on {ranks}")
+    return bad
+
+
+def _run_named(arg) -> dict:
+    name, tmp, workers = arg
+    case = next(c for c in all_cases() if c.name == name)
+    r = run(case, Path(tmp), workers)
+    r["case"] = name
+    return r
 
 
 def _fmt(diag) -> str:
@@ -291,19 +427,32 @@ def write_doc(doc: Path, results: list[dict]) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--doc", type=Path, help="rewrite the results table of this file")
-    ap.add_argument("-k", dest="pattern", default="", help="only cases whose name contains this")
+    ap.add_argument("-k", dest="pattern", default="", help="only cases whose name contains this (several: comma-separated)")
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--jobs", type=int, default=2, help="cases analysed at once")
     args = ap.parse_args(argv)
+    cases = [c for c in all_cases()
+             if not args.pattern or any(p in c.name for p in args.pattern.split(","))]
     results = []
     with tempfile.TemporaryDirectory(prefix="verdict-matrix-") as tmp:
-        for case in all_cases():
-            if args.pattern and args.pattern not in case.name:
-                continue
-            r = run(case, Path(tmp), args.workers)
+        if args.jobs > 1:
+            import multiprocessing as mp
+            from concurrent.futures import ProcessPoolExecutor
+
+            with ProcessPoolExecutor(args.jobs, mp_context=mp.get_context("fork")) as pool:
+                done = pool.map(_run_named, [(c.name, tmp, args.workers) for c in cases])
+                done = list(done)
+        else:
+            done = (run(c, Path(tmp), args.workers) for c in cases)
+        for r in done:
+            if isinstance(r["case"], str):
+                r["case"] = next(c for c in cases if c.name == r["case"])
+            case = r["case"]
             results.append(r)
             mark = {True: "ok ", False: "BAD", None: "-- "}[r["ok"]]
             print(f"{mark} {case.name:32} {r['seconds']:5.1f}s  expected {_fmt(case.expected)}"
-                  f"  got {_fmt(r['got'])}", flush=True)
+                  f"  got {_fmt(r['got'])}  {'; '.join(r.get('bad') or [])}  "
+                  f"{len(r['verdicts'])} verdicts {r.get('sizes')}", flush=True)
     if args.doc:
         write_doc(args.doc, results)
     return 0 if all(r["ok"] is not False for r in results) else 1

@@ -349,8 +349,9 @@ def verdicts(prep: pd.DataFrame | None, make, th: dict | None = None) -> list[di
     what = {"dataloader spans": "in its data loader", "iteration gap":
             "in the iteration gap (reading its batch from the data queue)",
             "Preparing": "between the step start and its first device task (Preparing: the "
-                         "data loader and the host's launch of the first operators; the input "
-                         "has no data loader spans to tell them apart)"}.get(r["Wait Source"],
+                         "data loader and the host's launch of the first operators; no data "
+                         "loader spans were read to tell them apart: they are in trace_view.json, "
+                         "which analyse reads with --timeline)"}.get(r["Wait Source"],
                                                                             "for its data")
     stage = r.get("Bottleneck Stage") or ""
     op = r.get("Bottleneck Operator") or ""
@@ -376,6 +377,9 @@ def verdicts(prep: pd.DataFrame | None, make, th: dict | None = None) -> list[di
                          "AI CPU operators."}.get(stage, (
         "Give the data loader more workers (num_workers), pin memory and prefetch, or move "
         "preprocessing off the training process; compare data_preparation.csv across ranks."))
+    if r["Wait Source"] == "Preparing":
+        nxt = ("Analyse again with --timeline to read the data loader spans of trace_view.json "
+               "and measure the loader's own wait. " + nxt)
     ev = {"ranks": {str(int(h[0]["Rank"])): {"data_wait_ms": _r(h[0]["Data Wait(ms)"]),
                                             "data_wait_pct": _r(h[1], 2),
                                             "step_ms": _r(h[0]["Step(ms)"]),

@@ -37,6 +37,7 @@ from ascendprof.analyze.verdicts.opsplit import (OP_ROWS, OpInstances, OpTotals,
 from ascendprof.analyze.verdicts.thresholds import NAMES as _NAMES
 from ascendprof.analyze.verdicts.thresholds import (BLAME_RATIO, COMM_SHARE_PCT,
                                                     CRITICAL_FACTOR, EXCESS_OF_STEP_PCT,
+                                                    MAX_SEPARATE_VERDICTS,
                                                     MIN_EXCESS_MS, SLOW_LINK_BW_RATIO,
                                                     SLOW_LINK_MIN_MB, SLOW_RANK_MAD_Z, WAIT_RATIO,
                                                     thresholds)
@@ -150,14 +151,29 @@ def derive(ca, th: dict, contributed: dict | None = None) -> list[dict]:
     if not [v for v in out if v.get("severity") in ("warning", "critical")] and (
             not f.steps.empty or not f.comp.empty):
         ranks = f.ranks_with_steps() or f.collected
+        odd = rules.longest_step_deviation(f)
+        notes = [v for v in out if v.get("severity") == "info"]
+        if odd is None and not notes:
+            msg = ("No pipeline stage, rank, group or link stands out and nothing explains a "
+                   "large share of communication: the ranks doing the same work take the same "
+                   "time.")
+        else:
+            msg = ("No pipeline stage, rank, group or link stands out as a cause and nothing "
+                   "explains a large share of communication")
+            if odd is not None:
+                msg += (f"; step lengths still differ: rank {odd['rank']}'s step {odd['step']} "
+                        f"takes {odd['step_ms']:.1f} ms, {odd['excess_ms']:.1f} ms more than the "
+                        f"median of the ranks doing the same work ({odd['median_ms']:.1f} ms)")
+            msg += (" (the notes below say what the data shows)." if notes else ".")
         out.append(make_verdict(
-            "balanced", "cluster", ranks, "info",
-            "No pipeline stage, rank, group or link stands out and nothing explains a large "
-            "share of communication: the ranks doing the same work take the same time.",
+            "balanced", "cluster", ranks, "info", msg,
             "Look at the top kernels and op statistics for single-rank optimisation.",
             evidence={"n_ranks": len(ranks),
                       "n_steps": int(f.steps["step"].nunique()) if not f.steps.empty else 0,
-                      "step_values": f.step_sources(ranks)},
+                      "longest_step_deviation": odd,
+                      "step_values": f.step_sources(ranks) if len(ranks) <= 64 else
+                      {s: int(n) for s, n in f.means.loc[ranks, "source"].value_counts().items()}
+                      if f.means is not None else {}},
             threshold=dict(th), id="balanced"))
     return _finish(out)
 

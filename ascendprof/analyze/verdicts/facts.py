@@ -239,7 +239,7 @@ class GroupInfo:
         """'pp (ranks 0, 2)' or 'group 175… (8 members; collected: ranks 0, 1)'."""
         if self.global_ranks is not None:
             return f"{self.label} ({ranks_text(self.global_ranks)})"
-        size = f"{self.size} members; " if self.size else ""
+        size = f"at least {self.size} members; " if self.size else ""
         return f"{self.label} ({size}collected: {ranks_text(self.collected)})"
 
 
@@ -312,6 +312,18 @@ class Facts:
         for g in self.groups.values():
             expected.update(g.global_ranks or ())
         self.absent = sorted(expected - set(self.collected))
+        self._lateness: dict | None = None
+        self._nodes: dict | None = None
+        self._op_excess: OpExcess | None = None
+
+    @property
+    def op_excess(self) -> "OpExcess":
+        """Which operators: :class:`OpExcess` of the collected ranks (built on first use)."""
+        if self._op_excess is None:
+            steps = ({} if self.means is None else
+                     {int(r): int(n) for r, n in self.means["n_steps"].items()})
+            self._op_excess = OpExcess(self.ca, steps)
+        return self._op_excess
 
     # -- construction
 
@@ -396,11 +408,50 @@ class Facts:
         return float(b.groupby("waiter")["peer_wait_ns"].sum().max()) if len(b) else 0.0
 
     def lateness(self, rank: int) -> float:
-        """How much later than the other members ``rank`` arrives at its communication ops, ns
-        per step (summed over its ops; opsplit ``late_ns``)."""
+        """How long the communication ops of ``rank`` waited for it alone (it arrived last),
+        ns per step (opsplit ``late_ns``, summed over its ops). Only the ops of groups within
+        its pipeline stage count when it has such ops with a collected peer: a delay that made
+        it late at a tensor-parallel op reaches its pipeline neighbours too, and is not counted
+        again in the p2p op after it (nor pipeline filling and draining)."""
+        if self._lateness is None:
+            self._lateness = self._all_lateness()
+        return float(self._lateness.get(int(rank), 0.0))
+
+    def _all_lateness(self) -> dict[int, float]:
         if self.comp.empty:
-            return 0.0
-        return float(self.comp.loc[self.comp["rank"] == rank, "late_ns"].sum())
+            return {}
+        c = self.comp
+        gids = c["group"].unique()
+        within = {g: (not self.crosses_stages(g)) and len(self.group_of(g).collected) >= 2
+                  for g in gids}
+        inner = c["group"].map(within).astype(bool)
+        has_inner = inner.groupby(c["rank"]).transform("any")
+        use = c[inner | ~has_inner]
+        return {int(r): float(v) for r, v in use.groupby("rank")["late_ns"].sum().items()}
+
+    def node_of(self) -> dict[int, int]:
+        """rank -> node (the smallest rank of its node): ranks joined by HCCS links
+        (communication_matrix.json transport HCCS: the devices of one server). Ranks without
+        HCCS links are a node of their own. Empty without links."""
+        if self._nodes is not None:
+            return self._nodes
+        parent: dict[int, int] = {}
+
+        def find(x):
+            while parent.setdefault(x, x) != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        lk = self.links
+        if not lk.empty:
+            h = lk[(lk["transport"] == "HCCS") & lk["ranks_known"].astype(bool)]
+            for a, b in zip(h["src_rank"].astype(int), h["dst_rank"].astype(int)):
+                ra, rb = find(a), find(b)
+                if ra != rb:
+                    parent[max(ra, rb)] = min(ra, rb)
+        self._nodes = {r: find(r) for r in list(parent)}
+        return self._nodes
 
     def has_peer_data(self, rank: int) -> bool:
         """True when ``rank`` has communication ops in a group with another collected member
@@ -429,3 +480,86 @@ def _op_batches(ca):
     rows = opsplit.op_rows(ca.concat("comm_ops"), ca.concat("comm_bandwidth"))
     parts = [rows] if rows is not None and rows.num_rows else []
     return lambda: iter(parts)
+
+
+def _loaded(t):
+    """A rank result's table, read back when a spill parked it (engine.spill.ParkedTable has
+    ``load``; an Arrow table has ``column``)."""
+    return t.load() if t is not None and hasattr(t, "load") and not hasattr(t, "column") else t
+
+
+class OpExcess:
+    """Which operators make some ranks slower than their peers: per rank and step, the time
+    of every op type (Accelerator Core) and every kernel (name + input shapes) from
+    kernel_details.csv (the workers' op-statistic and kernel partials: total ns over the
+    capture, divided by the rank's number of steps in the step values). Ranks without
+    kernel_details.csv (Qwen3's ranks 1 and 3) have no entry."""
+
+    def __init__(self, ca, steps_of: dict[int, int]):
+        ops, kernels = [], []
+        for r in getattr(ca, "ranks", None) or []:
+            n = max(1, int(steps_of.get(int(r.rank), 1)))
+            for attr, out in (("op_partial", ops), ("kernel_partial", kernels)):
+                t = getattr(r, attr, None)
+                if t is None:
+                    continue
+                t = _loaded(t)
+                if t is None or t.num_rows == 0:
+                    continue
+                df = t.to_pandas()
+                df["per_step_ns"] = df["total_ns"].astype(float) / n
+                df["per_step_count"] = df["count"].astype(float) / n
+                out.append(df)
+        self.ops = pd.concat(ops, ignore_index=True) if ops else None
+        self.kernels = pd.concat(kernels, ignore_index=True) if kernels else None
+
+    def ranks(self) -> set[int]:
+        return set() if self.ops is None else {int(r) for r in self.ops["rank"].unique()}
+
+    def excess(self, ranks, peers, top: int = 5) -> dict:
+        """``{"op_types": [...], "kernels": [...], "ranks_compared": [...], "peers_compared":
+        [...]}``: the op types and kernels whose time per step on ``ranks`` (median over
+        those with kernel data; a key a rank lacks counts 0) exceeds that on ``peers`` the
+        most, largest first, at most ``top`` each, only positive excesses: ``{"op_type",
+        "accelerator_core", "excess_ms", "ms", "peer_ms", "count", "peer_count"}`` and
+        ``{"kernel", "input_shapes", "op_type", ...}`` (ms per step and rank). Empty when
+        either side has no kernel data."""
+        have = self.ranks()
+        a = sorted(set(int(r) for r in ranks) & have)
+        b = sorted(set(int(r) for r in peers) & have - set(a))
+        if not a or not b:
+            return {}
+
+        def side(df, keys, rs):
+            sub = df[df["rank"].isin(rs)].fillna({k: "" for k in keys})
+            for k in keys:
+                sub[k] = sub[k].astype(str)
+            per = sub.groupby(keys + ["rank"])[["per_step_ns", "per_step_count"]].sum()
+            t = per["per_step_ns"].unstack("rank").reindex(columns=rs).fillna(0.0)
+            c = per["per_step_count"].unstack("rank").reindex(columns=rs).fillna(0.0)
+            return t.median(axis=1), c.median(axis=1)
+
+        out = {"ranks_compared": a, "peers_compared": b}
+        for name, df, keys in (("op_types", self.ops, ["op_type", "accelerator_core"]),
+                               ("kernels", self.kernels, ["name", "input_shapes", "op_type"])):
+            if df is None:
+                continue
+            ta, ca_ = side(df, keys, a)
+            tb, cb = side(df, keys, b)
+            idx = ta.index.union(tb.index)
+            ta, tb = ta.reindex(idx, fill_value=0.0), tb.reindex(idx, fill_value=0.0)
+            ca_, cb = ca_.reindex(idx, fill_value=0.0), cb.reindex(idx, fill_value=0.0)
+            d = (ta - tb).sort_values(ascending=False, kind="stable")
+            rows = []
+            for key, v in d.head(top).items():
+                if v <= 0:
+                    break
+                key = key if isinstance(key, tuple) else (key,)
+                row = dict(zip(["kernel" if k == "name" else k for k in keys], key))
+                row.update({"excess_ms": round(v / 1e6, 3), "ms": round(ta[key] / 1e6, 3),
+                            "peer_ms": round(tb[key] / 1e6, 3),
+                            "count": round(float(ca_[key]), 2),
+                            "peer_count": round(float(cb[key]), 2)})
+                rows.append(row)
+            out[name] = rows
+        return out

@@ -163,6 +163,8 @@ class OpInstances:
     def __init__(self):
         self._ids = _Interned()
         self.shortest = np.zeros(0, np.int64)
+        self._elapses: list[tuple[np.ndarray, np.ndarray]] = []  # (ids, elapse) per batch
+        self._sorted = None
         self.first_rank = np.zeros(0, np.int64)
         self.shortest_wait = np.zeros(0, np.int64)
         self.elapse_sum = np.zeros(0, np.int64)
@@ -200,6 +202,8 @@ class OpInstances:
         order = np.lexsort((np.arange(len(ids)), elapse, ids))  # first shortest row per id
         sorted_ids = ids[order]
         first = order[np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])]
+        self._elapses.append((ids.astype(np.int64), elapse.astype(np.int64)))
+        self._sorted = None
         better = elapse[first] < self.shortest[ids[first]]  # ties: the earlier batch keeps it
         self.shortest[ids[first][better]] = elapse[first][better]
         self.first_rank[ids[first][better]] = rank[first][better]
@@ -213,13 +217,46 @@ class OpInstances:
             self._seen[r] = mine if before is None else np.union1d(before, mine)
         return ids
 
+    def others_median(self, ids: np.ndarray, elapse: np.ndarray) -> np.ndarray:
+        """Per row (instance id, own elapse; every batch added): the median elapse of the
+        instance's other rows (mean of the two middle ones for an even count; the own elapse
+        when the instance has no other row), int64 ns, floor."""
+        if self._sorted is None:
+            all_ids = np.concatenate([i for i, _ in self._elapses]) if self._elapses else \
+                np.zeros(0, np.int64)
+            vals = np.concatenate([e for _, e in self._elapses]) if self._elapses else \
+                np.zeros(0, np.int64)
+            order = np.lexsort((vals, all_ids))
+            all_ids, vals = all_ids[order], vals[order]
+            uniq, dense = np.unique(vals, return_inverse=True)
+            comp = all_ids * (len(uniq) + 1) + dense.reshape(-1)
+            starts = np.searchsorted(all_ids, np.arange(len(self.shortest)), "left")
+            counts = np.bincount(all_ids, minlength=len(self.shortest))
+            self._sorted = (vals, uniq, comp, starts, counts)
+        vals, uniq, comp, starts, counts = self._sorted
+        ids = ids.astype(np.int64)
+        dense = np.searchsorted(uniq, elapse)
+        k = np.searchsorted(comp, ids * (len(uniq) + 1) + dense, "left") - starts[ids]
+        n, s = counts[ids], starts[ids]
+        m = n - 1  # the other rows
+        j2 = m // 2
+        j1 = np.where(m % 2 == 1, j2, j2 - 1)
+        top = len(vals) - 1
+
+        def rest_at(j):  # the j-th smallest of the instance once the own row is removed
+            return vals[np.clip(s + j + (j >= k), 0, top)]
+
+        med = (rest_at(np.maximum(j1, 0)) + rest_at(j2)) // 2
+        return np.where(m >= 1, med, elapse)
+
     def split(self, rows, ids: np.ndarray, sizes: dict | None = None) -> dict[str, np.ndarray]:
         """Pass 2 for one batch once every batch was added: per row ``rank``, ``elapse_ns``,
         ``wait_ns``, ``idle_ns``, ``transfer_ns``, ``waited_for`` (-1 when none or unknown),
         ``peer_wait_ns``, ``absent_wait_ns``, ``other_ns``, ``unattributed_ns``, ``late_ns``
         (int64) and ``complete`` (bool: every member of the op is collected). ``late_ns``: how
-        much later than the other present members (on average) this rank arrived = their mean
-        elapse − its elapse (floor division; 0 without another member).
+        much later than the other members it arrived = the median elapse of the other
+        present members − its own elapse, at least 0 (0 without another member). Never
+        negative, so the peers of a late rank do not offset it.
 
         ``sizes``: {group id: number of members} where known (parallel_group_info, the group
         ranks of communication_matrix.json). A p2p op has 2 members; a collective of a group of
@@ -243,8 +280,9 @@ class OpInstances:
         waited_for[~(peer & (peer_wait > 0) & (waited_for != rank))] = -1
         rest = room - peer_wait
         absent = np.where(complete, 0, np.clip(self.shortest_wait[ids], 0, rest))
-        others = (self.elapse_sum[ids] - elapse) // np.maximum(members - 1, 1)
-        late = np.where(peer, others - elapse, 0)
+        # how much later than the other members (their median arrival) it arrived; never
+        # negative, so the peers of a late rank do not offset its lateness
+        late = np.where(peer, np.maximum(self.others_median(ids, elapse) - elapse, 0), 0)
         return {"rank": rank, "elapse_ns": elapse, "wait_ns": wait,
                 "idle_ns": rows.column("idle_ns").to_numpy(), "transfer_ns": transfer,
                 "waited_for": waited_for, "peer_wait_ns": peer_wait, "absent_wait_ns": absent,

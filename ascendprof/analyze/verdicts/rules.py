@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ascendprof.analyze.verdicts.facts import Facts, _leave_one_out_median, ranks_text
+from ascendprof.analyze.verdicts.facts import Facts, ranks_text
 from ascendprof.analyze.verdicts.model import make_verdict, ms, pct, severity
 
 _PARTS = (("computing_ns", "computing_pct", "Computing"), ("free_ns", "free_pct", "Free"))
@@ -44,10 +44,11 @@ def collection_verdicts(f: Facts) -> list[dict]:
         parts.append(f"{ranks_text(f.absent).capitalize()} {'is' if len(f.absent) == 1 else 'are'}"
                      f" not in this collection{world}")
     for g in unknown:
-        parts.append(f"{g.label} has {g.size} members (group-local ranks 0–{g.size - 1} in "
-                     f"communication_matrix.json) but only {ranks_text(g.collected)} "
-                     f"{'was' if len(g.collected) == 1 else 'were'} collected: {g.n_absent} "
-                     f"members are not in this collection")
+        parts.append(f"{g.label} has at least {g.size} members (group-local ranks up to "
+                     f"{g.size - 1} in communication_matrix.json; without "
+                     f"profiler_metadata.json the exact size is unknown) but only "
+                     f"{ranks_text(g.collected)} {'was' if len(g.collected) == 1 else 'were'} "
+                     f"collected: at least {g.n_absent} members are not in this collection")
     if f.unreadable:
         parts.append(f"{ranks_text(f.unreadable)} could not be read (problems.csv says why)")
     msg = "; ".join(parts)
@@ -67,14 +68,16 @@ def collection_verdicts(f: Facts) -> list[dict]:
     ev = {"world_size": f.world_size, "collected_ranks": f.collected, "absent_ranks": f.absent,
           "unreadable_ranks": f.unreadable,
           "groups": {g.label if g.name else g.id: {
-              "id": g.id, "members": g.size, "global_ranks": g.global_ranks,
+              "id": g.id, "members": g.size, "members_exact": g.global_ranks is not None,
+              "global_ranks": g.global_ranks,
               "collected": g.collected, "absent": g.absent if g.global_ranks is not None
               else None, "n_absent": g.n_absent} for g in partial},
           "groups_with_one_collected_rank": [g.label for g in alone],
           "wait_on_absent_ms": absent_ms, "unattributed_ms": unattr_ms,
           "step_values": f.step_sources(f.collected)}
     who = ranks_text(f.absent) if f.absent else \
-        " and ".join(f"the other {g.n_absent} members of {g.label}" for g in unknown[:2])
+        " and ".join(f"the other members of {g.label} (at least {g.n_absent})"
+                     for g in unknown[:2])
     nxt = (f"Copy the profiling directories of {who} beside the others and analyse again; until "
            f"then time spent waiting on them is shown as 'ranks not in this collection'.")
     if f.unreadable and not f.absent and not unknown:
@@ -89,21 +92,19 @@ def collection_verdicts(f: Facts) -> list[dict]:
 # --------------------------------------------------------------------------- ranks
 
 
-def _op_type_diff(op_stat, rank: int, peers: list[int], top: int = 3) -> list[dict]:
-    """Op types whose total time on ``rank`` exceeds the peers' median the most (op_statistic)."""
-    if op_stat is None or op_stat.num_rows == 0:
-        return []
-    df = op_stat.to_pandas()
-    if rank not in set(df["rank"]):
-        return []
-    others = [p for p in peers if p != rank and p in set(df["rank"])]
-    if not others:
-        return []
-    per = df.groupby(["op_type", "rank"])["total_ns"].sum().unstack(fill_value=0)
-    n_steps = 1
-    diff = (per[rank] - per[others].median(axis=1)).sort_values(ascending=False)
-    return [{"op_type": str(k), "excess_ms": ms(v / n_steps)} for k, v in diff.head(top).items()
-            if v > 0]
+def _max_separate(f: Facts) -> int:
+    """``max_separate_verdicts``: separate verdicts of one kind per set / transport."""
+    return max(1, int(f.th.get("max_separate_verdicts", 4)))
+
+
+def _ops_text(ex: dict, n: int = 3) -> str:
+    """'MatMulV3 +36.8 ms, Cast +20.7 ms …; kernels: aclnnMatmul… [4096,151936] +36.8 ms'."""
+    if not ex or not ex.get("op_types"):
+        return ""
+    ops = ", ".join(f"{d['op_type']} +{d['excess_ms']:.1f} ms" for d in ex["op_types"][:n])
+    ks = ", ".join(f"{d['kernel']} [{d['input_shapes']}] +{d['excess_ms']:.1f} ms"
+                   for d in ex.get("kernels", [])[:n])
+    return f"op types {ops}" + (f"; kernels {ks}" if ks else "")
 
 
 def _groups_with(f: Facts, ranks) -> list:
@@ -113,143 +114,404 @@ def _groups_with(f: Facts, ranks) -> list:
     return sorted(out, key=lambda g: (g.name is None, g.label, g.id))
 
 
+def _units(f: Facts, heavy: list[int]) -> list[tuple[list[int], str]]:
+    """``heavy`` ranks split into causes: ranks of one node (joined by HCCS links) or of one
+    communication group within their stage merge when at least half of that node's / group's
+    collected ranks are heavy (a slow server, a slow tp group); the others stay alone.
+    Returns [(ranks, what: "rank" | "node" | group name)]."""
+    hv = set(heavy)
+    parent = {r: r for r in heavy}
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    kinds: dict[frozenset, str] = {}
+    nodes: dict[int, list] = {}
+    for r, n in f.node_of().items():
+        nodes.setdefault(n, []).append(r)
+    sets = [(sorted(v), "node") for v in nodes.values() if len(v) > 1]
+    sets += [(sorted(g.collected), g.label) for g in f.groups.values()
+             if len(g.collected) > 1 and not f.crosses_stages(g.id)]
+    for members, what in sets:
+        mine = [r for r in members if r in hv]
+        if len(mine) < 2 or 2 * len(mine) < len(members):
+            continue
+        for r in mine[1:]:
+            ra, rb = find(mine[0]), find(r)
+            if ra != rb:
+                parent[max(ra, rb)] = min(ra, rb)
+        kinds.setdefault(frozenset(mine), what)
+    comps: dict[int, list] = {}
+    for r in heavy:
+        comps.setdefault(find(r), []).append(r)
+    out = []
+    for rs in comps.values():
+        rs = sorted(rs)
+        what = "rank" if len(rs) == 1 else kinds.get(frozenset(rs), "group")
+        out.append((rs, what))
+    return sorted(out)
+
+
+def _per_step(f: Facts, peers: list[int], col: str, thr: float) -> dict[int, dict]:
+    """Per rank of ``peers``: {step: (value, baseline, excess)} for the steps in which its
+    ``col`` (ns) exceeds the step's baseline (the other rank of a pair; else the median of
+    the set in that step) by ``thr`` and, among >= 3 ranks, stands out by the robust z."""
+    st = f.steps[f.steps["rank"].isin(peers)]
+    if st.empty:
+        return {}
+    piv = st.pivot_table(index="rank", columns="step", values=col, aggfunc="sum").astype(float)
+    out: dict[int, dict] = {}
+    for step in piv.columns:
+        v = piv[step].dropna()
+        if len(v) < 2:
+            continue
+        if len(v) == 2:
+            base = pd.Series(v.to_numpy()[::-1], index=v.index)
+            z = pd.Series(float("inf"), index=v.index)
+        else:
+            med = float(v.median())
+            mad = float((v - med).abs().median())
+            base = pd.Series(med, index=v.index)
+            z = 0.6745 * (v - med) / mad if mad > 0 else pd.Series(
+                np.where(v > med, float("inf"), 0.0), index=v.index)
+        ex = v - base
+        for r in v.index[(ex >= thr) & (z >= f.th["slow_rank_mad_z"])]:
+            out.setdefault(int(r), {})[int(step)] = (float(v[r]), float(base[r]),
+                                                      float(ex[r]))
+    return out
+
+
 def imbalance_verdicts(f: Facts) -> list[dict]:
     """Ranks whose Computing or Free exceeds that of the ranks doing the same work (same
     pipeline stage, or all ranks without stages).
 
     A rank computes (idles) more only when its part in ms per step exceeds the baseline (the
-    other rank of a pair; the set's median otherwise) by :meth:`Facts.excess_threshold_ns`;
-    the spread of the part's share of the step over the set (seed 000's triage) ranks the
-    verdicts. One or a few ranks that stand out by the robust z-score
-    are each a ``slow_rank`` (Computing) or ``schedule`` (Free) verdict; a larger part of the
-    set is one ``compute`` / ``schedule`` verdict for the set. Extra Free needs its peers to wait
-    for it (``blame_ratio``) when that can be seen: a longer step window that nobody waits for
-    (ranks starting their step at different times) is not a problem.
+    other rank of a pair; the median of the set's other ranks otherwise) by
+    :meth:`Facts.excess_threshold_ns`; the spread of the part's share of the step over the set
+    (seed 000's triage) ranks the verdicts. Ranks that stand out by the robust z-score are
+    ``slow_rank`` (Computing) or ``schedule`` (Free) causes; ranks of one node or one group
+    (tp …) that stand out together are one cause naming the set. A larger part of the set is
+    one ``compute`` / ``schedule`` verdict for the set (an uneven split). Computing is also
+    looked at step by step: a rank slower in some steps only is a transient straggler.
+    Extra Free needs its peers to wait for it (``blame_ratio``) when that can be seen: a
+    longer step that nobody waits for is an info ``long_step`` verdict saying what the data
+    shows.
     """
     th, out = f.th, []
     if f.means is None:
         return out
-    op_stat = f.ca.concat("op_statistic")
     for stage, peers in f.same_work_sets().items():
         if len(peers) < 2:
             continue
         sub = f.means.loc[peers]
         thr = f.excess_threshold_ns(peers)
-        step_ms = ms(f.median_step_ns(peers))
         where = f"stage {stage} " if stage is not None else ""
+        n_steps_set = int(f.steps[f.steps["rank"].isin(peers)]["step"].nunique())
         for col, share_col, label in _PARTS:
             vals = sub[col].astype(float)
             spread = float(sub[share_col].max() - sub[share_col].min())
-            base = (pd.Series(_leave_one_out_median(vals.to_numpy()), index=vals.index)
-                    if len(peers) == 2 else pd.Series(float(vals.median()), index=vals.index))
-            excess = vals - base
-            heavy = [int(r) for r in peers if excess[r] >= thr]
-            if not heavy:
-                continue
             med = float(vals.median())
+            if len(peers) == 2:
+                base0 = pd.Series(vals.to_numpy()[::-1], index=vals.index)
+            else:
+                base0 = pd.Series(med, index=vals.index)
+            heavy = [int(r) for r in peers if vals[r] - base0[r] >= thr]
+            steps_heavy = _per_step(f, peers, col, thr) if label == "Computing" else {}
+            transient = [r for r in steps_heavy if r not in heavy]
+            if not heavy and not transient:
+                continue
             mad = float((vals - med).abs().median())
-            z = {r: (0.6745 * (vals[r] - med) / mad if mad > 0 else float("inf")) for r in heavy}
-            # how much later than the others it arrives at its communication ops, compared
-            # with the ranks doing the same work (pipelines make every stage arrive late at
-            # some ops as the pipeline fills and drains)
+            z = {r: (0.6745 * (vals[r] - med) / mad if mad > 0 else float("inf"))
+                 for r in peers}
+            # the baseline: the ranks of the set that are not heavy (the other rank of a pair)
+            rest = [p for p in peers if p not in heavy] or peers
+            base = (base0 if len(peers) == 2 else
+                    pd.Series(float(vals[rest].median()), index=vals.index))
+            excess = vals - base
             lates = pd.Series({p: f.lateness(p) for p in peers}, dtype=float)
-            usual = pd.Series(_leave_one_out_median(lates.to_numpy()), index=lates.index)
-            blamed = {r: max(0.0, lates[r] - usual[r]) for r in heavy}
-            seen = {r: f.has_peer_data(r) for r in heavy}
+            usual = (pd.Series(lates.to_numpy()[::-1], index=lates.index) if len(peers) == 2
+                     else pd.Series(float(lates[rest].median()), index=lates.index))
+            blamed = {r: max(0.0, lates[r] - usual[r]) for r in peers}
+            seen = {r: f.has_peer_data(r) for r in heavy + transient}
+            ctx = {"f": f, "stage": stage, "peers": peers, "label": label, "where": where, "vals": vals,
+                   "base": base, "excess": excess, "z": z, "blamed": blamed, "seen": seen,
+                   "thr": thr, "spread": spread, "share_col": share_col, "sub": sub,
+                   "steps_heavy": steps_heavy, "n_steps": n_steps_set}
             if label == "Free":
-                heavy = [r for r in heavy if not seen[r]
-                         or blamed[r] >= th["blame_ratio"] * excess[r]]
-                if not heavy:
-                    continue
-            outliers = len(peers) < 3 or all(z[r] >= th["slow_rank_mad_z"] for r in heavy)
-            if len(peers) >= 3 and len(heavy) == 1 and not outliers:
-                continue  # one rank, but no further from the median than the set's own spread
-            common = {"part": label, "peers": peers, "stage": stage,
-                      f"{label.lower()}_ms": {str(r): ms(vals[r]) for r in peers},
-                      f"{label.lower()}_share_pct": {str(r): pct(sub.loc[r, share_col])
-                                                     for r in peers},
-                      "share_spread_pct": pct(spread), "median_step_ms": step_ms,
-                      "threshold_ms": ms(thr), "step_values": f.step_sources(peers)}
-            thr_used = {"excess_of_step_pct": th["excess_of_step_pct"],
-                        "min_excess_ms": th["min_excess_ms"],
-                        "slow_rank_mad_z": th["slow_rank_mad_z"]}
-            if label == "Free":
-                thr_used["blame_ratio"] = th["blame_ratio"]
-            units = [[r] for r in heavy] if outliers else [heavy]
-            for unit in units:
-                out.append(_rank_verdict(f, unit, peers, label, where, vals, base, excess, z,
-                                         blamed, seen, common, thr_used, thr, op_stat, spread))
+                quiet = [r for r in heavy if seen[r]
+                         and blamed[r] < th["blame_ratio"] * excess[r]]
+                heavy = [r for r in heavy if r not in quiet]
+                if quiet:
+                    out.append(_long_step(ctx, quiet))
+            if heavy:
+                outliers = len(peers) < 3 or all(z[r] >= th["slow_rank_mad_z"] for r in heavy)
+                if len(peers) >= 3 and len(heavy) == 1 and not outliers:
+                    heavy = []  # one rank, but no further from the median than the set's spread
+                if heavy:
+                    units = _units(f, heavy) if outliers else [(heavy, "set")]
+                    if len(units) > _max_separate(f):
+                        units = [(heavy, "many")]
+                    for unit, what in units:
+                        out.append(_rank_verdict(ctx, unit, what, outliers))
+            if len(transient) <= _max_separate(f):
+                for r in transient:
+                    out.append(_transient_verdict(ctx, r))
+            else:
+                out.append(_transient_verdict(ctx, transient))
     return out
 
 
-def _rank_verdict(f, unit, peers, label, where, vals, base, excess, z, blamed, seen, common,
-                  thr_used, thr, op_stat, spread) -> dict:
+def longest_step_deviation(f: Facts) -> dict | None:
+    """The (rank, step) whose step time (Computing + Communication(Not Overlapped) + Free)
+    exceeds the median of the ranks doing the same work in that step the most, when by more
+    than :meth:`Facts.excess_threshold_ns`; None otherwise (the ranks take the same time)."""
+    if f.means is None:
+        return None
+    best = None
+    for _stage, peers in f.same_work_sets().items():
+        if len(peers) < 2:
+            continue
+        thr = f.excess_threshold_ns(peers)
+        st = f.steps[f.steps["rank"].isin(peers)]
+        med = st.groupby("step")["total_ns"].transform("median")
+        ex = st["total_ns"] - med
+        if not len(ex) or float(ex.max()) < thr:
+            continue
+        i = ex.idxmax()
+        if best is None or float(ex[i]) > best["excess_ms"] * 1e6:
+            best = {"rank": int(st.loc[i, "rank"]), "step": int(st.loc[i, "step"]),
+                    "step_ms": ms(st.loc[i, "total_ns"]), "median_ms": ms(med[i]),
+                    "excess_ms": ms(ex[i]), "threshold_ms": ms(thr)}
+    return best
+
+
+def _by_step(ctx, ranks) -> dict:
+    """{step: {computing_ms / free_ms, baseline_ms, excess_ms}} of the steps in which the
+    (first) rank of ``ranks`` stands out (at most 16)."""
+    r = ranks[0]
+    key = f"{ctx['label'].lower()}_ms"
+    return {str(s): {key: ms(v), "baseline_ms": ms(b), "excess_ms": ms(e)}
+            for s, (v, b, e) in sorted(ctx["steps_heavy"].get(r, {}).items())[:16]}
+
+
+def _common_ev(ctx, unit) -> dict:
+    f, peers, label, vals, sub = ctx["f"], ctx["peers"], ctx["label"], ctx["vals"], ctx["sub"]
+    many = len(peers) > 64
+    shown = sorted(unit) if many else peers
+    ev = {"part": label, "n_peers": len(peers), "stage": ctx["stage"],
+          f"{label.lower()}_ms": {str(r): ms(vals[r]) for r in shown},
+          f"{label.lower()}_share_pct": {str(r): pct(sub.loc[r, ctx["share_col"]])
+                                         for r in shown},
+          "peers_median_ms": ms(vals.median()),
+          "share_spread_pct": pct(ctx["spread"]), "median_step_ms": ms(f.median_step_ns(peers)),
+          "threshold_ms": ms(ctx["thr"]), "step_values": f.step_sources(unit)}
+    if not many:
+        ev["peers"] = peers
+    return ev
+
+
+def _thr_used(f, label) -> dict:
+    th = f.th
+    out = {"excess_of_step_pct": th["excess_of_step_pct"], "min_excess_ms": th["min_excess_ms"],
+           "slow_rank_mad_z": th["slow_rank_mad_z"]}
+    if label == "Free":
+        out["blame_ratio"] = th["blame_ratio"]
+    return out
+
+
+def _rank_verdict(ctx, unit, what, outliers) -> dict:
+    f, peers, label, where = ctx["f"], ctx["peers"], ctx["label"], ctx["where"]
+    vals, base, excess, z, blamed, seen = (ctx[k] for k in ("vals", "base", "excess", "z",
+                                                           "blamed", "seen"))
     th = f.th
     single = len(unit) == 1
     r = unit[0]
     others = [p for p in peers if p not in unit]
-    ev = dict(common)
-    ev.update({"ranks": unit, "baseline_ms": ms(base[r]) if single else
-               ms(vals[others].median()),
+    step_ns = f.median_step_ns(peers)
+    ev = _common_ev(ctx, unit)
+    ev.update({"ranks": unit, "baseline_ms": ms(base[r]),
                "excess_ms": {str(x): ms(excess[x]) for x in unit},
-               "excess_of_step_pct": {str(x): pct(100.0 * excess[x] / f.median_step_ns(peers))
-                                      for x in unit},
+               "excess_of_step_pct": {str(x): pct(100.0 * excess[x] / step_ns) for x in unit},
                "robust_z": {str(x): (None if z[x] == float("inf") else round(z[x], 2))
                             for x in unit},
                "arrives_late_ms": {str(x): ms(blamed[x]) for x in unit},
                "max_peer_wait_for_it_ms": {str(x): ms(f.max_wait_for(x)) for x in unit},
-               "peer_waits_visible": {str(x): bool(seen[x]) for x in unit}})
+               "peer_waits_visible": {str(x): bool(seen.get(x)) for x in unit}})
     top = max(excess[x] for x in unit)
-    sev = severity(top, thr, th["critical_factor"])
+    sev = severity(top, ctx["thr"], th["critical_factor"])
     groups = _groups_with(f, unit)
-    gtext = ", ".join(g.text() for g in groups[:3])
+    gtext = ", ".join(g.text() for g in groups[:3]) if len(unit) <= 8 else ""
     in_groups = f" (groups {gtext})" if gtext else ""
     peers_text = ranks_text(others) if others else "its peer"
+    lo, hi = min(excess[x] for x in unit), max(excess[x] for x in unit)
+    ex_text = f"{ms(lo):.1f}" if round(ms(lo), 1) == round(ms(hi), 1) else \
+        f"{ms(lo):.1f}–{ms(hi):.1f}"
     if label == "Computing":
-        diff = _op_type_diff(op_stat, r, peers) if single else []
-        if diff:
-            ev["top_excess_op_types"] = diff
-        ops = (f" (op types with the largest excess: "
-               f"{', '.join(d['op_type'] for d in diff)})") if diff else ""
-        if single:
+        steps = ctx["steps_heavy"].get(r, {})
+        n = ctx["n_steps"]
+        ev["steps_slow"] = sorted(steps)
+        ev["persistent"] = n > 0 and len(steps) >= max(1, n - n // 4)
+        ev["by_step"] = _by_step(ctx, unit)
+        when = ("" if n <= 1 else f" It is slower in every step ({n})" if len(steps) == n
+                else f" It stands out in {len(steps)} of {n} steps "
+                     f"({', '.join(map(str, sorted(steps)[:8]))})" if steps else "")
+        ex = f.op_excess.excess(unit, others)
+        if ex:
+            ev["which_ops"] = ex
+        ops = _ops_text(ex)
+        ops_sentence = f" Its excess over its peers, per step: {ops}." if ops else ""
+        if single or what != "set":
             cat = "slow_rank"
-            msg = (f"Rank {r} computes {ms(vals[r]):.1f} ms per step, {ms(excess[r]):.1f} ms "
-                   f"({100 * excess[r] / f.median_step_ns(peers):.1f}% of the step) more than the "
-                   f"{where}ranks doing the same work ({peers_text}: {ms(base[r]):.1f} ms)"
-                   f"{in_groups}; they wait for it in the next collective.")
-            nxt = (f"Compare rank {r}'s kernels and op statistics with rank {others[0]}{ops}: the "
-                   f"same ops slower point at the device (AI Core frequency, temperature); more "
-                   f"ops or larger shapes at more work assigned to rank {r}.")
+            if single:
+                who = f"Rank {r} computes {ms(vals[r]):.1f} ms per step"
+            elif what in ("node", "many") or what not in {g.label for g in f.groups.values()}:
+                who = (f"{ranks_text(unit).capitalize()} "
+                       f"({'one node, joined by HCCS' if what == 'node' else len(unit)})"
+                       f" compute {ms(min(vals[x] for x in unit)):.1f}–"
+                       f"{ms(max(vals[x] for x in unit)):.1f} ms per step")
+                if what == "many":
+                    who = (f"{len(unit)} ranks of the {where}set ({ranks_text(unit)}) compute "
+                           f"{ms(min(vals[x] for x in unit)):.1f}–"
+                           f"{ms(max(vals[x] for x in unit)):.1f} ms per step")
+            else:
+                who = (f"The {what} group of {ranks_text(unit)} computes "
+                       f"{ms(min(vals[x] for x in unit)):.1f}–"
+                       f"{ms(max(vals[x] for x in unit)):.1f} ms per step")
+            msg = (f"{who}, {ex_text} ms ({100 * hi / step_ns:.1f}% of the step) more than the "
+                   f"{where}ranks doing the same work ({peers_text if len(others) <= 16 else f'{len(others)} ranks'}: "
+                   f"{ms(base[r]):.1f} ms){in_groups}; they wait for "
+                   f"{'it' if single else 'them'} in the next collective.{when and when + '.'}"
+                   f"{ops_sentence}")
+            ev["scope_kind"] = what
+            nxt = (f"Compare the kernels and op statistics of {ranks_text(unit)} with rank "
+                   f"{others[0] if others else r} (`ascendprof diff DIR --ranks "
+                   f"{others[0] if others else r},{r}`): the same ops slower point at the "
+                   f"device{'s of that node' if what == 'node' else ''} (AI Core frequency, "
+                   f"temperature); more ops or larger shapes at more work assigned there.")
         else:
             cat = "compute"
             msg = (f"{ranks_text(unit).capitalize()} compute "
                    f"{ms(min(vals[x] for x in unit)):.1f}–{ms(max(vals[x] for x in unit)):.1f} ms "
-                   f"per step, {ms(min(excess[x] for x in unit)):.1f} ms or more above the other "
+                   f"per step, {ms(lo):.1f} ms or more above the other "
                    f"{where}ranks doing the same work ({ranks_text(others)}: "
-                   f"{ms(vals[others].median()):.1f} ms){in_groups}: the work is not split "
-                   f"evenly.")
+                   f"{ms(base[r]):.1f} ms){in_groups}: the work is not split evenly."
+                   f"{ops_sentence}")
             nxt = (f"Compare the op statistics of {ranks_text(unit)} with {ranks_text(others)}: "
                    f"uneven batch or sequence lengths, or more layers / experts on these ranks.")
     else:
-        vis = (f"it arrives {ms(max(blamed[x] for x in unit)):.1f} ms per step later than its "
-               f"peers at their communication ops"
-               if all(seen[x] for x in unit) else
+        vis = (f"{'it arrives' if single else 'they arrive'} "
+               f"{ms(max(blamed[x] for x in unit)):.1f} ms per step later than "
+               f"{'its' if single else 'their'} peers at the communication ops of "
+               f"{'its' if single else 'their'} stage, which wait for "
+               f"{'it' if single else 'them'}"
+               if all(seen.get(x) for x in unit) else
                "whether its peers wait for it cannot be seen (no communication data with them)")
         cat = "schedule"
         who = f"Rank {r} is" if single else f"{ranks_text(unit).capitalize()} are"
         msg = (f"{who} idle (Free) {ms(max(vals[x] for x in unit)):.1f} ms per step, "
-               f"{ms(max(excess[x] for x in unit)):.1f} ms ({100 * top / f.median_step_ns(peers):.1f}"
-               f"% of the step) more than the {where}ranks doing the same work ({peers_text}: "
-               f"{ms(vals[others].median() if others else base[r]):.1f} ms){in_groups}, and "
-               f"{vis}: the host does not keep the device busy.")
+               f"{ex_text} ms ({100 * hi / step_ns:.1f}% of the step) more than the {where}ranks "
+               f"doing the same work ({peers_text if len(others) <= 16 else f'{len(others)} ranks'}: "
+               f"{ms(base[r]):.1f} ms){in_groups}, and {vis}: the host does not keep the device "
+               f"busy.")
         nxt = (f"Open the timeline of {ranks_text(unit)} next to rank {others[0] if others else r}: "
                f"vertical host-to-device launch lines mean the device outruns the host "
                f"(dispatch-bound); look at host-side work, data loading and synchronisation there.")
-    scope = "rank" if single else "group"
-    v = make_verdict(cat, scope, unit, sev, msg, nxt, evidence=ev, threshold=thr_used,
-                     groups=[g.ref() for g in groups], id=f"{cat}:{','.join(map(str, unit))}")
+    scope = "rank" if single else ("node" if what == "node" else "group")
+    v = make_verdict(cat, scope, unit, sev, msg, nxt, evidence=ev,
+                     threshold=_thr_used(f, label), groups=[g.ref() for g in groups[:8]],
+                     id=f"{cat}:{_ids(unit)}")
     v["_late"] = set(unit)
-    v["_rank_key"] = spread
+    v["_rank_key"] = ctx["spread"]
+    return v
+
+
+def _ids(ranks) -> str:
+    ranks = sorted(ranks)
+    return ",".join(map(str, ranks)) if len(ranks) <= 16 else \
+        ranks_text(ranks).replace("ranks ", "").replace(", ", ",")
+
+
+def _transient_verdict(ctx, which) -> dict:
+    """A rank (or, beyond ``max_separate_verdicts``, several) computing more than its peers in some steps
+    only: a transient straggler."""
+    f, peers, where = ctx["f"], ctx["peers"], ctx["where"]
+    unit = [which] if isinstance(which, int) else sorted(which)
+    r = unit[0]
+    steps = ctx["steps_heavy"][r]
+    n = ctx["n_steps"]
+    worst = max(steps, key=lambda s: steps[s][2])
+    v_, b_, e_ = steps[worst]
+    others = [p for p in peers if p not in unit]
+    ev = _common_ev(ctx, unit)
+    ev.update({"ranks": unit, "persistent": False, "steps_slow": sorted(steps),
+               "n_steps": n, "by_step": _by_step(ctx, unit),
+               "excess_ms": {str(x): ms(ctx["excess"][x]) for x in unit},
+               "worst_step": worst, "worst_step_excess_ms": ms(e_)})
+    ex = f.op_excess.excess(unit, others)
+    if ex:
+        ev["which_ops"] = ex
+        ev["which_ops_note"] = "over the whole capture (kernel data is not split by step here)"
+    sl = ", ".join(map(str, sorted(steps)[:8]))
+    if len(unit) == 1:
+        msg = (f"Rank {r} is a transient straggler: it computes {ms(v_):.1f} ms in step {worst}, "
+               f"{ms(e_):.1f} ms ({100 * e_ / max(b_, 1):.0f}%) more than the {where}ranks doing "
+               f"the same work in that step ({ms(b_):.1f} ms); it stands out in "
+               f"{len(steps)} of {n} steps ({sl}) and is in line with them in the others "
+               f"(mean excess {ms(ctx['excess'][r]):.1f} ms per step).")
+    else:
+        msg = (f"{len(unit)} {where}ranks are transient stragglers ({ranks_text(unit)}): each "
+               f"computes more than the ranks doing the same work in some steps only; the worst, "
+               f"rank {r}, {ms(e_):.1f} ms more in step {worst}.")
+    nxt = (f"Open step {worst} of rank {r} on the timeline next to rank "
+           f"{others[0] if others else r}: a one-off slowdown (a host or device hiccup, "
+           f"frequency drop, another process) rather than more work; check whether it repeats "
+           f"in a longer capture.")
+    sev = severity(e_, ctx["thr"], f.th["critical_factor"])
+    v = make_verdict("slow_rank", "rank" if len(unit) == 1 else "group", unit, sev, msg, nxt,
+                     evidence=ev, threshold=_thr_used(f, "Computing"),
+                     groups=[g.ref() for g in _groups_with(f, unit)[:8]],
+                     id=f"slow_rank:{_ids(unit)}:transient")
+    v["_late"] = set(unit)
+    v["_rank_key"] = ctx["spread"]
+    return v
+
+
+def _long_step(ctx, quiet) -> dict:
+    """Ranks whose device idles (Free) more than their peers' while nobody waits for them: an
+    info verdict saying what the data shows (their step window differs, or the data is
+    inconsistent), never a cause to fix."""
+    f, peers, where = ctx["f"], ctx["peers"], ctx["where"]
+    vals, excess, blamed = ctx["vals"], ctx["excess"], ctx["blamed"]
+    quiet = sorted(quiet)
+    r = max(quiet, key=lambda x: excess[x])
+    others = [p for p in peers if p not in quiet]
+    steps = f.means.loc[quiet, "total_ns"]
+    ev = _common_ev(ctx, quiet)
+    ev.update({"ranks": quiet, "extra_free_ms": ms(excess[r]),
+               "extra_free_ms_by_rank": {str(x): ms(excess[x]) for x in quiet},
+               "arrives_late_ms": {str(x): ms(blamed[x]) for x in quiet},
+               "max_peer_wait_for_it_ms": {str(x): ms(f.max_wait_for(x)) for x in quiet},
+               "step_ms": {str(x): ms(steps[x]) for x in quiet},
+               "peers_step_median_ms": ms(f.means.loc[others or peers, "total_ns"].median())})
+    who = f"Rank {r}" if len(quiet) == 1 else ranks_text(quiet).capitalize()
+    msg = (f"{who}'s step is longer than its peers' but nobody waits for it: its device idles "
+           f"(Free) {ms(vals[r]):.1f} ms per step, {ms(excess[r]):.1f} ms more than the "
+           f"{where}ranks doing the same work, while at the collectives it arrives only "
+           f"{ms(blamed[r]):.1f} ms later than the others (the most any rank waits for it: "
+           f"{ms(f.max_wait_for(r)):.1f} ms per step). So either its step window in "
+           f"step_trace_time.csv starts earlier or ends later than theirs (idle time outside "
+           f"the work they share), or its step values and communication data disagree. No "
+           f"rank is slowed by it.")
+    nxt = (f"Open the timeline of rank {r} next to rank {others[0] if others else r} and "
+           f"compare where their steps begin and end; nothing needs a fix unless the idle "
+           f"time is inside the step's work.")
+    v = make_verdict("long_step", "rank" if len(quiet) == 1 else "group", quiet, "info", msg,
+                     nxt, evidence=ev, threshold=_thr_used(f, "Free"),
+                     id=f"long_step:{_ids(quiet)}")
+    v["_rank_key"] = 0.0
     return v
 
 
@@ -303,12 +565,20 @@ def stage_verdicts(f: Facts, outliers: set) -> list[dict]:
           "computing_gap_ms": round(gap_ns / 1e6, 3), "computing_share_spread_pct": pct(spread),
           "threshold_ms": ms(thr), "stage_ranks_left_out": sorted(outliers & set(f.stage_of)),
           "step_values": f.step_sources(f.ranks_with_steps())}
+    ex = f.op_excess.excess([r for r in hr if r not in outliers],
+                            [r for r in rows[light]["ranks"] if r not in outliers])
+    if ex:
+        ev["which_ops"] = ex
+    ops = _ops_text(ex, 5)
     msg = (f"Pipeline stages are unbalanced: stage {heavy} ({ranks_text(hr)}) computes "
            f"{rows[heavy]['computing_ms']:.1f} ms per step, stage {light} "
            f"({ranks_text(rows[light]['ranks'])}) {rows[light]['computing_ms']:.1f} ms "
            f"({gap_ns / 1e6:.1f} ms more; Computing share {rows[heavy]['computing_pct']:.1f}% vs "
            f"{rows[light]['computing_pct']:.1f}%)"
-           + (f"; {'; '.join(wait_text)}." if wait_text else "."))
+           + (f"; {'; '.join(wait_text)}." if wait_text else ".")
+           + (f" Stage {heavy}'s excess over stage {light}, per step and rank "
+              f"(rank {ex['ranks_compared'][0]} vs rank {ex['peers_compared'][0]}): {ops}."
+              if ops else ""))
     nxt = (f"Move layers from stage {heavy} to the lighter stages (the pipeline layer split), or "
            f"compare the op statistics of {ranks_text(hr)} with "
            f"{ranks_text(rows[light]['ranks'])} to see which op types make stage {heavy} heavier.")
@@ -349,16 +619,25 @@ def link_verdicts(f: Facts) -> list[dict]:
     named = {gid for gid, g in f.groups.items() if g.name}
     lk["family"] = [n if gid in named else "" for gid, n in zip(lk["group"], lk["group_name"])]
     slow_groups: dict[str, list] = {}  # group id -> [(transport, bw, base, n siblings, links)]
-    for (transport, family), sub in lk[lk["family"] != ""].groupby(["transport", "family"]):
+    # a group of two ranks has one physical link: a slow one is a slow link, not a group
+    big = {gid for gid, g in f.groups.items()
+           if len(g.global_ranks if g.global_ranks is not None else g.collected) >= 3}
+    fam = lk[(lk["family"] != "") & lk["group"].isin(big)]
+    for (transport, family), sub in fam.groupby(["transport", "family"]):
         med = sub.groupby("group")["bandwidth_gbps"].median()
+        top = sub.groupby("group")["bandwidth_gbps"].max()
         if len(med) < 2:
             continue
         for gid, bw in med.items():
             base = float(med.drop(gid).median())
-            if base > 0 and bw / base < ratio_thr:
+            # every link of the group slow: its path, not links of a wide spread
+            if base > 0 and bw / base < ratio_thr and top[gid] / base < ratio_thr:
                 slow_groups.setdefault(gid, []).append(
                     (transport, float(bw), base, int(len(med) - 1), sub[sub["group"] == gid]))
     out = [_slow_group(f, gid, found, ratio_thr, thr_used) for gid, found in slow_groups.items()]
+    if len(out) > _max_separate(f):
+        out = _distribution(f, "slow_group", [(v["evidence"]["bandwidth_ratio"], v)
+                                              for v in out], thr_used, ratio_thr)
     rest = lk[~lk["group"].isin(set(slow_groups))]
     slow_links: dict[tuple, list] = {}  # one physical link (ends, transport) -> its rows
     for transport, tdf in rest.groupby("transport"):
@@ -373,13 +652,87 @@ def link_verdicts(f: Facts) -> list[dict]:
         for idx in tdf.index[ratio_s < ratio_thr]:
             row = tdf.loc[idx]
             known = bool(row["ranks_known"])
-            key = ((int(row["src_rank"]), int(row["dst_rank"]), transport) if known else
-                   (int(row["src_local"]), int(row["dst_local"]), transport, row["group"]))
+            ends = tuple(sorted((int(row["src_rank"]), int(row["dst_rank"]))))
+            key = ((*ends, transport) if known else
+                   (*sorted((int(row["src_local"]), int(row["dst_local"]))), transport,
+                    row["group"]))
             slow_links.setdefault(key, []).append(
                 (row, float(base_s[idx]), float(ratio_s[idx]),
                  "group name" if use_fam[idx] else "transport"))
-    out += [_slow_link(f, rows, ratio_thr, thr_used) for rows in slow_links.values()]
+    by_transport: dict[str, list] = {}
+    for key, rows in slow_links.items():
+        by_transport.setdefault(key[2], []).append(_slow_link(f, rows, ratio_thr, thr_used))
+    for transport, vs in sorted(by_transport.items()):
+        if len(vs) <= _max_separate(f):
+            out += vs
+            continue
+        judged = rest[rest["transport"] == transport]
+        n_phys = len({tuple(sorted((int(a), int(b)))) for a, b in
+                      zip(judged["src_rank"], judged["dst_rank"])})
+        out += _distribution(f, "slow_link", [(v["evidence"]["bandwidth_ratio"], v) for v in vs],
+                             thr_used, ratio_thr, transport=transport, n_judged=n_phys)
     return out
+
+
+def _distribution(f: Facts, cat: str, found: list, thr_used: dict, ratio_thr: float,
+                  transport: str | None = None, n_judged: int | None = None) -> list[dict]:
+    """Many links (groups) failing the same test: one verdict about the distribution (how
+    many, how far below, the worst few, the ranks / groups / nodes they share) instead of
+    one each."""
+    found.sort(key=lambda x: x[0])
+    ratios = np.array([x[0] for x in found], dtype=float)
+    vs = [v for _, v in found]
+    worst = vs[:5]
+    what = "links" if cat == "slow_link" else "groups"
+    tr = transport or ", ".join(sorted({v["evidence"].get("transport", "") for v in vs}))
+    ends = [r for v in vs for r in v["ranks"]]
+    count = pd.Series(ends, dtype="int64").value_counts() if ends else pd.Series(dtype="int64")
+    shared_rank = (int(count.index[0]) if len(count) and count.iloc[0] >= max(3, len(vs) / 2)
+                   else None)
+    names = pd.Series([g["name"] for v in vs for g in v["groups"][:1]]).value_counts()
+    nodes = f.node_of()
+    node_count = pd.Series([nodes.get(r, r) for r in set(ends)]).value_counts() if ends else \
+        pd.Series(dtype="int64")
+    ev = {"transport": tr, f"n_slow_{what}": len(vs), f"n_{what}_judged": n_judged,
+          "bandwidth_ratio_min": round(float(ratios.min()), 3),
+          "bandwidth_ratio_median": round(float(np.median(ratios)), 3),
+          "bandwidth_ratio_max": round(float(ratios.max()), 3),
+          "worst": [{"id": v["id"], "ranks": v["ranks"],
+                     "bandwidth_gbps": v["evidence"].get("bandwidth_gbps"),
+                     "bandwidth_ratio": v["evidence"].get("bandwidth_ratio"),
+                     "baseline_gbps": v["evidence"].get("baseline_median_gbps",
+                                                        v["evidence"].get(
+                                                            "sibling_groups_median_gbps")),
+                     "group": v["evidence"].get("group")} for v in worst],
+          "by_group_name": {str(k): int(c) for k, c in names.items()},
+          "ranks_at_most_slow_links": ({str(int(k)): int(c) for k, c in count.head(5).items()}),
+          "n_ranks": int(len(count)), "n_nodes": int(len(node_count)),
+          "shared_rank": shared_rank}
+    of = f" of {n_judged}" if n_judged else ""
+    share = (f"; rank {shared_rank} is an end of {int(count.iloc[0])} of them: look at it first"
+             if shared_rank is not None else
+             f"; they involve {len(count)} ranks on {len(node_count)} nodes, no rank, node or "
+             f"group holds most of them")
+    wtxt = ", ".join(f"{v['evidence'].get('link')} {v['evidence'].get('bandwidth_ratio', 0):.0%}"
+                     if cat == "slow_link"
+                     else f"{v['evidence'].get('group')} ({ranks_text(v['ranks'])}) "
+                          f"{v['evidence'].get('bandwidth_ratio', 0):.0%}" for v in worst)
+    msg = (f"{len(vs)}{of} {tr} {what} are below {ratio_thr:.0%} of the median bandwidth of "
+           f"comparable {what}: {ratios.min():.0%}–{ratios.max():.0%} of it (median "
+           f"{np.median(ratios):.0%}); the worst: {wtxt}{share}. Link speeds spread widely "
+           f"across the cluster rather than one {what[:-1]} being slow.")
+    nxt = (f"Run a bandwidth test over the {tr} fabric (the worst {what} first) and compare "
+           f"the link configuration of the slow ones with the fast ones (lanes, speed, "
+           f"firmware, switch ports).")
+    ratio_worst = float(ratios.min())
+    v = make_verdict(cat, "transport", [shared_rank] if shared_rank is not None else [],
+                     severity(ratio_worst, ratio_thr, f.th["critical_factor"], below=True), msg,
+                     nxt, evidence=ev, threshold=thr_used,
+                     groups=[g for v in worst for g in v["groups"][:1]],
+                     id=f"{cat}:{tr}:distribution")
+    v["_groups"] = set().union(*(v.get("_groups", set()) for v in vs))
+    v["_rank_key"] = 1.0 - ratio_worst
+    return [v]
 
 
 def _slow_group(f: Facts, gid: str, found: list, ratio_thr: float, thr_used: dict) -> dict:
@@ -421,9 +774,15 @@ def _slow_link(f: Facts, rows: list, ratio_thr: float, thr_used: dict) -> dict:
     rows.sort(key=lambda x: x[2])
     row, base, ratio, basis = rows[0]
     transport = row["transport"]
-    groups = [f.group_of(r["group"]) for r, *_ in rows]
+    groups = list({r["group"]: f.group_of(r["group"]) for r, *_ in rows}.values())
     src, dst = int(row["src_rank"]), int(row["dst_rank"])
     known = bool(row["ranks_known"])
+    dirs: dict[str, float] = {}  # "a→b": the lowest bandwidth of that direction
+    for r, *_ in rows:
+        d = f"{int(r['src_rank'])}→{int(r['dst_rank'])}"
+        dirs[d] = min(dirs.get(d, float("inf")), round(float(r["bandwidth_gbps"]), 4))
+    both = len(dirs) > 1
+    link = f"{min(src, dst)}↔{max(src, dst)}" if both else f"{src}→{dst}"
     ev = {"transport": transport, "group": groups[0].label, "group_id": row["group"],
           "groups": [g.label for g in groups], "src_rank": src, "dst_rank": dst,
           "src_group_rank": int(row["src_local"]), "dst_group_rank": int(row["dst_local"]),
@@ -431,10 +790,13 @@ def _slow_link(f: Facts, rows: list, ratio_thr: float, thr_used: dict) -> dict:
           "bandwidth_gbps": round(float(row["bandwidth_gbps"]), 4),
           "baseline_median_gbps": round(base, 4), "baseline": basis,
           "bandwidth_ratio": round(ratio, 3), "size_mb": round(float(row["size_mb"]), 3),
-          "transit_ms": ms(row["transit_ns"]), "global_ranks_known": known}
+          "transit_ms": ms(row["transit_ns"]), "global_ranks_known": known, "link": link,
+          "directions_gbps": dirs}
     rk = "" if known else " (group-local rank numbers)"
-    where = " and ".join(g.text() for g in groups)
-    msg = (f"Slow {transport} link {src}→{dst}{rk} in {where}: {row['bandwidth_gbps']:.2f} GB/s, "
+    where = " and ".join(g.text() for g in groups[:3])
+    dtext = (" (both directions: " + ", ".join(f"{d} {b:.2f} GB/s" for d, b in dirs.items())
+             + ")") if both else f": {row['bandwidth_gbps']:.2f} GB/s"
+    msg = (f"Slow {transport} link {link}{rk} in {where}{dtext}, "
            f"{ratio:.0%} of the median {base:.2f} GB/s of comparable {transport} links; the "
            f"transfer itself is slow, whatever the waiting.")
     nxt = (f"Check the {transport} path between ranks {src} and {dst}: link health and error "

@@ -188,6 +188,8 @@ def _communication(f: Facts, causes: list[dict], cause_of: dict[int, dict]) -> l
     thr_used = {"comm_share_pct": th["comm_share_pct"], "wait_ratio": th["wait_ratio"]}
     for obs in _observations(f):
         t = obs["tot"]
+        if stage is None and _bubble_only(f, obs["ranks"]):
+            continue
         span, top = _share_text(f, obs["ranks"])
         where = _where(f, obs)
         lead = f"Communication(Not Overlapped) takes {span} of the step on {where}"
@@ -258,6 +260,22 @@ def _communication(f: Facts, causes: list[dict], cause_of: dict[int, dict]) -> l
             continue
         out.append(_own(f, obs, lead, sev, thr_used, link_causes))
     return out
+
+
+def _bubble_only(f: Facts, ranks) -> bool:
+    """True when, without the waiting across pipeline stages (the pipeline filling and
+    draining: the bubble any pipeline schedule has), the Communication(Not Overlapped) share
+    of every rank of ``ranks`` is below ``comm_share_pct``: an even pipeline, nothing to
+    report."""
+    if not f.stage_of or f.comp.empty:
+        return False
+    c = f.comp[f.comp["rank"].isin(ranks)]
+    cross = c[[f.crosses_stages(g) for g in c["group"]]]
+    wait = cross.groupby("rank")["peer_wait_ns"].sum()
+    m = f.means.loc[list(ranks)]
+    rest = (m["cno_ns"] - wait.reindex(m.index, fill_value=0.0)) / m["total_ns"].where(
+        m["total_ns"] > 0)
+    return bool((100.0 * rest.fillna(0.0) < f.th["comm_share_pct"]).all())
 
 
 def _cause_label(v: dict) -> str:

@@ -43,10 +43,16 @@ SLOW_LINK_BW_RATIO = 0.6
 SLOW_LINK_MIN_MB = 1.0
 #: A finding is "critical" when it is this many times beyond its threshold (ours).
 CRITICAL_FACTOR = 2.0
+#: At most this many separate verdicts of one kind per set of ranks doing the same work (slow
+#: ranks / nodes / groups, transient stragglers) or per transport (slow links, slow groups);
+#: beyond, one verdict describes the distribution: how many, how far, the worst few, what
+#: they share (ours: a user reads a handful of causes; many failing the same test is one
+#: finding about the cluster, not one each).
+MAX_SEPARATE_VERDICTS = 4.0
 
 NAMES = ("EXCESS_OF_STEP_PCT", "MIN_EXCESS_MS",
          "SLOW_RANK_MAD_Z", "BLAME_RATIO", "COMM_SHARE_PCT", "WAIT_RATIO", "SLOW_LINK_BW_RATIO",
-         "SLOW_LINK_MIN_MB", "CRITICAL_FACTOR")
+         "SLOW_LINK_MIN_MB", "CRITICAL_FACTOR", "MAX_SEPARATE_VERDICTS")
 
 
 #: thresholds of contributed rules (verdicts.register_rule(..., thresholds=...)): name -> default
