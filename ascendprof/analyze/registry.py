@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from ascendprof.analyze import data_prep, memory, moe, pipeline_stages
+from ascendprof.analyze import data_prep, memory, moe, op_efficiency, pipeline_stages
 from ascendprof.analyze.verdicts import make_verdict
 
 
@@ -45,6 +45,11 @@ def _data_prep_files(ca, lines):
 def _moe_files(ca, lines):
     return {"moe_expert_load.csv": moe.build(ca.concat(moe.EXPERT_LOAD),
                                              moe.ep_groups(ca.metadata))}
+
+
+def _op_efficiency_files(ca, lines):
+    return op_efficiency.build(ca.concat(op_efficiency.OP_EFFICIENCY),
+                               ca.concat(op_efficiency.STEP_WINDOWS))
 
 
 def _memory_rule(ca, th):
@@ -94,6 +99,8 @@ ANALYSES = (
               "preparing_bound_pct": data_prep.PREPARING_BOUND_PCT}),
     Analysis("moe", ("moe_expert_load.csv",), moe.rank_expert_load, _moe_files, _moe_rule, "moe",
              {"ep_imbalance_ratio": moe.EP_IMBALANCE_RATIO}),
+    Analysis("op_efficiency", ("op_efficiency.csv", "op_efficiency_steps.csv"),
+             op_efficiency.rank_partial, _op_efficiency_files),
 )
 
 #: the order the verdict rules run in (their verdicts keep this order among equals)
