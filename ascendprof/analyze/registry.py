@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from ascendprof.analyze import data_prep, memory, moe, op_efficiency, pipeline_stages
+from ascendprof.analyze import data_prep, idle, memory, moe, op_efficiency, pipeline_stages
 from ascendprof.analyze.verdicts import make_verdict
 
 
@@ -50,6 +50,10 @@ def _moe_files(ca, lines):
 def _op_efficiency_files(ca, lines):
     return op_efficiency.build(ca.concat(op_efficiency.OP_EFFICIENCY),
                                ca.concat(op_efficiency.STEP_WINDOWS))
+
+
+def _idle_files(ca, lines):
+    return {"idle_breakdown.csv": idle.build(ca.concat(idle.IDLE))}
 
 
 def _memory_rule(ca, th):
@@ -101,6 +105,7 @@ ANALYSES = (
              {"ep_imbalance_ratio": moe.EP_IMBALANCE_RATIO}),
     Analysis("op_efficiency", ("op_efficiency.csv", "op_efficiency_steps.csv"),
              op_efficiency.rank_partial, _op_efficiency_files),
+    Analysis("idle", ("idle_breakdown.csv",), idle.rank_partial, _idle_files),
 )
 
 #: the order the verdict rules run in (their verdicts keep this order among equals)
