@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from ascendprof.analyze import data_prep, idle, memory, moe, op_efficiency, pipeline_stages
+from ascendprof.analyze import (data_prep, dispatch, idle, memory, moe, op_efficiency,
+                                pipeline_stages)
 from ascendprof.analyze.verdicts import make_verdict
 
 
@@ -54,6 +55,10 @@ def _op_efficiency_files(ca, lines):
 
 def _idle_files(ca, lines):
     return {"idle_breakdown.csv": idle.build(ca.concat(idle.IDLE))}
+
+
+def _dispatch_files(ca, lines):
+    return dispatch.build(ca.concat(dispatch.DISPATCH), ca.concat(dispatch.DISPATCH_STEPS))
 
 
 def _memory_rule(ca, th):
@@ -106,6 +111,8 @@ ANALYSES = (
     Analysis("op_efficiency", ("op_efficiency.csv", "op_efficiency_steps.csv"),
              op_efficiency.rank_partial, _op_efficiency_files),
     Analysis("idle", ("idle_breakdown.csv",), idle.rank_partial, _idle_files),
+    Analysis("dispatch", ("dispatch.csv", "dispatch_steps.csv"), dispatch.rank_partial,
+             _dispatch_files),
 )
 
 #: the order the verdict rules run in (their verdicts keep this order among equals)

@@ -17,7 +17,8 @@ CLUSTER_FILES = ("cluster_step_trace_time.csv", "cluster_communication.json",
 ANALYSIS_FILES = ("pipeline.csv", "pipeline_stages.csv", "memory_summary.csv",
                   "memory_top_ops.csv", "memory_modules.csv", "data_preparation.csv",
                   "dataset_pipeline.csv", "moe_expert_load.csv", "op_efficiency.csv",
-                  "op_efficiency_steps.csv", "idle_breakdown.csv")
+                  "op_efficiency_steps.csv", "idle_breakdown.csv", "dispatch.csv",
+                  "dispatch_steps.csv")
 
 #: what to change, with evidence (analyze.advice; not written with --advice off)
 ADVICE_FILES = ("advice.json", "advice.csv")

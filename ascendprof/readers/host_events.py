@@ -407,7 +407,8 @@ def _read_db(con, path: Path, rank: int) -> dict[str, pa.Table]:
 
 def _db_launches(con, have, rank: int, path) -> pa.Table:
     """LAUNCHES from TASK and CANN_API rows of one connectionId: the node-level call (the
-    launch) when there is one, else the acl call. Task name: COMPUTE_TASK_INFO's when the task
+    launch) when there is one, else the acl call; HCCL's small tasks
+    (COMMUNICATION_TASK_INFO) are left out, as trace_view has no HostToDevice flow to them. Task name: COMPUTE_TASK_INFO's when the task
     is a compute task, else its task type."""
     levels = _enum(con, have, "ENUM_API_TYPE")
     node = [k for k, v in levels.items() if v == "node"]
@@ -417,11 +418,14 @@ def _db_launches(con, have, rank: int, path) -> pa.Table:
             if "COMPUTE_TASK_INFO" in have else "NULL")
     join = ("LEFT JOIN COMPUTE_TASK_INFO ci ON ci.globalTaskId = t.globalTaskId"
             if "COMPUTE_TASK_INFO" in have else "")
+    # HCCL's small tasks share their op's connection id: not launches of their own
+    hccl = (" WHERE t.globalTaskId NOT IN (SELECT globalTaskId FROM COMMUNICATION_TASK_INFO)"
+            if "COMMUNICATION_TASK_INFO" in have else "")
     rows = con.execute(
         f"SELECT t.connectionId, {_string('a', 'name')}, a.type, a.globalTid, a.startNs, "
         f"a.endNs, t.startNs, t.endNs, {name}, {_string('t', 'taskType')}, t.streamId, "
         f"t.globalTaskId FROM TASK t JOIN CANN_API a ON a.connectionId = t.connectionId "
-        f"{join}").fetchall()
+        f"{join}{hccl}").fetchall()
     best: dict = {}
     for r in rows:
         if r[2] not in rank_of:
