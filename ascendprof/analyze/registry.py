@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from ascendprof.analyze import (data_prep, dispatch, idle, memory, moe, op_efficiency,
-                                pipeline_stages)
+from ascendprof.analyze import (data_prep, dispatch, idle, late_arrivals, memory, moe,
+                                op_efficiency, pipeline_stages)
 from ascendprof.analyze.verdicts import make_verdict
 
 
@@ -59,6 +59,10 @@ def _idle_files(ca, lines):
 
 def _dispatch_files(ca, lines):
     return dispatch.build(ca.concat(dispatch.DISPATCH), ca.concat(dispatch.DISPATCH_STEPS))
+
+
+def _late_files(ca, lines):
+    return {"late_arrivals.csv": late_arrivals.build(ca.concat(late_arrivals.WINDOWS))}
 
 
 def _memory_rule(ca, th):
@@ -113,6 +117,7 @@ ANALYSES = (
     Analysis("idle", ("idle_breakdown.csv",), idle.rank_partial, _idle_files),
     Analysis("dispatch", ("dispatch.csv", "dispatch_steps.csv"), dispatch.rank_partial,
              _dispatch_files),
+    Analysis("late_arrivals", ("late_arrivals.csv",), late_arrivals.rank_partial, _late_files),
 )
 
 #: the order the verdict rules run in (their verdicts keep this order among equals)

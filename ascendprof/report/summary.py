@@ -204,6 +204,13 @@ def analyses_summary(csv_files: dict) -> dict:
                             "queue_wait_avg_us": _num(r["Queue Wait Avg(us)"]),
                             "idle_before_launch_ms": _num(r["Idle Before Launch(us)"] / 1000)}
                            for r in ds.to_dict("records")]
+    la = csv_files.get("late_arrivals.csv")
+    if la is not None and len(la):
+        out["late_arrivals"] = [
+            {"op_name": r["Op Name"], "step": _step(r["Step"]), "late_rank": int(r["Late Rank"]),
+             "early_rank": int(r["Early Rank"]), "max_wait_ms": _num(r["Max Wait(ms)"]),
+             "top_item": r["Item"], "extra_ms": _num(r["Extra(ms)"])}
+            for r in la.drop_duplicates(["Step", "Group", "Op Name"]).to_dict("records")]
     me = csv_files.get("moe_expert_load.csv")
     if me is not None and len(me):
         out["moe"] = [{"group": grp, "max_over_mean": _num(g["Group Max / Mean"].max(), 4)}
