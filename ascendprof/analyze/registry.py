@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from ascendprof.analyze import (data_prep, dispatch, idle, late_arrivals, memory, moe,
-                                op_efficiency, pipeline_stages)
+from ascendprof.analyze import (comm_hardware, data_prep, dispatch, idle, late_arrivals, memory,
+                                moe, op_efficiency, pipeline_stages)
 from ascendprof.analyze.verdicts import make_verdict
 
 
@@ -63,6 +63,10 @@ def _dispatch_files(ca, lines):
 
 def _late_files(ca, lines):
     return {"late_arrivals.csv": late_arrivals.build(ca.concat(late_arrivals.WINDOWS))}
+
+
+def _comm_hw_files(ca, lines):
+    return comm_hardware.build(ca.concat(comm_hardware.OPS), ca.concat(comm_hardware.LINKS))
 
 
 def _memory_rule(ca, th):
@@ -118,6 +122,8 @@ ANALYSES = (
     Analysis("dispatch", ("dispatch.csv", "dispatch_steps.csv"), dispatch.rank_partial,
              _dispatch_files),
     Analysis("late_arrivals", ("late_arrivals.csv",), late_arrivals.rank_partial, _late_files),
+    Analysis("comm_hardware", ("collective_bandwidth.csv", "link_bandwidth.csv"),
+             comm_hardware.rank_partial, _comm_hw_files),
 )
 
 #: the order the verdict rules run in (their verdicts keep this order among equals)

@@ -18,7 +18,8 @@ ANALYSIS_FILES = ("pipeline.csv", "pipeline_stages.csv", "memory_summary.csv",
                   "memory_top_ops.csv", "memory_modules.csv", "data_preparation.csv",
                   "dataset_pipeline.csv", "moe_expert_load.csv", "op_efficiency.csv",
                   "op_efficiency_steps.csv", "idle_breakdown.csv", "dispatch.csv",
-                  "dispatch_steps.csv", "late_arrivals.csv")
+                  "dispatch_steps.csv", "late_arrivals.csv", "collective_bandwidth.csv",
+                  "link_bandwidth.csv")
 
 #: what to change, with evidence (analyze.advice; not written with --advice off)
 ADVICE_FILES = ("advice.json", "advice.csv")
