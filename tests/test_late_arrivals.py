@@ -57,3 +57,15 @@ def test_pp_wait_names_stage_1s_extra_kernels():
     r = top.iloc[0]
     assert r["Late Window(ms)"] - r["Early Window(ms)"] == pytest.approx(r["Arrival Skew(ms)"],
                                                                           abs=0.5)
+
+
+def test_many_ops_keep_the_largest_wait(monkeypatch):
+    # with one op kept per criterion (and the first of each group), rank 0 keeps its largest
+    # wait (the pp op, 158 ms) and rank 2 its longest window after a previous op of the group
+    # (the same op, 238 ms): the pp instance is still explained
+    from ascendprof.analyze import late_arrivals
+
+    monkeypatch.setattr(late_arrivals, "KEEP_OPS", 1)
+    late = analysis_of(QWEN3).csv_files["late_arrivals.csv"]
+    assert late.iloc[0]["Op Name"] == OP
+    assert "MatMulV3 [4096,151936;151936,1024]" in set(late["Item"])

@@ -15,7 +15,11 @@ the step) to this op's start. In the two windows, per item:
 Rows list the items the late rank spent longer on, largest difference first (at most
 :data:`TOP_ITEMS` per instance, :data:`TOP_INSTANCES` instances by wait). A rank without
 kernels (e.g. Qwen3 ranks 1 and 3, which kept only communication files) cannot be aligned: its
-instances are skipped.
+instances are skipped. A rank with many communication ops keeps the windows of the
+:data:`KEEP_OPS` ops with the largest wait (where it arrived early), the :data:`KEEP_OPS` with
+the longest window since the previous op of their group (where it arrived late) and the first op
+of each group (whose window runs from the step start), at most :data:`KEEP_ITEMS` items each, so
+the partial stays small at scale.
 """
 
 from __future__ import annotations
@@ -33,7 +37,11 @@ WINDOWS = "late_windows"
 TOP_INSTANCES = 5
 TOP_ITEMS = 10
 #: items kept per rank window (by duration) in the partial
-KEEP_ITEMS = 40
+KEEP_ITEMS = 20
+#: a rank with more communication ops keeps the windows of this many ops with the largest wait
+#: (where it arrived early) and this many with the longest window (where it arrived late), and
+#: the first op of each group
+KEEP_OPS = 200
 
 SCHEMA = pa.schema([
     ("rank", pa.int32()), ("step", pa.int32()), ("group", pa.string()), ("op_name", pa.string()),
@@ -67,17 +75,28 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
     busy = idle.busy_intervals(tables)
     loader = _loader(tables)
     wins = idle.step_windows(tables)
-    rows = []
+    spans = []
     prev_end: dict = {}
     for r in o.itertuples(index=False):
         start = int(r.start_ns)
         key = (r.group, r.step)
         lo = prev_end.get(key)
-        if lo is None:
+        first = lo is None
+        if first:
             lo = next((w_lo for st, w_lo, w_hi in wins if w_lo <= start <= w_hi), None)
         prev_end[key] = start + int(0 if pd.isna(r.elapse_ns) else r.elapse_ns)
-        if lo is None or lo >= start:
-            continue
+        if lo is not None and lo < start:
+            spans.append((r, int(lo), start, first))
+    if len(spans) > 2 * KEEP_OPS:
+        by_wait = sorted(range(len(spans)), key=lambda i: -(0 if pd.isna(spans[i][0].wait_ns)
+                                                            else spans[i][0].wait_ns))
+        later = [i for i, sp in enumerate(spans) if not sp[3]]
+        by_len = sorted(later, key=lambda i: spans[i][1] - spans[i][2])
+        keep = (set(by_wait[:KEEP_OPS]) | set(by_len[:KEEP_OPS])
+                | {i for i, sp in enumerate(spans) if sp[3]})
+        spans = [s for i, s in enumerate(spans) if i in keep]
+    rows = []
+    for r, lo, start, _ in spans:
         base = {"rank": rank, "step": None if pd.isna(r.step) else int(r.step),
                 "group": r.group, "op_name": r.op_name, "start_ns": start,
                 "window_start_ns": int(lo),
