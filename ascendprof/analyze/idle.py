@@ -111,7 +111,8 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
     la = tables.get(S.LAUNCHES)
     launches = None
     if la is not None and la.num_rows:
-        la = la.filter(pc.and_(pc.is_valid(la["device_start_ns"]), pc.is_valid(la["host_start_ns"])))
+        la = la.filter(pc.and_(pc.is_valid(la["device_start_ns"]),
+                               pc.is_valid(la["host_start_ns"])))
         order = np.argsort(la["device_start_ns"].to_numpy(), kind="stable")
         launches = (la["device_start_ns"].to_numpy()[order], la["host_start_ns"].to_numpy()[order])
     reported = {}

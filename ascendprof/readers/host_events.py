@@ -408,7 +408,8 @@ def _read_db(con, path: Path, rank: int) -> dict[str, pa.Table]:
 def _db_launches(con, have, rank: int, path) -> pa.Table:
     """LAUNCHES from TASK and CANN_API rows of one connectionId: the node-level call (the
     launch) when there is one, else the acl call; HCCL's small tasks
-    (COMMUNICATION_TASK_INFO) are left out, as trace_view has no HostToDevice flow to them. Task name: COMPUTE_TASK_INFO's when the task
+    (COMMUNICATION_TASK_INFO) are left out, as trace_view has no HostToDevice flow to them.
+    Task name: COMPUTE_TASK_INFO's when the task
     is a compute task, else its task type."""
     levels = _enum(con, have, "ENUM_API_TYPE")
     node = [k for k, v in levels.items() if v == "node"]
@@ -461,7 +462,8 @@ def _db_queue(con, rank: int, path) -> pa.Table:
             deq[cid] = (_int(start), _int(end), nm.split("@", 1)[1] if "@" in nm else None)
     ids = sorted(set(enq) & set(deq), key=lambda c: enq[c][0])
     return S.from_lists(S.TASK_QUEUE, {
-        "rank": [rank] * len(ids), "queue_id": [str(c) for c in ids], "enqueue_ns": [enq[c][0] for c in ids],
+        "rank": [rank] * len(ids), "queue_id": [str(c) for c in ids],
+        "enqueue_ns": [enq[c][0] for c in ids],
         "enqueue_dur_ns": [enq[c][1] - enq[c][0] for c in ids],
         "dequeue_ns": [deq[c][0] for c in ids],
         "dequeue_dur_ns": [deq[c][1] - deq[c][0] for c in ids],
@@ -570,7 +572,8 @@ def extend(data, read_trace: bool) -> None:
             return
         if not read_trace:
             data.meta["advice_not_read"] = ("trace_view.json (host events, HCCL task sizes, AI "
-                                            "Core frequency, launch links): read with --advice all or --timeline")
+                                            "Core frequency, launch links): read with "
+                                            "--advice all or --timeline")
             return
         data.tables.update(read_trace_host(tv, rank))
     except InputError as e:
