@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from ascendprof.analyze import data_prep, memory, moe, pipeline_stages
+from ascendprof.analyze import (comm_hardware, data_prep, dispatch, idle, late_arrivals, memory,
+                                moe, op_efficiency, pipeline_stages)
 from ascendprof.analyze.verdicts import make_verdict
 
 
@@ -45,6 +46,27 @@ def _data_prep_files(ca, lines):
 def _moe_files(ca, lines):
     return {"moe_expert_load.csv": moe.build(ca.concat(moe.EXPERT_LOAD),
                                              moe.ep_groups(ca.metadata))}
+
+
+def _op_efficiency_files(ca, lines):
+    return op_efficiency.build(ca.concat(op_efficiency.OP_EFFICIENCY),
+                               ca.concat(op_efficiency.STEP_WINDOWS))
+
+
+def _idle_files(ca, lines):
+    return {"idle_breakdown.csv": idle.build(ca.concat(idle.IDLE))}
+
+
+def _dispatch_files(ca, lines):
+    return dispatch.build(ca.concat(dispatch.DISPATCH), ca.concat(dispatch.DISPATCH_STEPS))
+
+
+def _late_files(ca, lines):
+    return {"late_arrivals.csv": late_arrivals.build(ca.concat(late_arrivals.WINDOWS))}
+
+
+def _comm_hw_files(ca, lines):
+    return comm_hardware.build(ca.concat(comm_hardware.OPS), ca.concat(comm_hardware.LINKS))
 
 
 def _memory_rule(ca, th):
@@ -94,6 +116,14 @@ ANALYSES = (
               "preparing_bound_pct": data_prep.PREPARING_BOUND_PCT}),
     Analysis("moe", ("moe_expert_load.csv",), moe.rank_expert_load, _moe_files, _moe_rule, "moe",
              {"ep_imbalance_ratio": moe.EP_IMBALANCE_RATIO}),
+    Analysis("op_efficiency", ("op_efficiency.csv", "op_efficiency_steps.csv"),
+             op_efficiency.rank_partial, _op_efficiency_files),
+    Analysis("idle", ("idle_breakdown.csv",), idle.rank_partial, _idle_files),
+    Analysis("dispatch", ("dispatch.csv", "dispatch_steps.csv"), dispatch.rank_partial,
+             _dispatch_files),
+    Analysis("late_arrivals", ("late_arrivals.csv",), late_arrivals.rank_partial, _late_files),
+    Analysis("comm_hardware", ("collective_bandwidth.csv", "link_bandwidth.csv"),
+             comm_hardware.rank_partial, _comm_hw_files),
 )
 
 #: the order the verdict rules run in (their verdicts keep this order among equals)

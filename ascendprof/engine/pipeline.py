@@ -83,7 +83,7 @@ def read_rank(source: Source, read: ReadOptions = ReadOptions(), cache_dir: Path
         return data, False
     data = read_source(source, read)
     if read.advice != "off":
-        host_events.extend(data, read_trace=read.advice == "all")
+        host_events.extend(data, read_trace=read.advice == "all" or read.timeline)
     return data, True
 
 

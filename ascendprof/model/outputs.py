@@ -12,11 +12,14 @@ CLUSTER_FILES = ("cluster_step_trace_time.csv", "cluster_communication.json",
                  "op_statistics.csv", "top_kernels.csv", "step_trace_check.csv",
                  "iteration_trace.csv", "verdicts.json", "problems.csv", "summary.json")
 
-#: files of the pipeline, memory, data preparation and expert-load analyses
+#: files of the pipeline, memory, data preparation, expert-load and efficiency analyses
 #: (analyze.registry), in the order they are written
 ANALYSIS_FILES = ("pipeline.csv", "pipeline_stages.csv", "memory_summary.csv",
                   "memory_top_ops.csv", "memory_modules.csv", "data_preparation.csv",
-                  "dataset_pipeline.csv", "moe_expert_load.csv")
+                  "dataset_pipeline.csv", "moe_expert_load.csv", "op_efficiency.csv",
+                  "op_efficiency_steps.csv", "idle_breakdown.csv", "dispatch.csv",
+                  "dispatch_steps.csv", "late_arrivals.csv", "collective_bandwidth.csv",
+                  "link_bandwidth.csv")
 
 #: what to change, with evidence (analyze.advice; not written with --advice off)
 ADVICE_FILES = ("advice.json", "advice.csv")

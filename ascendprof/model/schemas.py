@@ -61,6 +61,10 @@ DATASET_QUEUE = "dataset_queue"
 HOST_EVENTS = "host_events"
 HCCL_TASKS = "hccl_tasks"
 AICORE_FREQ = "aicore_freq"
+# Read with the host events (readers/host_events.py) for the dispatch and idle analyses: each
+# device task with the host call that launched it, and each task-queue enqueue with its dequeue.
+LAUNCHES = "launches"
+TASK_QUEUE = "task_queue"
 
 #: Prefix of the extra PMU metric columns a kernels table may carry after its fixed columns
 #: (``pmu:aic_mac_ratio`` …, float64), named as in op_summary / kernel_details (spec §A.2, §C.1).
@@ -234,6 +238,27 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("rank", I32), ("device_id", I32), ("ts_ns", I64), ("freq_mhz", F64),
         doc="AI Core frequency samples: trace_view.json counter 'AI Core Freq' (args MHz), db "
             "AICORE_FREQ (§B.1). A sample holds until the next one.",
+    ),
+    LAUNCHES: _s(
+        ("rank", I32), ("step", I32), ("conn_id", STR), ("host_name", STR), ("host_tid", I64),
+        ("host_start_ns", I64), ("host_dur_ns", I64), ("flow_start_ns", I64),
+        ("device_start_ns", I64), ("device_dur_ns", I64), ("task_name", STR),
+        ("task_type", STR), ("stream_id", I64),
+        doc="One device task with the host call that launched it: trace_view.json "
+            "'HostToDevice' flows (s on a CANN thread, f at the task start §A.7; host_name the "
+            "Node@ / AscendCL@ event holding the flow start, flow_start_ns the flow's own "
+            "start) or the db's CANN_API and TASK rows of one connectionId (§B.1; "
+            "flow_start_ns = the CANN_API start). step: null (the analyses place tasks in "
+            "the STEPS windows).",
+    ),
+    TASK_QUEUE: _s(
+        ("rank", I32), ("step", I32), ("queue_id", STR), ("enqueue_ns", I64),
+        ("enqueue_dur_ns", I64), ("dequeue_ns", I64), ("dequeue_dur_ns", I64),
+        ("op_name", STR),
+        doc="One entry of torch_npu's task queue: the Enqueue on the framework thread and its "
+            "Dequeue on the dispatch thread, linked by trace_view.json 'async_task_queue' "
+            "flows (§A.7) or PYTORCH_API queue rows of one connectionId (§B.1). op_name: what "
+            "the Dequeue ran ('Dequeue@<op>').",
     ),
 }
 

@@ -78,22 +78,36 @@ def read_trace_host(path: Path, rank: int) -> dict[str, pa.Table]:
              "transport": [], "link_type": []}
     ops: list[tuple[object, int, int, str]] = []  # (pid, start, end, name)
     freq = {"ts_ns": [], "freq_mhz": []}
+    links = _Links()
     for block in iter_event_blocks(path):
         for ev in block:
             ph = ev.get("ph")
             name = ev.get("name")
             if not isinstance(name, str):
                 continue
+            if ph in ("s", "f"):
+                links.flow(path, ev)
+                continue
             if ph == "X":
                 cat = ev.get("cat")
                 if cat is not None:
+                    if name == "Enqueue" or name.startswith("Dequeue"):
+                        links.queue_event(path, ev, name)
                     src = keep_framework(name, cat)
                     if src:
                         _add_host(host, path, ev, src, name)
                     continue
+                if name.startswith(("AscendCL@", "Node@")):
+                    links.cann_event(path, ev, name)
                 if name.startswith(CANN_PREFIXES):
                     _add_host(host, path, ev, "cann", name)
                     continue
+                if name == "Enqueue" or name.startswith("Dequeue@"):
+                    links.queue_event(path, ev, name)
+                    continue
+                args = ev.get("args")
+                if isinstance(args, dict) and "Task Type" in args:
+                    links.device_task(path, ev, name, args)
                 if name.startswith("hcom_"):
                     start = _ts(path, ev)
                     ops.append((ev.get("pid"), start, start + _dur(ev.get("dur")), name))
@@ -118,10 +132,108 @@ def read_trace_host(path: Path, rank: int) -> dict[str, pa.Table]:
                 freq["ts_ns"].append(_ts(path, ev))
                 freq["freq_mhz"].append(mhz)
     out = {S.HOST_EVENTS: _host_table(host, rank, path),
+           S.LAUNCHES: links.launches(rank, path), S.TASK_QUEUE: links.queue(rank, path),
            S.HCCL_TASKS: _task_table(tasks, ops, rank, path),
            S.AICORE_FREQ: S.from_lists(S.AICORE_FREQ, {
                **freq, "rank": [rank] * len(freq["ts_ns"])}, path)}
     return out
+
+
+class _Links:
+    """The trace_view.json events that link a host call to its device task (``HostToDevice``
+    flows) and an Enqueue to its Dequeue (``async_task_queue`` flows), collected in the one
+    streaming pass and joined at the end (flows point at events by pid, tid and exact ts)."""
+
+    def __init__(self):
+        self.flows: dict[tuple, dict] = {}   # (cat, id) -> {"s": (pid, tid, ts), "f": [...]}
+        self.cann: dict = {}                 # tid -> [(start, end, name)]
+        self.tasks: dict = {}                # (pid, tid, ts) -> (name, dur, task type, stream)
+        self.queue_ev: dict = {}             # (pid, tid, ts) -> (name, dur)
+
+    def flow(self, path, ev):
+        cat = ev.get("cat")
+        if cat not in ("HostToDevice", "async_task_queue") or ev.get("id") is None:
+            return
+        key = (ev.get("pid"), ev.get("tid"), _ts(path, ev))
+        f = self.flows.setdefault((cat, str(ev.get("id"))), {"s": None, "f": []})
+        if ev.get("ph") == "s":
+            f["s"] = key
+        else:
+            f["f"].append(key)
+
+    def cann_event(self, path, ev, name):
+        start = _ts(path, ev)
+        self.cann.setdefault(ev.get("tid"), []).append((start, start + _dur(ev.get("dur")), name))
+
+    def device_task(self, path, ev, name, args):
+        self.tasks[(ev.get("pid"), ev.get("tid"), _ts(path, ev))] = (
+            name, _dur(ev.get("dur")), _text(args.get("Task Type")), _int(ev.get("tid")))
+
+    def queue_event(self, path, ev, name):
+        self.queue_ev[(ev.get("pid"), ev.get("tid"), _ts(path, ev))] = (name, _dur(ev.get("dur")))
+
+    def _host_call(self, tid, t):
+        """(start, dur, name) of the CANN call holding ``t`` on ``tid``: the innermost Node@
+        event, else the innermost AscendCL@ event (db CANN_API links node launches, else acl
+        calls); None when none holds it."""
+        evs = self.cann.get(tid)
+        if not evs:
+            return None
+        if not isinstance(evs, tuple):
+            evs.sort()
+            self.cann[tid] = evs = (evs, np.array([e[0] for e in evs], np.int64))
+        lst, starts = evs
+        j = int(np.searchsorted(starts, t, side="right")) - 1
+        best: dict = {}
+        for k in range(j, max(-1, j - 64), -1):
+            s, e, nm = lst[k]
+            if s <= t <= e:
+                lvl = "Node" if nm.startswith("Node@") else "AscendCL"
+                if lvl not in best or s >= best[lvl][0]:
+                    best[lvl] = (s, e - s, nm)
+        return best.get("Node") or best.get("AscendCL")
+
+    def launches(self, rank, path) -> pa.Table:
+        cols = {k: [] for k in ("conn_id", "host_name", "host_tid", "host_start_ns",
+                                "host_dur_ns", "flow_start_ns", "device_start_ns",
+                                "device_dur_ns", "task_name", "task_type", "stream_id")}
+        for (cat, fid), fl in self.flows.items():
+            if cat != "HostToDevice" or fl["s"] is None:
+                continue
+            _, s_tid, s_ts = fl["s"]
+            call = self._host_call(s_tid, s_ts)
+            for key in fl["f"]:
+                task = self.tasks.get(key)
+                cols["conn_id"].append(fid)
+                cols["host_name"].append(call[2] if call else None)
+                cols["host_tid"].append(_int(s_tid))
+                cols["host_start_ns"].append(call[0] if call else s_ts)
+                cols["host_dur_ns"].append(call[1] if call else None)
+                cols["flow_start_ns"].append(s_ts)
+                cols["device_start_ns"].append(key[2])
+                cols["device_dur_ns"].append(task[1] if task else None)
+                cols["task_name"].append(task[0] if task else None)
+                cols["task_type"].append(task[2] if task else None)
+                cols["stream_id"].append(task[3] if task else _int(key[1]))
+        n = len(cols["conn_id"])
+        return S.from_lists(S.LAUNCHES, {**cols, "rank": [rank] * n}, path)
+
+    def queue(self, rank, path) -> pa.Table:
+        cols = {k: [] for k in ("queue_id", "enqueue_ns", "enqueue_dur_ns", "dequeue_ns",
+                                "dequeue_dur_ns", "op_name")}
+        for (cat, fid), fl in self.flows.items():
+            if cat != "async_task_queue" or fl["s"] is None or not fl["f"]:
+                continue
+            enq = self.queue_ev.get(fl["s"])
+            deq = self.queue_ev.get(fl["f"][0])
+            cols["queue_id"].append(fid)
+            cols["enqueue_ns"].append(fl["s"][2])
+            cols["enqueue_dur_ns"].append(enq[1] if enq else None)
+            cols["dequeue_ns"].append(fl["f"][0][2])
+            cols["dequeue_dur_ns"].append(deq[1] if deq else None)
+            cols["op_name"].append(deq[0].split("@", 1)[1] if deq and "@" in deq[0] else None)
+        n = len(cols["queue_id"])
+        return S.from_lists(S.TASK_QUEUE, {**cols, "rank": [rank] * n}, path)
 
 
 def _ts(path: Path, ev: dict) -> int:
@@ -280,6 +392,10 @@ def _read_db(con, path: Path, rank: int) -> dict[str, pa.Table]:
         out[S.HOST_EVENTS] = _host_table(host, rank, path)
     if {"COMMUNICATION_TASK_INFO", "TASK"} <= have:
         out[S.HCCL_TASKS] = _db_tasks(con, have, rank, path)
+    if {"TASK", "CANN_API"} <= have:
+        out[S.LAUNCHES] = _db_launches(con, have, rank, path)
+    if {"PYTORCH_API", "CONNECTION_IDS"} <= have:
+        out[S.TASK_QUEUE] = _db_queue(con, rank, path)
     if "AICORE_FREQ" in have:
         rows = con.execute("SELECT deviceId, timestampNs, freq FROM AICORE_FREQ "
                            "ORDER BY timestampNs").fetchall()
@@ -287,6 +403,71 @@ def _read_db(con, path: Path, rank: int) -> dict[str, pa.Table]:
             "rank": [rank] * len(rows), "device_id": [r[0] for r in rows],
             "ts_ns": [r[1] for r in rows], "freq_mhz": [r[2] for r in rows]}, path)
     return out
+
+
+def _db_launches(con, have, rank: int, path) -> pa.Table:
+    """LAUNCHES from TASK and CANN_API rows of one connectionId: the node-level call (the
+    launch) when there is one, else the acl call; HCCL's small tasks
+    (COMMUNICATION_TASK_INFO) are left out, as trace_view has no HostToDevice flow to them.
+    Task name: COMPUTE_TASK_INFO's when the task
+    is a compute task, else its task type."""
+    levels = _enum(con, have, "ENUM_API_TYPE")
+    node = [k for k, v in levels.items() if v == "node"]
+    acl = [k for k, v in levels.items() if v == "acl"]
+    rank_of = {t: i for i, t in enumerate(node + acl)}
+    name = ("(SELECT value FROM STRING_IDS WHERE id = ci.name)"
+            if "COMPUTE_TASK_INFO" in have else "NULL")
+    join = ("LEFT JOIN COMPUTE_TASK_INFO ci ON ci.globalTaskId = t.globalTaskId"
+            if "COMPUTE_TASK_INFO" in have else "")
+    # HCCL's small tasks share their op's connection id: not launches of their own
+    hccl = (" WHERE t.globalTaskId NOT IN (SELECT globalTaskId FROM COMMUNICATION_TASK_INFO)"
+            if "COMMUNICATION_TASK_INFO" in have else "")
+    rows = con.execute(
+        f"SELECT t.connectionId, {_string('a', 'name')}, a.type, a.globalTid, a.startNs, "
+        f"a.endNs, t.startNs, t.endNs, {name}, {_string('t', 'taskType')}, t.streamId, "
+        f"t.globalTaskId FROM TASK t JOIN CANN_API a ON a.connectionId = t.connectionId "
+        f"{join}{hccl}").fetchall()
+    best: dict = {}
+    for r in rows:
+        if r[2] not in rank_of:
+            continue
+        cur = best.get(r[11])
+        if cur is None or rank_of[r[2]] < rank_of[cur[2]]:
+            best[r[11]] = r
+    keep = sorted(best.values(), key=lambda r: r[6])
+    prefix = {k: _LEVEL_PREFIX.get(v, v) for k, v in levels.items()}
+    return S.from_lists(S.LAUNCHES, {
+        "rank": [rank] * len(keep), "conn_id": [str(r[0]) for r in keep],
+        "host_name": [f"{prefix.get(r[2], r[2])}@{r[1]}" for r in keep],
+        "host_tid": [_int(r[3]) for r in keep], "host_start_ns": [_int(r[4]) for r in keep],
+        "host_dur_ns": [_int(r[5]) - _int(r[4]) for r in keep],
+        "flow_start_ns": [_int(r[4]) for r in keep], "device_start_ns": [r[6] for r in keep],
+        "device_dur_ns": [r[7] - r[6] for r in keep],
+        "task_name": [r[8] if r[8] is not None else r[9] for r in keep],
+        "task_type": [r[9] for r in keep], "stream_id": [r[10] for r in keep]}, path)
+
+
+def _db_queue(con, rank: int, path) -> pa.Table:
+    """TASK_QUEUE from the PYTORCH_API queue rows (Enqueue, Dequeue@<op>) whose connection ids
+    (through CONNECTION_IDS) are the same."""
+    rows = con.execute(
+        f"SELECT {_string('p', 'name')}, p.startNs, p.endNs, ci.connectionId "
+        f"FROM PYTORCH_API p JOIN CONNECTION_IDS ci ON ci.id = p.connectionId").fetchall()
+    enq: dict = {}
+    deq: dict = {}
+    for nm, start, end, cid in rows:
+        if nm == "Enqueue":
+            enq[cid] = (_int(start), _int(end))
+        elif isinstance(nm, str) and nm.startswith("Dequeue"):
+            deq[cid] = (_int(start), _int(end), nm.split("@", 1)[1] if "@" in nm else None)
+    ids = sorted(set(enq) & set(deq), key=lambda c: enq[c][0])
+    return S.from_lists(S.TASK_QUEUE, {
+        "rank": [rank] * len(ids), "queue_id": [str(c) for c in ids],
+        "enqueue_ns": [enq[c][0] for c in ids],
+        "enqueue_dur_ns": [enq[c][1] - enq[c][0] for c in ids],
+        "dequeue_ns": [deq[c][0] for c in ids],
+        "dequeue_dur_ns": [deq[c][1] - deq[c][0] for c in ids],
+        "op_name": [deq[c][2] for c in ids]}, path)
 
 
 def _add_db(host: dict, source: str, name: str, tid, start, end) -> None:
@@ -391,7 +572,8 @@ def extend(data, read_trace: bool) -> None:
             return
         if not read_trace:
             data.meta["advice_not_read"] = ("trace_view.json (host events, HCCL task sizes, AI "
-                                            "Core frequency): read with --advice all")
+                                            "Core frequency, launch links): read with "
+                                            "--advice all or --timeline")
             return
         data.tables.update(read_trace_host(tv, rank))
     except InputError as e:

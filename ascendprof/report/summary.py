@@ -122,8 +122,17 @@ def build_summary(ca, outputs: list[str] | None = None, top: int = 10) -> dict:
 
 
 def _analyses(ca) -> dict:
-    """Pipeline / memory / data preparation / expert-load results in brief (analyze.registry)."""
-    return analyses_summary(ca.csv_files)
+    """Pipeline / memory / data preparation / expert-load / efficiency / idle / dispatch
+    results in brief (analyze.registry), and why dispatch is absent when it is."""
+    out = analyses_summary(ca.csv_files)
+    if "dispatch.csv" not in ca.csv_files and ca.ranks:
+        unread = any((r.meta or {}).get("advice_not_read") for r in ca.ranks)
+        out["dispatch_not_seen"] = (
+            "trace_view.json was not read: run with --timeline or --advice all for launch "
+            "delays, the task queue and the host causes of idle time" if unread else
+            "no launch links (HostToDevice flows or CANN_API connection ids) in this export: "
+            "launch delays, the task queue and the host causes of idle time cannot be seen")
+    return out
 
 
 def _num(v, nd=3):
@@ -132,6 +141,11 @@ def _num(v, nd=3):
     except (TypeError, ValueError):
         return None
     return None if math.isnan(f) else round(f, nd)
+
+
+def _step(v):
+    f = _num(v, 0)
+    return None if f is None else int(f)
 
 
 def analyses_summary(csv_files: dict) -> dict:
@@ -171,6 +185,35 @@ def analyses_summary(csv_files: dict) -> dict:
                                     "bottleneck_stage": r["Bottleneck Stage"] or None,
                                     "bottleneck_operator": r["Bottleneck Operator"] or None}
                                    for r in dp.to_dict("records")]
+    oe = csv_files.get("op_efficiency_steps.csv")
+    if oe is not None and len(oe):
+        out["op_efficiency"] = [{"rank": int(r["Rank"]), "step": _step(r["Step"]),
+                                 "mfu_pct": _num(r["MFU(%)"], 2), "chip": r["Chip"]}
+                                for r in oe.to_dict("records")]
+    ib = csv_files.get("idle_breakdown.csv")
+    if ib is not None and len(ib):
+        out["idle"] = [{"rank": int(r["Rank"]), "step": _step(r["Step"]),
+                        "free_ms": _num(r["Free(us)"] / 1000),
+                        "short_ms": _num(r["Short Gaps(us)"] / 1000),
+                        "sync_ms": _num(r["Synchronisation(us)"] / 1000),
+                        "data_loader_ms": _num(r["Data Loader(us)"] / 1000),
+                        "host_launch_ms": _num(r["Host Launch(us)"] / 1000),
+                        "other_ms": _num(r["Other(us)"] / 1000), "host_data": r["Host Data"]}
+                       for r in ib.to_dict("records")]
+    ds = csv_files.get("dispatch_steps.csv")
+    if ds is not None and len(ds):
+        out["dispatch"] = [{"rank": int(r["Rank"]), "step": _step(r["Step"]),
+                            "launch_delay_p50_us": _num(r["Launch Delay P50(us)"]),
+                            "queue_wait_avg_us": _num(r["Queue Wait Avg(us)"]),
+                            "idle_before_launch_ms": _num(r["Idle Before Launch(us)"] / 1000)}
+                           for r in ds.to_dict("records")]
+    la = csv_files.get("late_arrivals.csv")
+    if la is not None and len(la):
+        out["late_arrivals"] = [
+            {"op_name": r["Op Name"], "step": _step(r["Step"]), "late_rank": int(r["Late Rank"]),
+             "early_rank": int(r["Early Rank"]), "max_wait_ms": _num(r["Max Wait(ms)"]),
+             "top_item": r["Item"], "extra_ms": _num(r["Extra(ms)"])}
+            for r in la.drop_duplicates(["Step", "Group", "Op Name"]).to_dict("records")]
     me = csv_files.get("moe_expert_load.csv")
     if me is not None and len(me):
         out["moe"] = [{"group": grp, "max_over_mean": _num(g["Group Max / Mean"].max(), 4)}

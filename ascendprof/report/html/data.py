@@ -47,6 +47,9 @@ FILES = {
     "data_preparation": "data_preparation.csv",
     "dataset_pipeline": "dataset_pipeline.csv",
     "moe_expert_load": "moe_expert_load.csv",
+    **{n: f"{n}.csv" for n in ("op_efficiency", "op_efficiency_steps", "idle_breakdown",
+                               "dispatch", "dispatch_steps", "late_arrivals",
+                               "collective_bandwidth", "link_bandwidth")},
 }
 
 
@@ -86,6 +89,14 @@ class ReportData:
     data_preparation: pd.DataFrame | None = None
     dataset_pipeline: pd.DataFrame | None = None
     moe_expert_load: pd.DataFrame | None = None
+    op_efficiency: pd.DataFrame | None = None
+    op_efficiency_steps: pd.DataFrame | None = None
+    idle_breakdown: pd.DataFrame | None = None
+    dispatch: pd.DataFrame | None = None
+    dispatch_steps: pd.DataFrame | None = None
+    late_arrivals: pd.DataFrame | None = None
+    collective_bandwidth: pd.DataFrame | None = None
+    link_bandwidth: pd.DataFrame | None = None
 
     def has(self, attr: str) -> bool:
         v = getattr(self, attr)

@@ -17,7 +17,7 @@ from pathlib import Path
 from ascendprof._version import __version__
 from ascendprof.report.html import (REPORT_NAME, communication, data as data_mod, dataprep,
                                     diagnosis, memory, moe, operators, pipeline, problems,
-                                    steps)
+                                    steps, why)
 from ascendprof.report.html.common import Section
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -65,7 +65,8 @@ def build_sections(d) -> list[Section]:
     ctx["on_rank"] = ops.select is not None
     return [diagnosis.build(d, ctx), steps.build(d, ctx), pipeline.build(d, ctx),
             communication.build(d, ctx), ops.build(ctx), memory.build(d, ctx),
-            dataprep.build(d, ctx), moe.build(d, ctx), problems.build(d, ctx)]
+            dataprep.build(d, ctx), moe.build(d, ctx), why.build(d, ctx),
+            problems.build(d, ctx)]
 
 
 def build_page(out: Path) -> str:

@@ -1,0 +1,198 @@
+"""Dispatch: how the host fed the device — host API time, task-queue wait, launch delay and the
+device idle time attributable to launch, per rank, step and op type.
+
+Input (readers.host_events): LAUNCHES — each device task with the host call that launched it
+(trace_view.json ``HostToDevice`` flows, the db's CANN_API and TASK rows of one connectionId);
+TASK_QUEUE — each Enqueue with its Dequeue (``async_task_queue`` flows, the db's PYTORCH_API
+queue rows); KERNELS for the op type of a task (matched on its start time); STEPS for the step
+windows. Tasks are placed in the step whose window holds their device start, queue entries by
+their enqueue time.
+
+- **Host API time**: duration of the launching call (``Node@launch``, else the ``AscendCL@``
+  call holding the flow's start);
+- **launch delay**: device task start − start of its launching host call;
+- **queue wait**: Dequeue start − Enqueue start (the time an op waited in torch_npu's task queue
+  before the dispatch thread took it); **queue length**: entries enqueued and not yet dequeued,
+  its maximum and time-weighted mean over the step;
+- **idle before launch**: device idle time, in gaps longer than analyze.idle.SHORT_GAP_NS, that
+  ended with a task of this op type whose launching call started after the gap began (the
+  device waited for the host to launch it; analyze.idle's ``host_launch``).
+
+Without LAUNCHES (a text export read without ``--timeline`` / ``--advice all``, or an export
+without flows) there is no row: the summary says so. Level0 exports hold no flows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ascendprof.analyze import idle
+from ascendprof.analyze import intervals as iv
+from ascendprof.model import schemas as S
+
+DISPATCH = "dispatch_ops"
+DISPATCH_STEPS = "dispatch_steps"
+
+OPS_SCHEMA = pa.schema([
+    ("rank", pa.int32()), ("step", pa.int32()), ("op_type", pa.string()),
+    ("launches", pa.int64()), ("host_api_ns", pa.int64()), ("delay_sum_ns", pa.int64()),
+    ("delay_p50_ns", pa.int64()), ("delay_max_ns", pa.int64()), ("idle_before_ns", pa.int64()),
+    ("source", pa.string())])
+STEPS_SCHEMA = pa.schema([
+    ("rank", pa.int32()), ("step", pa.int32()), ("launches", pa.int64()),
+    ("host_api_ns", pa.int64()), ("delay_mean_ns", pa.int64()), ("delay_p50_ns", pa.int64()),
+    ("delay_p95_ns", pa.int64()), ("delay_max_ns", pa.int64()), ("queue_entries", pa.int64()),
+    ("queue_wait_mean_ns", pa.int64()), ("queue_wait_max_ns", pa.int64()),
+    ("queue_len_max", pa.int64()), ("queue_len_mean", pa.float64()),
+    ("enqueue_ns", pa.int64()), ("idle_launch_ns", pa.int64()), ("source", pa.string())])
+
+OP_COLUMNS = ["Rank", "Step", "Op Type", "Launches", "Host API Total(us)", "Host API Avg(us)",
+              "Launch Delay Avg(us)", "Launch Delay P50(us)", "Launch Delay Max(us)",
+              "Idle Before Launch(us)", "Source"]
+STEP_COLUMNS = ["Rank", "Step", "Launches", "Host API Total(us)", "Launch Delay Avg(us)",
+                "Launch Delay P50(us)", "Launch Delay P95(us)", "Launch Delay Max(us)",
+                "Queue Entries", "Queue Wait Avg(us)", "Queue Wait Max(us)", "Queue Length Max",
+                "Queue Length Mean", "Enqueue Total(us)", "Idle Before Launch(us)", "Source"]
+
+
+def _place(ts: np.ndarray, wins: list) -> np.ndarray:
+    """Step of each timestamp (-1 outside every window)."""
+    out = np.full(len(ts), -1, np.int64)
+    for step, lo, hi in wins:
+        out[(ts >= lo) & (ts <= hi)] = -2 if step is None else step
+    return out
+
+
+def launches_frame(tables: dict) -> pd.DataFrame | None:
+    """LAUNCHES as a DataFrame with ``delay_ns`` and ``op_type`` (KERNELS' type of the task
+    starting at the same ns, else the task name), or None when there are none."""
+    la = tables.get(S.LAUNCHES)
+    if la is None or la.num_rows == 0:
+        return None
+    d = la.to_pandas()
+    d = d[d["device_start_ns"].notna() & d["host_start_ns"].notna()].copy()
+    d["delay_ns"] = d["device_start_ns"] - d["host_start_ns"]
+    k = tables.get(S.KERNELS)
+    types = {}
+    if k is not None and k.num_rows:
+        kk = k.select(["start_ns", "op_type"]).to_pandas().dropna()
+        types = dict(zip(kk["start_ns"].astype("int64"), kk["op_type"]))
+    d["op_type"] = [types.get(int(s), n) for s, n in zip(d["device_start_ns"], d["task_name"])]
+    d["op_type"] = d["op_type"].fillna("(unknown)")
+    return d
+
+
+def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str, pa.Table]:
+    """{DISPATCH: per step and op type; DISPATCH_STEPS: per step} when the rank has launch
+    links (module doc)."""
+    d = launches_frame(tables)
+    if d is None or d.empty:
+        return {}
+    wins = idle.step_windows(tables)
+    src = ("db connection ids" if (d["host_start_ns"] == d["flow_start_ns"]).all()
+           and d["host_name"].notna().all() else "trace_view flows")
+    d["_step"] = _place(d["device_start_ns"].to_numpy(np.int64), wins)
+    d = d[d["_step"] != -1]
+    idle_by_task = _idle_before(tables, wins, d)
+    d["idle_ns"] = [idle_by_task.get(int(s), 0) for s in d["device_start_ns"]]
+    ops, steps = [], []
+    for (step, op), g in d.groupby(["_step", "op_type"], sort=True):
+        dl = g["delay_ns"].to_numpy()
+        ops.append({"rank": rank, "step": None if step < 0 else int(step), "op_type": op,
+                    "launches": len(g), "host_api_ns": int(g["host_dur_ns"].fillna(0).sum()),
+                    "delay_sum_ns": int(dl.sum()), "delay_p50_ns": int(np.median(dl)),
+                    "delay_max_ns": int(dl.max()), "idle_before_ns": int(g["idle_ns"].sum()),
+                    "source": src})
+    q = tables.get(S.TASK_QUEUE)
+    qd = q.to_pandas() if q is not None and q.num_rows else None
+    for step, lo, hi in wins:
+        key = -2 if step is None else step
+        g = d[d["_step"] == key]
+        if g.empty:
+            continue
+        dl = g["delay_ns"].to_numpy()
+        row = {"rank": rank, "step": step, "launches": len(g),
+               "host_api_ns": int(g["host_dur_ns"].fillna(0).sum()),
+               "delay_mean_ns": int(dl.mean()), "delay_p50_ns": int(np.median(dl)),
+               "delay_p95_ns": int(np.percentile(dl, 95)), "delay_max_ns": int(dl.max()),
+               "idle_launch_ns": int(g["idle_ns"].sum()), "source": src}
+        row.update(_queue(qd, lo, hi))
+        steps.append(row)
+    return {DISPATCH: pa.Table.from_pylist(ops, schema=OPS_SCHEMA),
+            DISPATCH_STEPS: pa.Table.from_pylist(steps, schema=STEPS_SCHEMA)}
+
+
+def _idle_before(tables: dict, wins: list, d: pd.DataFrame) -> dict[int, int]:
+    """{device start of a task: ns of the host-launch-bound gap that ended with it}."""
+    busy = idle.busy_intervals(tables)
+    starts = np.sort(d["device_start_ns"].to_numpy(np.int64))
+    by_start = dict(zip(d["device_start_ns"].astype("int64"), d["host_start_ns"].astype("int64")))
+    out: dict[int, int] = {}
+    for _, lo, hi in wins:
+        gaps = iv.difference(iv.make([lo], [hi]), iv.clip(busy, lo, hi))
+        for a, b in zip(gaps[0].tolist(), gaps[1].tolist()):
+            if b - a < idle.SHORT_GAP_NS:
+                continue
+            j = int(np.searchsorted(starts, b, side="left"))
+            if j < len(starts) and by_start[int(starts[j])] > a:
+                out[int(starts[j])] = out.get(int(starts[j]), 0) + (b - a)
+    return out
+
+
+def _queue(qd: pd.DataFrame | None, lo: int, hi: int) -> dict:
+    none = {"queue_entries": 0, "queue_wait_mean_ns": None, "queue_wait_max_ns": None,
+            "queue_len_max": None, "queue_len_mean": None, "enqueue_ns": None}
+    if qd is None:
+        return none
+    g = qd[(qd["enqueue_ns"] >= lo) & (qd["enqueue_ns"] <= hi) & qd["dequeue_ns"].notna()]
+    if g.empty:
+        return none
+    wait = (g["dequeue_ns"] - g["enqueue_ns"]).to_numpy()
+    # queue length: +1 at each enqueue, -1 at each dequeue, over [lo, hi]
+    ev = np.concatenate([g["enqueue_ns"].to_numpy(), g["dequeue_ns"].to_numpy()])
+    step = np.concatenate([np.ones(len(g), np.int64), -np.ones(len(g), np.int64)])
+    order = np.lexsort((step, ev))  # a dequeue at the same ns before an enqueue
+    ev, level = ev[order], np.cumsum(step[order])
+    span = np.diff(np.append(ev, max(hi, ev[-1])))
+    mean = float((level * span).sum() / span.sum()) if span.sum() else None
+    return {"queue_entries": len(g), "queue_wait_mean_ns": int(wait.mean()),
+            "queue_wait_max_ns": int(wait.max()), "queue_len_max": int(level.max()),
+            "queue_len_mean": None if mean is None else round(mean, 3),
+            "enqueue_ns": int(g["enqueue_dur_ns"].fillna(0).sum())}
+
+
+def build(ops: pa.Table | None, steps: pa.Table | None) -> dict[str, pd.DataFrame]:
+    """{"dispatch.csv": per rank, step and op type, slowest launch first;
+    "dispatch_steps.csv": per rank and step} in microseconds; {} without launch links."""
+    if ops is None or ops.num_rows == 0:
+        return {}
+    o = ops.to_pandas()
+    us = lambda s: (s / 1e3).round(3)  # noqa: E731
+    a = pd.DataFrame({
+        "Rank": o["rank"].astype(int), "Step": o["step"].astype("Int64"), "Op Type": o["op_type"],
+        "Launches": o["launches"].astype(int), "Host API Total(us)": us(o["host_api_ns"]),
+        "Host API Avg(us)": us(o["host_api_ns"] / o["launches"]),
+        "Launch Delay Avg(us)": us(o["delay_sum_ns"] / o["launches"]),
+        "Launch Delay P50(us)": us(o["delay_p50_ns"]), "Launch Delay Max(us)": us(o["delay_max_ns"]),
+        "Idle Before Launch(us)": us(o["idle_before_ns"]), "Source": o["source"]})
+    a = a.sort_values(["Rank", "Step", "Idle Before Launch(us)", "Launch Delay Avg(us)"],
+                      ascending=[True, True, False, False], kind="stable").reset_index(drop=True)
+    out = {"dispatch.csv": a}
+    if steps is not None and steps.num_rows:
+        s = steps.to_pandas()
+        out["dispatch_steps.csv"] = pd.DataFrame({
+            "Rank": s["rank"].astype(int), "Step": s["step"].astype("Int64"),
+            "Launches": s["launches"].astype(int), "Host API Total(us)": us(s["host_api_ns"]),
+            "Launch Delay Avg(us)": us(s["delay_mean_ns"]),
+            "Launch Delay P50(us)": us(s["delay_p50_ns"]),
+            "Launch Delay P95(us)": us(s["delay_p95_ns"]),
+            "Launch Delay Max(us)": us(s["delay_max_ns"]),
+            "Queue Entries": s["queue_entries"].astype("Int64"),
+            "Queue Wait Avg(us)": us(s["queue_wait_mean_ns"]),
+            "Queue Wait Max(us)": us(s["queue_wait_max_ns"]),
+            "Queue Length Max": s["queue_len_max"].astype("Int64"),
+            "Queue Length Mean": s["queue_len_mean"], "Enqueue Total(us)": us(s["enqueue_ns"]),
+            "Idle Before Launch(us)": us(s["idle_launch_ns"]), "Source": s["source"]})
+    return out

@@ -1,0 +1,176 @@
+"""Idle time by cause: the device's Free time of each step split into what kept it idle.
+
+Free here is the part of the step's device window (STEPS) that no device task covers: compute
+kernels and communication tasks (KERNELS, which holds kernel_details' COMMUNICATION rows too)
+and the communication big ops (COMM_OPS Start Timestamp + Elapse Time). It is computed from the
+tasks, independent of the profiler's own Free (step_trace_time.csv), and written beside it.
+
+``Edge Idle`` is the part of Free before the step's first device task and after its last: the
+profiler's Free (step_trace_time.csv) leaves it out, so Free − Edge Idle is what compares with
+it; the causes below cover all of Free.
+
+Each idle gap goes to one cause, in this order:
+
+- ``short``: the gap is shorter than :data:`SHORT_GAP_NS` (30 us): the kernel-to-kernel
+  turnaround (Holistic Trace Analysis' "kernel wait", its ``consecutive_kernel_delay`` default
+  of 30 in the trace's microseconds);
+- ``sync``: the part the host spent in a stream / device synchronisation
+  (``AscendCL@aclrtSynchronize*``) or a host-synchronising framework op (``aten::item`` …,
+  readers.host_events.SYNC_OPS) — HOST_EVENTS;
+- ``data_loader``: the part the host spent in a DataLoader span, not already sync;
+- ``host_launch``: the rest of a gap whose next device task was launched (its launching host
+  call, LAUNCHES) after the gap had begun — the device waited for the host;
+- ``other``: the rest (e.g. waiting on an event of another stream, or no host data to tell).
+
+Without host data (text exports read without ``--timeline`` / ``--advice all``; ranks with only
+kernel_details.csv) the causes ``sync``, ``data_loader`` and ``host_launch`` cannot be seen: the
+long gaps stay ``other`` and ``Host Data`` says ``none``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ascendprof.analyze import intervals as iv
+from ascendprof.model import schemas as S
+
+IDLE = "idle_breakdown"
+#: gaps shorter than this are kernel-to-kernel turnaround (ns)
+SHORT_GAP_NS = 30_000
+SYNC_PREFIXES = ("AscendCL@aclrtSynchronize",)
+SYNC_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::is_nonzero", "aten::nonzero",
+            "aten::equal", "aten::masked_select")
+CAUSES = ("short", "sync", "data_loader", "host_launch", "other")
+
+PARTIAL_SCHEMA = pa.schema(
+    [("rank", pa.int32()), ("step", pa.int32()), ("window_ns", pa.int64()),
+     ("gaps", pa.int64()), ("free_ns", pa.int64()), ("edge_ns", pa.int64()),
+     ("reported_free_ns", pa.int64())]
+    + [(f"{c}_ns", pa.int64()) for c in CAUSES] + [("host_data", pa.string())])
+
+COLUMNS = ["Rank", "Step", "Step Window(us)", "Free(us)", "Edge Idle(us)", "Free Reported(us)",
+           "Idle Gaps",
+           "Short Gaps(us)", "Synchronisation(us)", "Data Loader(us)", "Host Launch(us)",
+           "Other(us)", "Host Data"]
+
+
+def busy_intervals(tables: dict) -> iv.Intervals:
+    """The union of the rank's device tasks: KERNELS start + dur and COMM_OPS start + elapse."""
+    sets = []
+    k = tables.get(S.KERNELS)
+    if k is not None and k.num_rows:
+        sets.append(iv.from_durations(pc.fill_null(k["start_ns"], 0).to_numpy(),
+                                      pc.fill_null(k["dur_ns"], 0).to_numpy()))
+    c = tables.get(S.COMM_OPS)
+    if c is not None and c.num_rows:
+        c = c.filter(pc.is_valid(c["start_ns"]))
+        sets.append(iv.from_durations(c["start_ns"].to_numpy(),
+                                      pc.fill_null(c["elapse_ns"], 0).to_numpy()))
+    return iv.union_of(*sets) if sets else iv.empty()
+
+
+def step_windows(tables: dict) -> list[tuple[int | None, int, int]]:
+    """[(step, start, end)] of the rank: STEPS, else the span of each step's kernels."""
+    st = tables.get(S.STEPS)
+    if st is not None and st.num_rows:
+        return [(r["step"], int(r["start_ns"]), int(r["end_ns"])) for r in st.to_pylist()
+                if r["start_ns"] is not None and r["end_ns"] is not None]
+    k = tables.get(S.KERNELS)
+    if k is None or k.num_rows == 0:
+        return []
+    d = k.select(["step", "start_ns", "dur_ns"]).to_pandas()
+    d["end"] = d["start_ns"] + d["dur_ns"].fillna(0)
+    return [(None if s < 0 else int(s), int(g["start_ns"].min()), int(g["end"].max()))
+            for s, g in d.groupby(d["step"].fillna(-1).astype(int))]
+
+
+def _host_sets(tables: dict) -> tuple[iv.Intervals, iv.Intervals, bool]:
+    h = tables.get(S.HOST_EVENTS)
+    if h is None or h.num_rows == 0:
+        return iv.empty(), iv.empty(), False
+    d = h.select(["source", "name", "start_ns", "dur_ns"]).to_pandas()
+    name = d["name"].fillna("")
+    sync = name.str.startswith(SYNC_PREFIXES) | name.isin(SYNC_OPS)
+    loader = (d["source"] == "framework") & name.str.lower().str.contains("dataloader")
+    f = lambda m: iv.union(iv.from_durations(d.loc[m, "start_ns"].to_numpy(),  # noqa: E731
+                                             d.loc[m, "dur_ns"].fillna(0).to_numpy()))
+    return f(sync), f(loader), True
+
+
+def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str, pa.Table]:
+    """{IDLE: per step: window, gap count, Free from the tasks, the profiler's Free and the
+    nanoseconds of each cause} when the rank has device tasks and step windows."""
+    busy = busy_intervals(tables)
+    wins = step_windows(tables)
+    if not len(busy[0]) or not wins:
+        return {}
+    sync, loader, have_host = _host_sets(tables)
+    la = tables.get(S.LAUNCHES)
+    launches = None
+    if la is not None and la.num_rows:
+        la = la.filter(pc.and_(pc.is_valid(la["device_start_ns"]),
+                               pc.is_valid(la["host_start_ns"])))
+        order = np.argsort(la["device_start_ns"].to_numpy(), kind="stable")
+        launches = (la["device_start_ns"].to_numpy()[order], la["host_start_ns"].to_numpy()[order])
+    reported = {}
+    stt = tables.get(S.STEP_TRACE)
+    if stt is not None and stt.num_rows:
+        reported = {r["step"]: r["free_ns"] for r in stt.select(["step", "free_ns"]).to_pylist()}
+    host_data = ("host events + launch links" if have_host and launches is not None else
+                 "host events" if have_host else "launch links" if launches is not None
+                 else "none")
+    rows = []
+    for step, lo, hi in wins:
+        gaps = iv.difference(iv.make([lo], [hi]), iv.clip(busy, lo, hi)) if hi > lo else iv.empty()
+        acc = dict.fromkeys(CAUSES, 0)
+        for a, b in zip(gaps[0].tolist(), gaps[1].tolist()):
+            acc.update({c: acc[c] + v for c, v in classify(a, b, sync, loader, launches).items()})
+        inner = iv.hull(iv.clip(busy, lo, hi))
+        edge = int(iv.total(gaps) - iv.total(iv.intersection(gaps, inner)))
+        rows.append({"rank": rank, "step": step, "window_ns": hi - lo, "gaps": len(gaps[0]),
+                     "free_ns": int(iv.total(gaps)), "edge_ns": edge,
+                     "reported_free_ns": reported.get(step),
+                     **{f"{c}_ns": int(v) for c, v in acc.items()}, "host_data": host_data})
+    return {IDLE: pa.Table.from_pylist(rows, schema=PARTIAL_SCHEMA)}
+
+
+def classify(a: int, b: int, sync: iv.Intervals, loader: iv.Intervals,
+             launches: tuple | None) -> dict[str, int]:
+    """{cause: ns} of one idle gap ``[a, b)`` (module doc); the values add up to ``b - a``."""
+    length = b - a
+    if length < SHORT_GAP_NS:
+        return {"short": length}
+    gap = (np.array([a], np.int64), np.array([b], np.int64))
+    s = iv.intersection(gap, sync)
+    rest = iv.difference(gap, s)
+    dl = iv.intersection(rest, loader)
+    rest = iv.difference(rest, dl)
+    out = {"sync": iv.total(s), "data_loader": iv.total(dl)}
+    left = iv.total(rest)
+    cause = "other"
+    if launches is not None and left:
+        j = int(np.searchsorted(launches[0], b, side="left"))
+        if j < len(launches[0]) and launches[1][j] > a:
+            cause = "host_launch"
+    out[cause] = out.get(cause, 0) + left
+    return out
+
+
+def build(part: pa.Table | None) -> pd.DataFrame:
+    """idle_breakdown.csv (:data:`COLUMNS`): one row per rank and step, in microseconds."""
+    if part is None or part.num_rows == 0:
+        return pd.DataFrame(columns=COLUMNS)
+    d = part.to_pandas().sort_values(["rank", "step"], kind="stable")
+    us = lambda c: (d[c] / 1e3).round(3)  # noqa: E731
+    out = pd.DataFrame({
+        "Rank": d["rank"].astype(int), "Step": d["step"].astype("Int64"),
+        "Step Window(us)": us("window_ns"), "Free(us)": us("free_ns"),
+        "Edge Idle(us)": us("edge_ns"), "Free Reported(us)": us("reported_free_ns"),
+        "Idle Gaps": d["gaps"].astype(int),
+        "Short Gaps(us)": us("short_ns"), "Synchronisation(us)": us("sync_ns"),
+        "Data Loader(us)": us("data_loader_ns"), "Host Launch(us)": us("host_launch_ns"),
+        "Other(us)": us("other_ns"), "Host Data": d["host_data"]})
+    return out.reset_index(drop=True)

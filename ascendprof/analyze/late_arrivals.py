@@ -1,0 +1,168 @@
+"""What made a rank late: for the communication instances with the largest wait, what the
+latest-arriving rank did longer than the earliest-arriving one since their previous op in the
+same group.
+
+An instance is one op name of one communication group in one step (communication.json /
+COMMUNICATION_OP names are the same on every member: ``hcom_batchSendRecv__128_4_1``). Its
+arrival on a rank is the op's start; the earliest-arriving rank waits for the latest (its Wait
+Time). The window of a rank: from the end of its previous op in the same group (else the start of
+the step) to this op's start. In the two windows, per item:
+
+- ``kernel``: device time of compute kernels by op type and input shapes (KERNELS);
+- ``idle``: device idle time (analyze.idle's gaps; host gaps, launch waits);
+- ``data loader``: host DataLoader time (HOST_EVENTS, when read).
+
+Rows list the items the late rank spent longer on, largest difference first (at most
+:data:`TOP_ITEMS` per instance, :data:`TOP_INSTANCES` instances by wait). A rank without
+kernels (e.g. Qwen3 ranks 1 and 3, which kept only communication files) cannot be aligned: its
+instances are skipped. A rank with many communication ops keeps the windows of the
+:data:`KEEP_OPS` ops with the largest wait (where it arrived early), the :data:`KEEP_OPS` with
+the longest window since the previous op of their group (where it arrived late) and the first op
+of each group (whose window runs from the step start), at most :data:`KEEP_ITEMS` items each, so
+the partial stays small at scale.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ascendprof.analyze import idle
+from ascendprof.analyze import intervals as iv
+from ascendprof.model import schemas as S
+
+WINDOWS = "late_windows"
+TOP_INSTANCES = 5
+TOP_ITEMS = 10
+#: items kept per rank window (by duration) in the partial
+KEEP_ITEMS = 20
+#: a rank with more communication ops keeps the windows of this many ops with the largest wait
+#: (where it arrived early) and this many with the longest window (where it arrived late), and
+#: the first op of each group
+KEEP_OPS = 200
+
+SCHEMA = pa.schema([
+    ("rank", pa.int32()), ("step", pa.int32()), ("group", pa.string()), ("op_name", pa.string()),
+    ("start_ns", pa.int64()), ("window_start_ns", pa.int64()), ("wait_ns", pa.int64()),
+    ("kind", pa.string()), ("item", pa.string()), ("dur_ns", pa.int64())])
+
+COLUMNS = ["Step", "Group", "Op Name", "Max Wait(ms)", "Arrival Skew(ms)", "Early Rank",
+           "Late Rank", "Early Window(ms)", "Late Window(ms)", "Item Kind", "Item", "Late(ms)",
+           "Early(ms)", "Extra(ms)"]
+
+
+def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str, pa.Table]:
+    """{WINDOWS: per communication op of the rank, the window before it and what filled it}
+    when the rank has both communication ops and kernels."""
+    ops, k = tables.get(S.COMM_OPS), tables.get(S.KERNELS)
+    if ops is None or ops.num_rows == 0 or k is None or k.num_rows == 0:
+        return {}
+    o = ops.select(["step", "op_name", "group", "start_ns", "elapse_ns", "wait_ns"]).to_pandas()
+    o = o[o["start_ns"].notna()].sort_values("start_ns")
+    if o.empty:
+        return {}
+    kd = k.select(["op_type", "accelerator_core", "input_shapes", "start_ns", "dur_ns"]).to_pandas()
+    comm = kd["accelerator_core"].fillna("").str.upper().isin(["COMMUNICATION", "HCCL"])
+    kd = kd[~comm & kd["start_ns"].notna()]
+    kd["item"] = kd["op_type"].fillna("?") + " [" + kd["input_shapes"].fillna("").astype(
+        str).str.strip('"') + "]"
+    ks = kd["start_ns"].to_numpy(np.int64)
+    order = np.argsort(ks, kind="stable")
+    kd, ks = kd.iloc[order], ks[order]
+    ke = ks + kd["dur_ns"].fillna(0).to_numpy(np.int64)
+    busy = idle.busy_intervals(tables)
+    loader = _loader(tables)
+    wins = idle.step_windows(tables)
+    spans = []
+    prev_end: dict = {}
+    for r in o.itertuples(index=False):
+        start = int(r.start_ns)
+        key = (r.group, r.step)
+        lo = prev_end.get(key)
+        first = lo is None
+        if first:
+            lo = next((w_lo for st, w_lo, w_hi in wins if w_lo <= start <= w_hi), None)
+        prev_end[key] = start + int(0 if pd.isna(r.elapse_ns) else r.elapse_ns)
+        if lo is not None and lo < start:
+            spans.append((r, int(lo), start, first))
+    if len(spans) > 2 * KEEP_OPS:
+        by_wait = sorted(range(len(spans)), key=lambda i: -(0 if pd.isna(spans[i][0].wait_ns)
+                                                            else spans[i][0].wait_ns))
+        later = [i for i, sp in enumerate(spans) if not sp[3]]
+        by_len = sorted(later, key=lambda i: spans[i][1] - spans[i][2])
+        keep = (set(by_wait[:KEEP_OPS]) | set(by_len[:KEEP_OPS])
+                | {i for i, sp in enumerate(spans) if sp[3]})
+        spans = [s for i, s in enumerate(spans) if i in keep]
+    rows = []
+    for r, lo, start, _ in spans:
+        base = {"rank": rank, "step": None if pd.isna(r.step) else int(r.step),
+                "group": r.group, "op_name": r.op_name, "start_ns": start,
+                "window_start_ns": int(lo),
+                "wait_ns": None if pd.isna(r.wait_ns) else int(r.wait_ns)}
+        i, j = np.searchsorted(ks, lo, side="left"), np.searchsorted(ks, start, side="left")
+        if j > i:
+            dur = np.minimum(ke[i:j], start) - ks[i:j]
+            by = pd.Series(dur, index=kd["item"].iloc[i:j].to_numpy()).groupby(level=0).sum()
+            for item, ns in by.nlargest(KEEP_ITEMS).items():
+                rows.append({**base, "kind": "kernel", "item": item, "dur_ns": int(ns)})
+        gap = iv.total(iv.difference(iv.make([lo], [start]), iv.clip(busy, lo, start)))
+        rows.append({**base, "kind": "idle", "item": "device idle", "dur_ns": int(gap)})
+        if loader is not None:
+            dl = iv.total(iv.clip(loader, lo, start))
+            if dl:
+                rows.append({**base, "kind": "data loader", "item": "DataLoader",
+                             "dur_ns": int(dl)})
+    return {WINDOWS: pa.Table.from_pylist(rows, schema=SCHEMA)} if rows else {}
+
+
+def _loader(tables: dict):
+    h = tables.get(S.HOST_EVENTS)
+    if h is None or h.num_rows == 0:
+        return None
+    h = h.filter(pc.match_substring(pc.utf8_lower(pc.fill_null(h["name"], "")), "dataloader"))
+    if h.num_rows == 0:
+        return None
+    return iv.union(iv.from_durations(h["start_ns"].to_numpy(),
+                                      pc.fill_null(h["dur_ns"], 0).to_numpy()))
+
+
+def build(part: pa.Table | None) -> pd.DataFrame:
+    """late_arrivals.csv (:data:`COLUMNS`): for the :data:`TOP_INSTANCES` instances (at least
+    two ranks with kernels) with the largest wait, the items the late rank spent longer on."""
+    if part is None or part.num_rows == 0:
+        return pd.DataFrame(columns=COLUMNS)
+    d = part.to_pandas()
+    d["_step"] = d["step"].fillna(-1).astype(int)
+    heads = d.drop_duplicates(["_step", "group", "op_name", "rank"])
+    inst = []
+    for (step, grp, name), g in heads.groupby(["_step", "group", "op_name"], sort=False):
+        if g["rank"].nunique() < 2:
+            continue
+        early = g.loc[g["start_ns"].idxmin()]
+        late = g.loc[g["start_ns"].idxmax()]
+        if early["rank"] == late["rank"]:
+            continue
+        inst.append((float(g["wait_ns"].fillna(0).max()), step, grp, name, early, late))
+    inst.sort(key=lambda t: (-t[0], t[1], str(t[2]), str(t[3])))
+    rows = []
+    ms = lambda ns: round(ns / 1e6, 3)  # noqa: E731
+    for wait, step, grp, name, early, late in inst[:TOP_INSTANCES]:
+        sel = d[(d["_step"] == step) & (d["group"] == grp) & (d["op_name"] == name)]
+        per = sel.groupby(["rank", "kind", "item"])["dur_ns"].sum()
+        a = per.get(int(late["rank"]), pd.Series(dtype="int64"))
+        b = per.get(int(early["rank"]), pd.Series(dtype="int64"))
+        diff = a.sub(b, fill_value=0).sort_values(ascending=False)
+        diff = diff[diff > 0].head(TOP_ITEMS)
+        lw = int(late["start_ns"] - late["window_start_ns"])
+        ew = int(early["start_ns"] - early["window_start_ns"])
+        for (kind, item), extra in diff.items():
+            rows.append([None if step < 0 else int(step), grp, name, ms(wait),
+                         ms(int(late["start_ns"] - early["start_ns"])), int(early["rank"]),
+                         int(late["rank"]), ms(ew), ms(lw), kind, item,
+                         ms(int(a.get((kind, item), 0))), ms(int(b.get((kind, item), 0))),
+                         ms(int(extra))])
+    out = pd.DataFrame(rows, columns=COLUMNS)
+    out["Step"] = out["Step"].astype("Int64")
+    return out
