@@ -184,11 +184,13 @@ def _run(sources, tables_dir, o: RunOptions, cache_dir, on_result=None):
     from ascendprof.engine import pipeline
 
     if o.executor == "dask":
-        try:
-            from ascendprof.engine.executors import dask_map
-        except ImportError as e:
-            raise UsageError(f"--executor dask needs the optional extra: pip install "
-                             f"'ascendprof[dask]' ({e})") from None
+        from importlib.util import find_spec
+
+        if find_spec("distributed") is None:  # dask_map imports it when called
+            raise UsageError("--executor dask needs the optional extra: pip install "
+                             "'ascendprof[dask]' (no module named 'distributed')")
+        from ascendprof.engine.executors import dask_map
+
         return dask_map(pipeline.process_rank, sources, tables_dir=tables_dir,
                         scheduler=o.scheduler, cache_dir=cache_dir, on_result=on_result,
                         read=o.read)
