@@ -200,12 +200,8 @@ def _step_trace_csv(path: Path, rank: int) -> pa.Table:
 def _read_analyze(base: Path, names: list[str], data: RankData) -> None:
     if not names:
         return
-    try:
-        from ascendprof.readers.communication import read_communication, read_matrix
-    except ImportError as e:
-        data.problems.add(base / "analyze", f"communication reader not available ({e})",
-                          rank=data.rank, affects=("communication",))
-        return
+    from ascendprof.readers.communication import read_communication, read_matrix
+
     if "communication.json" in names:
         got = _guard(data, base, ("communication",), read_communication,
                      base / "analyze" / "communication.json", data.rank, data.problems)
