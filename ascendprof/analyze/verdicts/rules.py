@@ -101,7 +101,10 @@ def _ops_text(ex: dict, n: int = 3) -> str:
     """'MatMulV3 +36.8 ms, Cast +20.7 ms …; kernels: aclnnMatmul… [4096,151936] +36.8 ms'."""
     if not ex or not ex.get("op_types"):
         return ""
-    ops = ", ".join(f"{d['op_type']} +{d['excess_ms']:.1f} ms" for d in ex["op_types"][:n])
+    names = [d["op_type"] for d in ex["op_types"]]
+    ops = ", ".join(f"{d['op_type']}"
+                    + (f" ({d['accelerator_core']})" if names.count(d["op_type"]) > 1 else "")
+                    + f" +{d['excess_ms']:.1f} ms" for d in ex["op_types"][:n])
     ks = ", ".join(f"{d['kernel']} [{d['input_shapes']}] +{d['excess_ms']:.1f} ms"
                    for d in ex.get("kernels", [])[:n])
     return f"op types {ops}" + (f"; kernels {ks}" if ks else "")
@@ -343,6 +346,9 @@ def _rank_verdict(ctx, unit, what, outliers) -> dict:
     top = max(excess[x] for x in unit)
     sev = severity(top, ctx["thr"], th["critical_factor"])
     groups = _groups_with(f, unit)
+    if not single:  # the groups the set makes up first (its tp group …)
+        u = set(unit)
+        groups.sort(key=lambda g: -len(u & set(g.collected)) / max(1, len(g.collected)))
     gtext = ", ".join(g.text() for g in groups[:3]) if len(unit) <= 8 else ""
     in_groups = f" (groups {gtext})" if gtext else ""
     peers_text = ranks_text(others) if others else "its peer"
@@ -355,14 +361,19 @@ def _rank_verdict(ctx, unit, what, outliers) -> dict:
         ev["steps_slow"] = sorted(steps)
         ev["persistent"] = n > 0 and len(steps) >= max(1, n - n // 4)
         ev["by_step"] = _by_step(ctx, unit)
-        when = ("" if n <= 1 else f" It is slower in every step ({n})" if len(steps) == n
-                else f" It stands out in {len(steps)} of {n} steps "
-                     f"({', '.join(map(str, sorted(steps)[:8]))})" if steps else "")
+        it = "It" if single else "They"
+        when = ("" if n <= 1 else
+                f" {it} {'is' if single else 'are'} slower in every step ({n})"
+                if len(steps) == n else
+                f" {it} {'stands' if single else 'stand'} out in {len(steps)} of {n} steps "
+                f"({', '.join(map(str, sorted(steps)[:8]))})" if steps else "")
         ex = f.op_excess.excess(unit, others)
         if ex:
             ev["which_ops"] = ex
         ops = _ops_text(ex)
-        ops_sentence = f" Its excess over its peers, per step: {ops}." if ops else ""
+        ops_sentence = (f" {'Its' if single else 'Their'} excess over "
+                        f"{'its' if single else 'their'} peers, per step"
+                        f"{'' if single else ' (median over them)'}: {ops}." if ops else "")
         if single or what != "set":
             cat = "slow_rank"
             if single:
