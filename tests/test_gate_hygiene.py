@@ -65,3 +65,70 @@ def test_one_file_for_both_reports_is_refused(analyses, tmp_path):
     link.symlink_to(same)
     r = cli("gate", *analyses, "--junit", same, "--markdown", link)
     assert r.exit_code == 2, r.output
+
+
+def _edit_rank_rows(src, dst, fn):
+    import csv
+
+    with open(src, newline="") as f:
+        rows = list(csv.DictReader(f))
+    head = list(rows[0])
+    for r in rows:
+        if r["Type"] == "rank":
+            fn(r)
+    with open(dst, "w", newline="") as f:
+        w = csv.DictWriter(f, head, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+
+
+def test_no_rank_in_common_is_no_pass(analyses, tmp_path):
+    """Baseline ranks 0-3, current ranks 10-13: before, the cluster checks compared them and
+    passed (exit 0); now exit 2, saying why."""
+    base = analyses[0] / "cluster_step_trace_time.csv"
+    other = tmp_path / "cluster_step_trace_time.csv"
+    _edit_rank_rows(base, other, lambda r: r.update(Index=str(int(r["Index"]) + 10)))
+    r = cli("gate", base, other)
+    assert r.exit_code == 2, r.output
+    assert "no rank in common" in r.output and r.output.strip().count("\n") == 0
+
+
+def test_a_negative_baseline_value_is_refused(analyses, tmp_path):
+    """A baseline Computing of -5 let any current value pass; now exit 2 naming the cell."""
+    base = tmp_path / "cluster_step_trace_time.csv"
+    _edit_rank_rows(analyses[0] / "cluster_step_trace_time.csv", base,
+                    lambda r: r.update(Computing="-5") if r["Index"] == "1" else None)
+    r = cli("gate", base, analyses[1] / "cluster_step_trace_time.csv")
+    assert r.exit_code == 2, r.output
+    assert "negative" in r.output and "Computing" in r.output
+
+
+def test_a_negative_bandwidth_in_a_gate_input_is_refused(analyses, tmp_path):
+    """-17.5 GB/s in one op of cluster_communication.json: before, the group's HCCS bandwidth
+    moved (15.58 -> 24.42 GB/s in the report); now the input is refused, the op named."""
+    import json
+    import shutil
+
+    cur = tmp_path / "cur"
+    shutil.copytree(analyses[1], cur, ignore=shutil.ignore_patterns("tables", ".ascendprof*"))
+    p = cur / "cluster_communication.json"
+    doc = json.loads(p.read_text())
+    done = []
+
+    def walk(o):
+        if isinstance(o, dict):
+            for k, v in o.items():
+                if done:
+                    return
+                if k == "HCCS" and isinstance(v, dict) and v.get("Transit Size(MB)"):
+                    v["Bandwidth(GB/s)"] = -17.5
+                    done.append(k)
+                    return
+                if not str(k).startswith("Total Op Info"):
+                    walk(v)
+    walk(doc)
+    assert done
+    p.write_text(json.dumps(doc))
+    r = cli("gate", analyses[0], cur)
+    assert r.exit_code == 2, r.output
+    assert "Bandwidth(GB/s)" in r.output and "-17.500" in r.output

@@ -213,3 +213,89 @@ def test_duplicated_step_rows_are_one_row_and_no_gate_regression(copy, tmp_path)
     assert cst == rows(clean / "cluster_step_trace_time.csv")
     r = CliRunner().invoke(main, ["gate", str(clean), str(tmp_path / "out")])
     assert r.exit_code == 0, r.output
+
+
+def _edit_comm(path: Path, fn) -> None:
+    doc = json.loads(path.read_text())
+    fn(doc)
+    path.write_text(json.dumps(doc))
+
+
+def _hccs_ops(doc):
+    """(step, op key, HCCS entry) of every op with HCCS traffic, in file order."""
+    for step, kinds in doc.items():
+        for kind, ops in kinds.items():
+            for key, info in ops.items():
+                h = (info.get("Communication Bandwidth Info") or {}).get("HCCS")
+                if not key.startswith("Total Op Info") and h and h.get("Transit Size(MB)"):
+                    yield step, key, h
+
+
+@pytest.mark.parametrize("field,value,words", [
+    ("Bandwidth(GB/s)", -17.5, "negative or nan bandwidth(gb/s)"),
+    ("Transit Size(MB)", -3.0, "negative or nan transit size(mb)"),
+    ("Transit Time(ms)", -0.5, "negative or nan transit time(ms)"),
+    ("Bandwidth(GB/s)", "abc", "bandwidth(gb/s) value(s) that are not a number"),
+], ids=["bandwidth", "size", "time", "text"])
+def test_odd_bandwidth_values_are_reported_and_left_out(copy, tmp_path, field, value, words):
+    """Before: copied into the cluster's bandwidth (-17.5 GB/s derived) without a word."""
+    cj = copy / "rank_2_ascend_pt" / OUT / "communication.json"
+    hit = {}
+
+    def edit(doc):
+        step, key, h = next(_hccs_ops(doc))
+        hit.update(step=step, key=key)
+        h[field] = value
+    _edit_comm(cj, edit)
+    problems, _ = analyse(copy, tmp_path / "out")
+    named = [p for p in problems if p["Path"].endswith("communication.json")
+             and words in p["Reason"].lower()]
+    assert len(named) == 1, problems
+    p = named[0]
+    assert p["Rank"] == "2" and field in p["Where"] + p["Reason"]
+    assert hit["step"] in p["Where"] or hit["step"].replace("step", "step ") in p["Where"]
+    assert hit["key"].split("@")[0] in p["Where"] + p["Reason"]
+    doc = json.loads((tmp_path / "out" / "cluster_communication.json").read_text())
+    totals = list(_totals(doc))
+    assert totals  # the recomputed 'Total Op Info' entries: no negative or text value in them
+    for t in totals:
+        for transport in (t.get("Communication Bandwidth Info") or {}).values():
+            for f in ("Bandwidth(GB/s)", "Transit Size(MB)", "Transit Time(ms)"):
+                v = transport.get(f)
+                assert v is None or (isinstance(v, (int, float)) and v >= 0), (f, v)
+
+
+def _totals(obj):
+    """Every 'Total Op Info@…' OPINFO object of a cluster_communication.json."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if k.startswith("Total Op Info") and isinstance(v, dict):
+                for info in v.values():
+                    if isinstance(info, dict) and "Communication Bandwidth Info" in info:
+                        yield info
+                if "Communication Bandwidth Info" in v:
+                    yield v
+            else:
+                yield from _totals(v)
+
+
+def test_one_nan_literal_drops_only_its_op(copy, tmp_path):
+    """A NaN literal (Python's json writes it) in one op's Elapse Time: before, the whole
+    communication.json was invalid JSON and dropped; now that op is left out, named, and
+    every other op of the file is read (counted from the file by hand)."""
+    cj = copy / "rank_2_ascend_pt" / OUT / "communication.json"
+    doc = json.loads(cj.read_text())
+    step, key, _ = next(_hccs_ops(doc))
+    kind = next(k for k, ops in doc[step].items() if key in ops)
+    doc[step][kind][key]["Communication Time Info"]["Elapse Time(ms)"] = float("nan")
+    cj.write_text(json.dumps(doc))  # writes NaN
+    assert b"NaN" in cj.read_bytes()
+    n_ops = sum(1 for s in doc.values() for ops in s.values() for k in ops
+                if not k.startswith("Total Op Info"))
+    problems, _ = analyse(copy, tmp_path / "out")
+    named = [p for p in problems if p["Path"].endswith("communication.json")]
+    assert any("1 op(s) left out" in p["Reason"] and key in p["Reason"] for p in named), named
+    import pyarrow.parquet as pq
+
+    ops = pq.read_table(tmp_path / "out" / "tables" / "rank2" / "comm_ops.parquet")
+    assert ops.num_rows == n_ops - 1

@@ -138,6 +138,31 @@ def check(data) -> None:
                                                   ("communication", "verdicts"), nan_too=True)
 
 
+def first_odd_comm_value(tables: dict) -> str | None:
+    """The first value :func:`check` would leave out of the COMM_OPS / COMM_BANDWIDTH tables
+    ``tables`` (a negative time, a negative or NaN size / time / bandwidth), described in
+    words with its op and step; None when there is none. For inputs that must be complete
+    (the gate): they are refused instead of corrected."""
+    for name, cols, nan_too in (
+            (S.COMM_OPS, [(label, col, "ms", 1e6) for label, col in COMM_TIME_COLUMNS], False),
+            (S.COMM_BANDWIDTH, BANDWIDTH_COLUMNS, True)):
+        t = tables.get(name)
+        if t is None or not t.num_rows:
+            continue
+        for label, col, unit, div in cols:
+            if col not in t.column_names:
+                continue
+            bad = _is_bad(t[col], nan_too)
+            n = _count(bad)
+            if n:
+                i, row = _first(t, bad)
+                v = row[col]
+                shown = "NaN" if v != v else f"{v / div:.3f}{(' ' + unit) if unit else ''}"
+                return (f"{n} {label} value(s) that cannot be (e.g. {shown}; "
+                        f"{_where(i, label, row, name)})")
+    return None
+
+
 def _null_bad(data, name: str, t: pa.Table, cols, affects, *, nan_too: bool) -> pa.Table:
     """``t`` with the negative (and NaN, ``nan_too``) values of ``cols`` ((label, column, unit,
     divisor)) made null, one problem per column."""

@@ -63,8 +63,8 @@ _NUMERIC = {CLUSTER_STEP_TRACE: tuple(STEP_METRICS), STEP_TRACE_TIME: tuple(STEP
 
 
 def check_csv_cells(path: Path, kind: str) -> None:
-    """Every cell of the :data:`_NUMERIC` columns ``path`` has is a finite number (rank rows
-    only in a cluster_step_trace_time.csv; op_statistics.csv: per-rank rows). Raises
+    """Every cell of the :data:`_NUMERIC` columns ``path`` has is a finite number, not negative
+    (rank rows only in a cluster_step_trace_time.csv; op_statistics.csv: per-rank rows). Raises
     GateInputError naming the column, the data row and the cell: an empty or ``nan`` cell would
     otherwise drop out of one side only and look like a change."""
     with open(path, newline="", encoding="utf-8-sig") as f:
@@ -82,13 +82,17 @@ def check_csv_cells(path: Path, kind: str) -> None:
             for i, c in cols:
                 cell = row[i].strip().strip("\t") if i < len(row) else ""
                 try:
-                    ok = math.isfinite(float(cell))
+                    v = float(cell)
+                    ok = math.isfinite(v)
                 except ValueError:
                     ok = False
                 if not ok:
                     raise GateInputError(path, f"column {c!r}: {cell!r} is not a number "
                                                f"(gate inputs must be complete)",
                                          where=f"data row {n}")
+                if v < 0:  # a baseline of -5 ms would let any current value pass
+                    raise GateInputError(path, f"column {c!r}: {cell!r} is negative (a length "
+                                               f"of time cannot be)", where=f"data row {n}")
 
 
 def check_duplicates(side: Side, path) -> None:

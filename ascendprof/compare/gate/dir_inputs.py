@@ -26,6 +26,7 @@ from ascendprof.model.errors import InputError, NothingAnalysable
 from ascendprof.model.options import ReadOptions
 from ascendprof.model.problems import Problems
 from ascendprof.readers.communication import KINDS, op_kind, tables_from_json
+from ascendprof.readers.values import first_odd_comm_value
 from ascendprof.report import readback
 from ascendprof.report.readback import COMMUNICATION_FILE
 from ascendprof.scan import load_sources
@@ -197,6 +198,9 @@ def read_cluster_communication(path: Path):
         t = tables_from_json(data, path, r, odd)
         if len(odd):  # a gate input is complete or refused
             raise InputError(path, f"rank {r}: {odd.items[0].reason}")
+        why = first_odd_comm_value(t)  # a -17.5 GB/s would move the group's bandwidth
+        if why:
+            raise InputError(path, f"rank {r}: {why}; a gate input must be complete")
         ops.append(t[S.COMM_OPS].drop_columns(["opinfo_json"]).to_pandas())
         bws.append(t[S.COMM_BANDWIDTH].to_pandas())
     return _cat(ops), _cat(bws), labels

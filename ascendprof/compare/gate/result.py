@@ -100,6 +100,12 @@ def run_gate(baseline: Path, current: Path, rules: list[Rule], *,
         raise GateInputError(current, f"not the same shape as {baseline}: "
                                       + "; ".join(warnings))
     common = None
+    if sb.ranks and sc.ranks and not set(sb.ranks) & set(sc.ranks):
+        # cluster, op type and group values of other ranks are no comparison: before, they
+        # were compared anyway and "passed"
+        raise GateInputError(current, f"no rank in common with {baseline} (baseline "
+                                      f"{ranges(sb.ranks)}, current {ranges(sc.ranks)}): "
+                                      f"nothing to compare")
     if set(sb.ranks) != set(sc.ranks) and set(sb.ranks) & set(sc.ranks):
         common = sorted(set(sb.ranks) & set(sc.ranks))
         warnings.append(f"cluster, op type and group checks use the {len(common)} rank(s) both "

@@ -6,6 +6,7 @@ or batch of another shape than it handles."""
 from __future__ import annotations
 
 import math
+import re
 from itertools import chain, repeat
 from operator import methodcaller
 from pathlib import Path
@@ -39,7 +40,7 @@ def read_communication_per_value(path: Path, rank: int, problems: Problems | Non
     parsed whole (``raw``: its bytes when already read). Raises InputError as it does."""
     path = Path(path)
     raw = read_payload(path) if raw is None else raw
-    data = parse_json(path, raw)
+    data = _parse_allowing_nan(path, raw, rank, problems)
     # JSON true/false are the one value Arrow's converter takes as a number where the per-value
     # rule (_field) does not: a file with any goes the per-value way
     typed = not has_true_or_false(raw)
@@ -48,6 +49,31 @@ def read_communication_per_value(path: Path, rank: int, problems: Problems | Non
         return tables_from_json(data, path, rank, problems, typed)
     except ValueError as e:  # a time beyond int64 ns (units raise only ValueError)
         raise InputError(path, str(e)) from None
+
+
+_NAN_LITERAL = re.compile(rb"[:\[,]\s*-?(?:NaN|Infinity)\s*[,}\]]")
+
+
+def _parse_allowing_nan(path: Path, raw: bytes, rank: int, problems: Problems | None):
+    """``raw`` parsed as JSON; a file that is valid but for ``NaN`` / ``Infinity`` literals
+    (which Python's json module writes for a float that is not a number) is parsed with them
+    as floats, so only the ops holding them are left out (by the checks of each value), not
+    the whole file. Raises InputError as :func:`parse_json` does otherwise."""
+    try:
+        return parse_json(path, raw)
+    except InputError:
+        if not _NAN_LITERAL.search(raw):
+            raise
+    import json
+
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return parse_json(path, raw)  # the error of the JSON that is broken anyway
+    if problems is not None:
+        problems.warn(path, "NaN or Infinity literal(s), not valid JSON: read as numbers that "
+                            "are not a number; the values holding them are left out", rank=rank)
+    return data
 
 
 def tables_from_json(data, path: Path, rank: int, problems: Problems | None,
@@ -128,6 +154,8 @@ def entry_tables(entries, path: Path, rank: int, problems, typed: bool = False,
         e_step_key, e_kind, e_name, e_group, o_info, o_raw, o_bw = (
             [col[i] for i in keep]
             for col in (e_step_key, e_kind, e_name, e_group, o_info, o_raw, o_bw))
+    if problems is not None:
+        _report_non_numeric_bandwidth(problems, path, rank, o_bw, e_step_key, e_name, e_group)
     common = entry_columns(rank, e_step_key, e_kind, e_name, e_group, path)
     cols = _typed_columns(o_info, o_bw) if typed else None
     ops, bws, b_ent, sds, d_ent = cols or _per_value_columns(o_info, o_bw, path)
@@ -136,6 +164,36 @@ def entry_tables(entries, path: Path, rank: int, problems, typed: bool = False,
     ops["opinfo_json"] = (_json_column(o_raw) if opinfo is None else
                           pa.array([bytes(x) for x in o_raw], pa.binary()).cast(pa.string()))
     return comm_tables(common, ops, bws, b_ent, sds, d_ent)
+
+
+#: Bandwidth Info fields that must be JSON numbers when present
+_BW_FIELDS = ("Transit Size(MB)", "Transit Time(ms)", "Bandwidth(GB/s)")
+
+
+def _report_non_numeric_bandwidth(problems: Problems, path: Path, rank: int, o_bw: list,
+                                  steps: list, names: list, groups: list) -> None:
+    """One problem per Bandwidth Info field that holds something other than a number (text,
+    a list, a bool) in some transport entry: the value is left out (null), the op kept."""
+    number = _NUMBER
+    first: dict[str, tuple] = {}
+    count: dict[str, int] = {}
+    for ent, b in enumerate(o_bw):
+        if type(b) is not dict:
+            continue
+        for transport, tinfo in b.items():
+            if type(tinfo) is not dict:
+                continue
+            for key in _BW_FIELDS:
+                v = tinfo.get(key)
+                if v is None or type(v) in number:
+                    continue
+                count[key] = count.get(key, 0) + 1
+                first.setdefault(key, (ent, transport, v))
+    for key, (ent, transport, v) in first.items():
+        problems.add(path, f"{count[key]} {key} value(s) that are not a number left out (e.g. "
+                           f"{orjson.dumps(v).decode()[:40]} in {names[ent]}@{groups[ent]}, "
+                           f"{transport})", rank=rank, where=f"{steps[ent]}, column {key}",
+                     severity="skipped", affects=("communication", "verdicts"))
 
 
 def _bad_times(o_info: list[dict]) -> list[tuple[int, str, object]]:
