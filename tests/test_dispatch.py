@@ -116,3 +116,17 @@ def test_without_timeline_the_summary_says_what_was_not_read(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert "--timeline" in summary["analyses"]["dispatch_not_seen"]
     assert {r["host_data"] for r in summary["analyses"]["idle"]} == {"none"}
+
+
+def test_host_bound_advice_cites_the_launch_numbers():
+    # the db export's ranks are host-bound (schedule.device_idle, dispatch form); its evidence
+    # and message carry the launch delays that dispatch.csv lists
+    ca = ascendprof.open(_levels() / "db/level2").analysis()
+    item = next(i for i in ca.advice["items"] if i["key"] == "schedule.device_idle:dispatch")
+    launch = item["evidence"]["launch"]
+    st = ca.csv_files["dispatch_steps.csv"]
+    worst = st[st["Rank"] == item["worst_rank"]].iloc[0]
+    assert launch["launches"] == worst["Launches"]
+    assert launch["delay_median_us"] == pytest.approx(worst["Launch Delay P50(us)"], abs=0.01)
+    assert launch["idle_before_launch_us_per_step"] > 0
+    assert "Launch delay median" in item["message"] and "dispatch.csv" in item["message"]

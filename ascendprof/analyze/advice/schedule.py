@@ -148,6 +148,7 @@ def _device_idle(ctx):
                         "start_ns": int(r.start_ns), "dur_ms": ms(r.dur_ns),
                         "host": host_activity(ctx, int(r.start_ns), int(r.end_ns))})
     stalls = stall_ns >= small_ns
+    launch = _launch_evidence(ctx, gaps)
     evidence = {"free_us_per_step": us(free), "free_pct_of_step": share,
                 "gaps_per_step": round(ctx.per_step(len(gaps)), 1),
                 "task_switch_gaps": {"count_per_step": round(ctx.per_step(len(switch)), 1),
@@ -161,6 +162,8 @@ def _device_idle(ctx):
                 "largest_gaps": largest,
                 "host_events_read": bool(len(ctx.df(S.HOST_EVENTS))),
                 "profiler_options_adding_host_time": profiler_overhead(ctx.meta)}
+    if launch:
+        evidence["launch"] = launch
     if stalls:
         held: dict = {}  # host activity weighted by its overlap with the largest gaps
         for g in largest:
@@ -186,6 +189,11 @@ def _device_idle(ctx):
                    f"of {SWITCH_GAP_US:g} us to {STALL_GAP_US / 1000:g} ms per step (median "
                    f"{evidence['dispatch_gaps']['median_us'] or 0:.0f} us): the host does not "
                    f"launch operators as fast as the device runs them (host-bound dispatch).")
+        if launch:
+            message += (f" Launch delay median {launch['delay_median_us']:.0f} us; "
+                        f"{launch['idle_before_launch_us_per_step'] / 1000:.1f} ms of idle per "
+                        f"step is in gaps whose next task was launched only after they began "
+                        f"(dispatch.csv).")
         advice = ["Enable the level-2 task queue: export TASK_QUEUE_ENABLE=2.",
                   "Bind the training processes to the CPU cores of the card's NUMA node "
                   "(CPU_AFFINITY_CONF=1 with torch_npu, or taskset/numactl).",
@@ -202,6 +210,30 @@ def _device_idle(ctx):
                    severity=severity_by_share(share, IDLE_PCT, 2 * IDLE_PCT + 10),
                    message=message, advice=advice, evidence=evidence, impact_ns=free,
                    step_ns=ctx.step_ns)
+
+
+def _launch_evidence(ctx, gaps: pd.DataFrame) -> dict | None:
+    """Launch delays (task start − its launching host call; LAUNCHES, as dispatch.csv) and the
+    idle of the gaps whose next task was launched after the gap began; None without launch
+    links."""
+    la = ctx.df(S.LAUNCHES)
+    la = la[la["device_start_ns"].notna() & la["host_start_ns"].notna()]
+    if la.empty:
+        return None
+    la = la.sort_values("device_start_ns")
+    dev = la["device_start_ns"].to_numpy(np.int64)
+    host = la["host_start_ns"].to_numpy(np.int64)
+    delay = dev - host
+    late = 0
+    if len(gaps):
+        j = np.searchsorted(dev, gaps["end_ns"].to_numpy(np.int64), side="left")
+        ok = j < len(dev)
+        started = np.zeros(len(gaps), bool)
+        started[ok] = host[j[ok]] > gaps["start_ns"].to_numpy(np.int64)[ok]
+        late = int(gaps["dur_ns"].to_numpy(np.int64)[started].sum())
+    return {"launches": int(len(la)), "delay_median_us": us(float(np.median(delay))),
+            "delay_p95_us": us(float(np.percentile(delay, 95))),
+            "idle_before_launch_us_per_step": us(ctx.per_step(late)), "file": "dispatch.csv"}
 
 
 # ----------------------------------------------------------------------- synchronisation
