@@ -32,6 +32,7 @@ cache) -> scan (find sources) -> readers (one per producer, emit the Arrow table
 traces).
 """
 
+from ascendprof import api
 from ascendprof._version import __version__
 
 _API = ("open", "analyse", "diff", "rebuild_report", "Collection")
@@ -40,8 +41,6 @@ __all__ = [*_API, "__version__"]
 
 def __getattr__(name):
     if name in _API:
-        from ascendprof import api
-
         return getattr(api, name)
     raise AttributeError(f"module 'ascendprof' has no attribute {name!r}")
 

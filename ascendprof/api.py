@@ -25,11 +25,16 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, TYPE_CHECKING
 
-from ascendprof.model.errors import UsageError
-from ascendprof.model.problems import Problem, Problems
+from ascendprof.engine import cache, outdir
+from ascendprof.engine.run import run_analyse
+from ascendprof.model.errors import InputError, UsageError
 from ascendprof.model.options import ReadOptions
+from ascendprof.model.problems import Problem, Problems
+from ascendprof.readers import read_source
+from ascendprof.report.html import ours, REPORT_NAME, write_report
+from ascendprof.scan import load_sources
 
 if TYPE_CHECKING:  # imported lazily: `import ascendprof` stays light
     import pandas as pd
@@ -60,8 +65,6 @@ def open(path: str | os.PathLike, *, workers: int | None = None,  # noqa: A001 -
     threshold or run, scan.MultipleRuns (a UsageError naming the runs) when ``path`` holds
     several runs and ``run`` is not given, NothingAnalysable when no profiling data is found.
     """
-    from ascendprof.scan import load_sources
-
     root = Path(path)
     if not root.exists():
         raise UsageError(f"{root}: no such file or directory")
@@ -148,10 +151,6 @@ class Collection:
 
     def _rank_data(self, source: "Source"):
         """One rank's RankData from the cache when it holds it, else read now (and stored)."""
-        from ascendprof.engine import cache
-        from ascendprof.model.errors import InputError
-        from ascendprof.readers import read_source
-
         data = (cache.load(source, self.cache_dir, self.read) if self.cache_dir is not None
                 else None)
         if data is not None:
@@ -304,8 +303,6 @@ def analyse(directory: str | os.PathLike, out: str | os.PathLike, **options) -> 
     scheduler, tables, cache, thresholds, strict, timeline, run, as the command's options. Returns
     the command's exit code; raises the project's errors (UsageError, OutputError,
     NothingAnalysable)."""
-    from ascendprof.engine.run import run_analyse
-
     return run_analyse(Path(directory), Path(out), **options)
 
 
@@ -350,9 +347,6 @@ def rebuild_report(out: str | os.PathLike, dest: str | os.PathLike | None = None
     directory's manifest (so the next ``analyse`` into ``out`` may replace or remove it), and a
     report.html that ascendprof did not write is refused (OutputConflict, exit 2), as
     ``analyse`` refuses it."""
-    from ascendprof.engine import outdir
-    from ascendprof.report.html import REPORT_NAME, ours, write_report
-
     out = Path(out)
     if dest is not None:
         return write_report(out, Path(dest))

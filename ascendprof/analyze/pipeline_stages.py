@@ -47,6 +47,7 @@ import pyarrow.compute as pc
 
 from ascendprof.analyze import intervals as I
 from ascendprof.model import schemas as S
+from ascendprof.model.tasks import comm_rows
 
 #: Name of the per-rank partial (a small table sent back from the workers).
 P2P_OPS = "p2p_ops"
@@ -112,8 +113,6 @@ def _compute_intervals(kernels) -> I.Intervals | None:
     except the MC2 helper kernels (``*AicpuKernel`` / ``*AivKernel``) CANN leaves out of the
     compute sections (§7.1.b). kernel_details / op_summary hold no runtime tasks, so the full
     task classification of the step breakdown is not needed here."""
-    from ascendprof.model.tasks import comm_rows
-
     if kernels is None:
         return None
     k = kernels.filter(pc.is_valid(kernels["start_ns"]))
@@ -136,8 +135,6 @@ def rank_p2p_ops(tables: dict, rank: int) -> pa.Table | None:
     op (null when absent). ``exposed_ns`` (see the module doc) needs compute kernels, or a step
     whose reported Overlapped is 0. ``seq`` numbers the ops of one step in start order.
     """
-    from ascendprof.model.tasks import comm_rows
-
     kernels = S.of_rank(tables.get(S.KERNELS), rank)
     ops = S.of_rank(tables.get(S.COMM_OPS), rank)
     src = None

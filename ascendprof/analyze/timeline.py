@@ -25,6 +25,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ascendprof.analyze.cluster_step_trace import _distributed_args, parallel_index
+from ascendprof.analyze.verdicts import stages
 from ascendprof.model import schemas as S
 from ascendprof.model.tasks import comm_rows
 
@@ -249,9 +251,6 @@ def process_names(metadata: dict[int, dict], ranks) -> dict[int, str]:
     """rank -> ``"rank N (stage s, dp d)"``: the pipeline stage and data-parallel index from
     profiler_metadata.json (``distributed_args``, Megatron layout, as msprof-analyze places
     ranks; §A.13), else the position in the ``pp`` group; plain ``"rank N"`` when unknown."""
-    from ascendprof.analyze.cluster_step_trace import _distributed_args, parallel_index
-    from ascendprof.analyze.verdicts import stages
-
     index = None
     args = _distributed_args(metadata)
     if args:

@@ -9,6 +9,14 @@ from pathlib import Path
 
 import click
 
+from ascendprof import api
+from ascendprof.engine.outdir import check_output_dir
+from ascendprof.report.html import ours
+from ascendprof.report.terminal import term_text
+from ascendprof.sysio.atomic import check_report_path, write_report
+from ascendprof.sysio.csvsafe import csv_safe_frame
+from ascendprof.sysio.lifetime import stdout_may_close
+
 TABLES = ("steps", "op_types", "kernels", "communication", "bandwidth")
 
 DIFF_EPILOG = """\b
@@ -73,18 +81,12 @@ def command(a, b, ranks_text, fmt, table, top, out, workers, html):
     communication per group (elapse, transit, wait, synchronization, bandwidth per transport)
     and a plain-English summary of where the difference lies.
     """
-    from ascendprof import api
-
     ranks = _parse_ranks(ranks_text)
     inputs = [p for p in (a, b) if p is not None and p.exists()]
     if out is not None:
-        from ascendprof.engine.outdir import check_output_dir
-
         out = check_output_dir(out, inputs)
     page_path = None
     if html is not None:  # refused before the work, not after it
-        from ascendprof.report.html import ours
-        from ascendprof.sysio.atomic import check_report_path
 
         page_path = Path(html) if html else (out or Path(".")) / "diff.html"
         check_report_path(page_path, inputs, ours=ours)
@@ -97,7 +99,6 @@ def command(a, b, ranks_text, fmt, table, top, out, workers, html):
         from ascendprof.report.html.diffpage import write_diff_page
 
         page = write_diff_page(result, page_path, inputs)
-    from ascendprof.sysio.lifetime import stdout_may_close
 
     with stdout_may_close():  # `diff … | head -1` exits with the command's own code
         if fmt == "json":
@@ -126,8 +127,6 @@ def _write_all(out: Path, result, inputs=()) -> None:
     before any is written."""
     import orjson
 
-    from ascendprof.sysio.atomic import check_report_path, write_report
-    from ascendprof.sysio.csvsafe import csv_safe_frame
 
     tables = result.tables()
 
@@ -204,7 +203,6 @@ def _print(result, top: int) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from ascendprof.report.terminal import term_text
 
     con = Console(highlight=False)
     if not con.is_terminal:

@@ -11,6 +11,12 @@ from pathlib import Path
 
 import click
 
+from ascendprof.report.junit import write_junit, write_markdown
+from ascendprof.report.terminal import control_safe, term_text
+from ascendprof.sysio.atomic import check_report_path
+from ascendprof.sysio.lifetime import stdout_may_close
+from ascendprof.sysio.textio import is_regular
+
 GATE_EPILOG = ("Exit codes: 0 no regression, 1 regression (a check failed), 2 usage or data "
                "error (missing, unreadable or incomplete input -- a cell that is not a number, "
                "a duplicated row --, bad rules, nothing comparable, or with --same-shape "
@@ -78,7 +84,6 @@ def command(baseline, current, rules_file, rule_texts, no_defaults, fmt, junit_f
     wait, synchronization, idle (group, rank, cluster).
     """
     from ascendprof.compare import gate as G
-    from ascendprof.sysio.textio import is_regular
 
     inputs = (baseline, current, rules_file)  # a report may never replace an input
     for i in inputs:  # a FIFO or device given as an input would block the gate forever
@@ -96,7 +101,6 @@ def command(baseline, current, rules_file, rule_texts, no_defaults, fmt, junit_f
     if not rules:
         raise G.GateUsageError("no rules: --no-defaults needs --rules or --rule")
 
-    from ascendprof.sysio.atomic import check_report_path
 
     if junit_file is not None and markdown_file is not None and _same_file(junit_file,
                                                                             markdown_file):
@@ -106,20 +110,16 @@ def command(baseline, current, rules_file, rule_texts, no_defaults, fmt, junit_f
         if report is not None:
             check_report_path(report, inputs)  # before the work, not after it
     result = G.run_gate(baseline, current, rules, workers=workers, same_shape=same_shape)
-    from ascendprof.report.terminal import control_safe
 
     for w in result.warnings:  # compared anyway, on what both inputs have
         click.echo(f"ascendprof gate: warning: {control_safe(w)} (only what both have is compared; "
                    f"--same-shape makes this an error)", err=True)
 
     if junit_file is not None or markdown_file is not None:
-        from ascendprof.report.junit import write_junit, write_markdown
-
         if junit_file is not None:
             write_junit(junit_file, result, inputs)
         if markdown_file is not None:
             write_markdown(markdown_file, result, inputs)
-    from ascendprof.sysio.lifetime import stdout_may_close
 
     with stdout_may_close():  # `gate … | head` keeps the verdict's exit code
         if fmt == "json":
@@ -153,8 +153,7 @@ def _print_table(result, show: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from ascendprof.compare.gate import FAIL, NO_KEY, PASS, fmt_change
-    from ascendprof.report.terminal import term_text
+    from ascendprof.compare.gate import FAIL, fmt_change, NO_KEY, PASS
 
     con = Console(highlight=False)
     if not con.is_terminal:  # CI logs: do not squeeze the table into 80 columns

@@ -17,8 +17,16 @@ from pathlib import Path
 
 import click
 
+from ascendprof import api
 from ascendprof._version import __version__
-from ascendprof.model.errors import EXIT_NOTHING, AscendProfError, UsageError
+from ascendprof.api import rebuild_report, verdict_thresholds
+from ascendprof.model.errors import AscendProfError, EXIT_NOTHING, UsageError
+from ascendprof.model.problems import printable, Problems
+from ascendprof.report.terminal import print_scan
+from ascendprof.scan import runs_of
+from ascendprof.scan.runs import folder_names
+from ascendprof.sysio.lifetime import (EXIT_BROKEN_PIPE, silence_stdout, stdout_may_close,
+                                       terminate_like_interrupt)
 
 EXIT_CODES_HELP = ("Exit codes: 0 done (possibly with warnings), 1 regression (gate only), "
                    "2 usage or data error (also: an output that cannot be written), 3 nothing "
@@ -39,7 +47,6 @@ class _Group(click.Group):
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort, SystemExit):
             raise
         except BrokenPipeError:  # stdout's reader left (`… | head`): not an error of ours
-            from ascendprof.sysio.lifetime import EXIT_BROKEN_PIPE, silence_stdout
 
             silence_stdout()
             sys.exit(EXIT_BROKEN_PIPE)
@@ -74,7 +81,6 @@ def main(ctx, debug):
     # (2 % of all CPU in a 64-rank analyse on 2 cores, taken from the workers). Nothing here
     # multiplies matrices; the parallelism is the process pool's.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from ascendprof.sysio.lifetime import terminate_like_interrupt
 
     terminate_like_interrupt()  # a CI timeout's SIGTERM cleans up like Ctrl-C (exit 143)
 
@@ -94,26 +100,19 @@ def scan(directory, fmt):
     versions, levels, collection times or steps) found under DIRECTORY. 'analyse' takes one run
     at a time (its path, or --run NAME; --each-run for all).
     """
-    from ascendprof.model.problems import Problems
-    from ascendprof.scan import runs_of
-
     problems = Problems()
     sources, runs = runs_of(directory, problems)
-    from ascendprof.sysio.lifetime import stdout_may_close
 
     with stdout_may_close():
         if fmt == "json":
             import orjson
 
-            from ascendprof.model.problems import printable
 
             doc = {"root": printable(directory), "sources": [s.as_dict() for s in sources],
                    "runs": [r.as_dict() for r in runs],
                    "problems": [p.as_dict() for p in problems]}
             click.echo(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
         else:
-            from ascendprof.report.terminal import print_scan
-
             print_scan(sources, problems, runs=runs)
     if not sources:
         sys.exit(EXIT_NOTHING)
@@ -131,7 +130,6 @@ def _parse_thresholds(items) -> dict:
             raise click.BadParameter(f"{it!r}: VALUE must be a number",
                                      param_hint="--threshold") from None
     if out:  # check names and values now, not after the whole analysis has run
-        from ascendprof.api import verdict_thresholds
 
         try:
             verdict_thresholds(out)
@@ -202,8 +200,6 @@ def analyse(directory, out, fmt, workers, executor, scheduler, no_tables, no_cac
     Ranks of different runs (jobs or collections) are never mixed: when DIRECTORY holds
     several, analyse exits 2 naming them, unless --run picks one or --each-run asks for all.
     """
-    from ascendprof import api
-
     kwargs = dict(fmt=fmt, workers=workers, executor=executor, scheduler=scheduler,
                   tables=not no_tables, cache=not no_cache,
                   thresholds=_parse_thresholds(thresholds), strict=strict, timeline=timeline,
@@ -212,12 +208,10 @@ def analyse(directory, out, fmt, workers, executor, scheduler, no_tables, no_cac
         raise click.BadParameter("--run and --each-run exclude each other", param_hint="--run")
     if not each_run:
         sys.exit(api.analyse(directory, out, run=run, **kwargs))
-    from ascendprof.scan import runs_of
 
     if not directory.exists():
 
         raise UsageError(f"{directory}: no such file or directory")
-    from ascendprof.scan.runs import folder_names
 
     _, runs = runs_of(directory)
     folders = folder_names([r.name for r in runs])
@@ -243,8 +237,6 @@ def report(out_dir, dest):
     Step breakdown, Pipeline, Communication, Operators, Memory, Problems; a section whose file
     is absent says so. Nothing is recomputed: the page shows the files' numbers.
     """
-    from ascendprof.api import rebuild_report
-
     page = rebuild_report(out_dir, dest)
     click.echo(f"HTML report: {page} (open it in a browser; no network needed)")
 

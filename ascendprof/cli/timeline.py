@@ -10,6 +10,11 @@ from pathlib import Path
 
 import click
 
+from ascendprof import api
+from ascendprof.engine.outdir import check_output_dir
+from ascendprof.model.errors import EXIT_OK, UsageError
+from ascendprof.sysio.lifetime import stdout_may_close
+
 _SIZE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9}
 
 
@@ -75,11 +80,8 @@ def command(directory, out, fmt, ranks_text, steps_text, window, align_clocks, m
     remains between ranks is measured on the collectives and printed (--align-clocks removes
     it). Prints the estimated size first and refuses traces above --max-size.
     """
-    from ascendprof import api
     from ascendprof.engine import timeline as E
-    from ascendprof.model.errors import EXIT_OK, UsageError
     from ascendprof.report import trace
-    from ascendprof.engine.outdir import check_output_dir
 
     if not directory.exists():
         raise UsageError(f"{directory}: no such file or directory")
@@ -96,9 +98,8 @@ def command(directory, out, fmt, ranks_text, steps_text, window, align_clocks, m
     n_read = len(c.ranks) if ranks is None else len(set(ranks) & set(c.ranks))
     progress, bar = None, None
     if not quiet and n_read > 1:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
         from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
         bar = Progress(TextColumn("Reading ranks"), BarColumn(), MofNCompleteColumn(),
                        transient=True, console=Console(stderr=True))
@@ -117,7 +118,6 @@ def command(directory, out, fmt, ranks_text, steps_text, window, align_clocks, m
     console = _console()
 
     def echo(*args, **kwargs):  # a reader that went away (| head) does not stop the work
-        from ascendprof.sysio.lifetime import stdout_may_close
 
         with stdout_may_close():
             console.print(*args, **kwargs)

@@ -38,11 +38,15 @@ from pathlib import Path
 
 import orjson
 
-from ascendprof.model.errors import AscendProfError
+from ascendprof._version import __version__
+from ascendprof.engine import resultfile
 from ascendprof.engine.entrycheck import expected_rank, safe_name
+from ascendprof.model.errors import AscendProfError
+from ascendprof.model.problems import printable, Problem, Problems
 from ascendprof.sysio.atomic import ensure_dir
 from ascendprof.sysio.ownership import CACHE_DIRNAME  # noqa: F401 - re-exported
 from ascendprof.sysio.parquet import parquet_bytes
+from ascendprof.sysio.textio import open_regular, read_regular
 
 ENV = "ASCENDPROF_CACHE"
 FORMAT = 3  # 2: per-rank results in resultfile's data-only format instead of pickle;
@@ -61,8 +65,6 @@ def _read_entry(d: Path) -> dict | None:
     """The entry.json of the entry directory ``d`` (a real directory, not a symlink, holding a
     small regular file with an object whose ``entry_hash`` matches its content and whose table
     names are safe (:func:`safe_name`)), None otherwise."""
-    from ascendprof.sysio.textio import read_regular
-
     try:
         if not stat.S_ISDIR(os.lstat(d).st_mode) or os.path.islink(d / _ENTRY):
             return None
@@ -100,8 +102,6 @@ def safe_relpath(rel) -> bool:
 def file_hash(path: Path) -> str:
     """Hash of the regular file ``path``'s bytes (read in 1 MB blocks; never a FIFO or device:
     InputError otherwise)."""
-    from ascendprof.sysio.textio import open_regular
-
     h = hashlib.blake2b(digest_size=20)
     with open_regular(path) as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -146,8 +146,6 @@ def cache_dir_for(out: Path | None, inputs=()) -> Path | None:
 @lru_cache(maxsize=1)
 def code_fingerprint() -> str:
     """Hash of the path, size and mtime of every ascendprof module (changes on upgrade/edit)."""
-    from ascendprof._version import __version__
-
     root = Path(__file__).resolve().parents[1]  # the ascendprof package
     h = hashlib.sha256(f"{FORMAT}:{__version__}".encode())
     for p in sorted(root.rglob("*.py")):
@@ -190,7 +188,6 @@ def load(source, cache_dir: Path, read=None):
     Tables are read back from Parquet with their schemas (including schema metadata); ``source``
     in the returned object is the one passed in.
     """
-    from ascendprof.model.problems import Problem, Problems
     from ascendprof.model.rankdata import RankData
 
     d = Path(cache_dir) / entry_key(source)
@@ -203,7 +200,6 @@ def load(source, cache_dir: Path, read=None):
         import pyarrow.parquet as pq
 
         from ascendprof.sysio import bigtables
-        from ascendprof.sysio.textio import read_regular
 
         tables, spilled = {}, {}
         for name in entry["tables"]:
@@ -241,7 +237,6 @@ def store(data, cache_dir: Path, result=None, read=None) -> Path | None:
     """
     cache_dir = Path(cache_dir)
     final = cache_dir / entry_key(data.source)
-    from ascendprof.model.problems import printable
 
     entry = {
         "format": FORMAT, "fingerprint": fingerprint(data.source, read),
@@ -271,8 +266,6 @@ def store(data, cache_dir: Path, result=None, read=None) -> Path | None:
         entry["entry_hash"] = _entry_hash(entry)
         (tmp / _ENTRY).write_bytes(orjson.dumps(entry, option=orjson.OPT_SERIALIZE_NUMPY))
         if result is not None:
-            from ascendprof.engine import resultfile
-
             (tmp / _RESULT).write_bytes(resultfile.encode(result, entry["fingerprint"]))
         if final.exists():
             shutil.rmtree(final, ignore_errors=True)
@@ -298,8 +291,6 @@ def load_result(source, cache_dir: Path | None, read=None):
     """
     if cache_dir is None:
         return None
-    from ascendprof.engine import resultfile
-    from ascendprof.sysio.textio import read_regular
 
     d = Path(cache_dir) / entry_key(source)
     entry = _read_entry(d)
@@ -323,7 +314,6 @@ def store_result(result, cache_dir: Path | None, read=None) -> Path | None:
     returns the entry directory, None when nothing was stored."""
     if cache_dir is None:
         return None
-    from ascendprof.engine import resultfile
 
     d = Path(cache_dir) / entry_key(result.source)
     entry = _read_entry(d)
@@ -465,7 +455,6 @@ def restore_run(cache_dir: Path | None, key: str, out: Path, dest_of=None) -> di
     file (what was placed before a mismatch is the caller's staging to clear)."""
     if cache_dir is None:
         return None
-    from ascendprof.sysio.textio import read_regular
 
     d = Path(cache_dir) / f"{_RUN_PREFIX}{key}"
     try:

@@ -20,6 +20,8 @@ import sys
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from functools import partial
 
+from ascendprof.sysio.lifetime import worker_init
+
 #: environment variable: memory budget in MB for all workers together
 BUDGET_ENV = "ASCENDPROF_MEMORY_BUDGET_MB"
 #: RSS of a worker before it reads anything (interpreter + pyarrow + pandas), bytes
@@ -166,8 +168,6 @@ def _pool(workers: int) -> ProcessPoolExecutor:
     """A pool whose workers die with this process (:func:`lifetime.worker_init`). Forked on
     Linux (the workers share the modules :func:`pipeline.preload` imported, and their parent is
     this process, which their death signal is tied to)."""
-    from ascendprof.sysio.lifetime import worker_init
-
     ctx = None
     if sys.platform.startswith("linux"):
         import multiprocessing
@@ -220,7 +220,7 @@ def dask_map(fn, sources, *, tables_dir=None, scheduler=None, on_result=None, **
     not installed; exceptions raised by ``fn`` propagate. ``on_result`` is called with each
     result as it arrives.
     """
-    from distributed import Client, as_completed
+    from distributed import as_completed, Client
 
     sources = list(sources)
     if not sources:

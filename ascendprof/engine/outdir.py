@@ -34,9 +34,11 @@ from pathlib import Path
 import orjson
 
 from ascendprof.model.errors import OutputError, UsageError
+from ascendprof.sysio.atomic import write_bytes
+from ascendprof.sysio.lifetime import deferred_signals
 from ascendprof.sysio.ownership import (  # noqa: F401 - the names of the managed set, used here and re-exported
-    CACHE_DIRNAME, LOCK, MANIFEST, MANIFEST_MAX_BYTES, STAGING_PREFIX, TABLES, TRASH_PREFIX,
-    is_managed, managed_names, read_manifest)
+    CACHE_DIRNAME, is_managed, LOCK, managed_names, MANIFEST, MANIFEST_MAX_BYTES, read_manifest,
+    STAGING_PREFIX, TABLES, TRASH_PREFIX)
 
 JOURNAL = ".commit"
 FORMAT = 1
@@ -240,7 +242,6 @@ class OutputDir:
             _write_new(self.staging / JOURNAL, orjson.dumps(journal))
         except OSError as e:
             raise _output_error(self.out, e) from None
-        from ascendprof.sysio.lifetime import deferred_signals
 
         with deferred_signals():  # a signal waits until the old set's remains are gone too
             self.committed = True  # from here on the staging directory is rolled forward
@@ -257,7 +258,6 @@ def adopt(out: Path, name: str) -> None:
         if doc is None or name in doc["files"]:
             return
         doc["files"] = sorted(doc["files"] + [name])
-        from ascendprof.sysio.atomic import write_bytes
 
         write_bytes(Path(out) / MANIFEST, orjson.dumps(doc, option=orjson.OPT_INDENT_2))
 
@@ -320,8 +320,6 @@ def recover(out: Path, names=()) -> list[str]:
         p = out / entry
         if entry.startswith(STAGING_PREFIX) and os.path.isdir(p) and not os.path.islink(p):
             if (p / JOURNAL).is_file():
-                from ascendprof.sysio.lifetime import deferred_signals
-
                 try:
                     with deferred_signals():
                         roll_forward(out, p)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from ascendprof.analyze import (advice as advice_rules, cluster_communication, cluster_step_trace,
-                                registry, iteration_trace, op_stats, step_breakdown, verdicts)
+                                iteration_trace, op_stats, registry, step_breakdown, verdicts)
 from ascendprof.analyze.advice.base import READ_COLUMNS
 from ascendprof.engine import cache
 from ascendprof.engine.executors import local_map, release_free_heap
@@ -22,6 +22,7 @@ from ascendprof.model import schemas as S
 from ascendprof.model.errors import AscendProfError, InputError, NothingAnalysable
 from ascendprof.model.options import ReadOptions
 from ascendprof.model.problems import Problems
+from ascendprof.model.ranks import rank_ranges
 from ascendprof.model.results import (ClusterAnalysis, RankResult,  # noqa: F401 - re-exported
                                       SMALL_TABLES, unpark)
 from ascendprof.model.source import Source
@@ -340,7 +341,6 @@ def _step_rows(ca, problems):
     extra = bd.take(pa.array(keep)).select(st.column_names if st is not None and st.num_rows
                                            else bd.column_names)
     ranks = sorted(set(extra.column("rank").to_pylist()))
-    from ascendprof.model.ranks import rank_ranges
 
     problems.add(ca.root, f"cluster_step_trace_time.csv: the rows of rank(s) "
                           f"{rank_ranges(ranks)} are recomputed by ascendprof from the kernels "

@@ -25,6 +25,7 @@ import struct
 import orjson
 
 from ascendprof.engine.entrycheck import expected_rank, safe_name
+from ascendprof.model.problems import Problem, Problems
 
 MAGIC = b"ASCENDPROF-RANKRESULT\x00v2\n"
 _LEN = struct.Struct("<Q")
@@ -108,7 +109,6 @@ def _ipc(table) -> bytes:
 def decode(data: bytes, fingerprint: str, source):
     """The RankResult in ``data`` for ``source``; raises :class:`BadResult` unless the file is
     intact, of this format and made for ``fingerprint``."""
-    from ascendprof.model.problems import Problem, Problems
     from ascendprof.model.results import RankResult
 
     view = memoryview(data)

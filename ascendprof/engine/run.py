@@ -10,15 +10,18 @@ from pathlib import Path
 import orjson
 
 from ascendprof.engine import cache as run_cache
-from ascendprof.engine.outdir import OutputDir, check_not_in_sources, check_output_dir
+from ascendprof.engine.executors import dask_map
+from ascendprof.engine.outdir import check_not_in_sources, check_output_dir, OutputDir
 from ascendprof.model.errors import EXIT_NOTHING, EXIT_OK, OutputError, UsageError
 from ascendprof.model.options import RunOptions
 from ascendprof.model.outputs import OUTPUT_FILES
-from ascendprof.model.problems import Problems, printable
+from ascendprof.model.problems import printable, Problems
+from ascendprof.report.files import EarlyWrite, write_outputs
+from ascendprof.report.html import write_report
+from ascendprof.report.terminal import print_summary
 from ascendprof.scan import load_sources
 from ascendprof.sysio.atomic import write_json
 from ascendprof.sysio.lifetime import stdout_may_close
-
 
 #: how to pick one run when a directory holds several (the analyse command's options)
 PICK_RUN = ("Analyse one: give its path, or --run NAME (or its number); --each-run analyses "
@@ -84,7 +87,6 @@ def _analyse_into(target, directory: Path, out: Path, sources, problems: Problem
         return summary, bool(restored.get("skipped"))
     target.clear_staging()  # what a restore that failed half-way placed there
     from ascendprof.engine import pipeline
-    from ascendprof.report.files import EarlyWrite, write_outputs
     from ascendprof.report.summary import build_summary
 
     _release_freed_memory()
@@ -137,8 +139,6 @@ def _output_side(out: Path, fn, *args):
 
 
 def _html(out: Path, stage: Path) -> Path:
-    from ascendprof.report.html import write_report
-
     return _output_side(out, write_report, stage)
 
 
@@ -147,8 +147,6 @@ def _show(summary: dict, out: Path, fmt: str, page: Path | None = None) -> None:
         sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
                                       | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
     else:
-        from ascendprof.report.terminal import print_summary
-
         print_summary(summary, out)
         if page is not None:  # the last line: where to look
             sys.stdout.write(f"HTML report: {printable(page)} (open it in a browser; no "
@@ -189,7 +187,6 @@ def _run(sources, tables_dir, o: RunOptions, cache_dir, on_result=None):
         if find_spec("distributed") is None:  # dask_map imports it when called
             raise UsageError("--executor dask needs the optional extra: pip install "
                              "'ascendprof[dask]' (no module named 'distributed')")
-        from ascendprof.engine.executors import dask_map
 
         return dask_map(pipeline.process_rank, sources, tables_dir=tables_dir,
                         scheduler=o.scheduler, cache_dir=cache_dir, on_result=on_result,

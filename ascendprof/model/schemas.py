@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from ascendprof.model.errors import InputError
+
 I32, I64, F64, STR = pa.int32(), pa.int64(), pa.float64(), pa.string()
 
 
@@ -322,8 +324,6 @@ def from_lists(name: str, cols: dict, path=None) -> pa.Table:
     not fit a numeric column (text, a fraction in an integer column, beyond int64), never a
     pyarrow error.
     """
-    from ascendprof.model.errors import InputError
-
     schema = SCHEMAS[name]
     n = max((len(v) for v in cols.values()), default=0)
     fields = list(schema)

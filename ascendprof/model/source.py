@@ -10,6 +10,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ascendprof.model.problems import printable
+
 TORCH_TEXT = "torch_npu"
 MS_TEXT = "mindspore"
 DB = "db"
@@ -59,8 +61,6 @@ class Source:
 
     def as_dict(self) -> dict:
         """The source as JSON-able data (a path that is not UTF-8 shown with ``\\x`` escapes)."""
-        from ascendprof.model.problems import printable
-
         d = asdict(self)
         d["path"] = printable(self.path)
         d["files"] = [printable(f) for f in self.files]

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from importlib import import_module
 
+from ascendprof.model import source as S
+
 
 def reader_module(kind: str) -> str:
     """The module that reads sources of ``kind`` (KeyError for an unknown kind)."""
-    from ascendprof.model import source as S
-
     return {
         S.TORCH_TEXT: "ascendprof.readers.torch_text",
         S.MS_TEXT: "ascendprof.readers.mindspore_text",

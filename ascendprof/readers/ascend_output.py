@@ -33,8 +33,15 @@ import pyarrow.compute as pc
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError
 from ascendprof.model.problems import Problems
-from ascendprof.sysio.textio import METADATA_MAX_BYTES, read_csv, read_json
+from ascendprof.model.rankdata import RankData
+from ascendprof.model.tasks import comm_rows
 from ascendprof.model.units import us_column_to_ns
+from ascendprof.readers import minddata
+from ascendprof.readers.communication import iter_tables, read_communication_per_value, Reread
+from ascendprof.readers.values import report_negative_durations
+from ascendprof.sysio import bigtables
+from ascendprof.sysio.textio import (_COLUMN_RE, csv_header, METADATA_MAX_BYTES, open_csv_stream,
+                                     read_csv, read_json)
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 
@@ -298,9 +305,6 @@ def read_kernel_details_spilled(path: Path, rank: int, bad_rows: list | None = N
     first cell is text is left out. Rows with a negative duration are left out as
     :func:`ascendprof.readers.values.check` does; ``negative`` gets ``[count, example row]``
     for its report. Raises InputError as read_kernel_details does."""
-    from ascendprof.sysio import bigtables
-    from ascendprof.sysio.textio import csv_header, open_csv_stream
-
     path = Path(path)
     header = csv_header(path)
     names = [KERNEL_ALIASES.get(n.strip(), n.strip()) for n in header]
@@ -336,8 +340,6 @@ def _kernel_batches(path, rank, header, names, col_types, dropped, decided, bad_
                     negative, open_csv_stream, threads):
     import re
 
-    from ascendprof.sysio import bigtables
-    from ascendprof.sysio.textio import _COLUMN_RE
 
     if bad_rows is not None:
         bad_rows.clear()
@@ -750,7 +752,6 @@ def _timeline_not_needed(data) -> str | None:
     kernels = data.tables.get(S.KERNELS)
     if kernels is None or kernels.num_rows == 0:
         return None
-    from ascendprof.model.tasks import comm_rows
 
     if pc.any(comm_rows(kernels.column("accelerator_core"), kernels.column("name"))).as_py():
         return "kernel_details.csv has the compute and communication tasks (--timeline reads it)"
@@ -785,8 +786,6 @@ def read_output_dir(source, options=None) -> "RankData":  # noqa: F821 (import b
     Raises InputError only when the rank is unknown or ``ASCEND_PROFILER_OUTPUT`` is not a
     directory (nothing of the rank is readable).
     """
-    from ascendprof.model.rankdata import RankData
-
     base = Path(source.path)
     if source.rank is None:
         raise InputError(base, "rank unknown; not read")
@@ -799,7 +798,6 @@ def read_output_dir(source, options=None) -> "RankData":  # noqa: F821 (import b
     present = {p.name for p in out.iterdir() if p.is_file()}
     data.missing = [f for f in ANALYSIS_INPUTS if f not in present]
 
-    from ascendprof.sysio import bigtables
 
     for fname, (table, parse) in CSV_PARSERS.items():
         if fname not in present:
@@ -813,8 +811,6 @@ def read_output_dir(source, options=None) -> "RankData":  # noqa: F821 (import b
                 if got is not None:
                     data.tables[table], data.spilled[table] = got
                     if negative[0]:
-                        from ascendprof.readers.values import report_negative_durations
-
                         report_negative_durations(data, table, *negative)
                     continue
             data.tables[table] = parse(out / fname, rank, bad_rows=bad, lossy=lossy)
@@ -861,8 +857,6 @@ def read_output_dir(source, options=None) -> "RankData":  # noqa: F821 (import b
 
     if any(n.startswith(("minddata_", "pipeline_profiling_", "device_queue_profiling_",
                          "dataset_iterator_profiling_")) for n in present):
-        from ascendprof.readers import minddata  # MindSpore data preparation files
-
         data.tables.update(minddata.read_all({n: out / n for n in present}, rank, data.problems))
 
     kernels = data.tables.get(S.KERNELS)
@@ -881,8 +875,6 @@ def read_output_dir(source, options=None) -> "RankData":  # noqa: F821 (import b
 
 def _respill(spilled, fn):
     """A spilled table with ``fn`` applied to each of its row groups (a new file)."""
-    from ascendprof.sysio import bigtables
-
     writer = None
     try:
         for batch in spilled.iter_batches():
@@ -906,10 +898,6 @@ def read_communication_spilled(path: Path, rank: int, problems: Problems | None 
     (:mod:`ascendprof.sysio.bigtables`). Returns ``({COMM_OPS: slim table}, {name:
     SpilledTable})``; a file the streaming reader hands back (communication.Reread) is read whole
     and returned as ``(tables, {})``. Raises InputError."""
-    from ascendprof.sysio import bigtables
-    from ascendprof.readers.communication import (Reread, iter_tables,
-                                                  read_communication_per_value)
-
     writers: dict = {}
     parts = []
     try:

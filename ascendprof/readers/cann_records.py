@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ascendprof.model.errors import RecordError
-from ascendprof.sysio.textio import int_text, is_digits
+from ascendprof.sysio.textio import int_text, is_digits, read_regular
 
 HOST_MAGIC = 0x5A5A
 STARS_MAGIC = 0x6BD3
@@ -377,8 +377,6 @@ def slice_groups(names: list[str]) -> dict[str, list[str]]:
 def read_slices(base: Path, names: list[str]) -> bytes:
     """Concatenate the slices ``names`` (relative to ``base``) in the given order: a record may
     straddle a slice boundary, so records are cut only after concatenation (§D.0)."""
-    from ascendprof.sysio.textio import read_regular
-
     return b"".join(read_regular(Path(base) / n) for n in names)
 
 

@@ -68,6 +68,7 @@ from ascendprof.model.errors import InputError
 from ascendprof.model.rankdata import RankData
 from ascendprof.model.source import Source
 from ascendprof.model.units import us_text_to_ns
+from ascendprof.sysio.textio import METADATA_MAX_BYTES, open_regular, read_json
 
 #: Accelerator Core given to COMMUNICATION_OP big-op rows of ``kernels`` (torch_npu writes
 #: ``HCCL`` in older and ``COMMUNICATION`` in newer kernel_details.csv; analyses accept both).
@@ -98,7 +99,6 @@ class _Db:
     def __init__(self, path: Path):
         self.path = Path(path)
         uri = f"file:{quote(str(self.path.resolve()))}?mode=ro&immutable=1"
-        from ascendprof.sysio.textio import open_regular
 
         open_regular(self.path).close()  # a FIFO or device would block or feed SQLite forever
         try:
@@ -224,8 +224,6 @@ def read(source: Source, options=None) -> RankData:  # noqa: ARG001 - one signat
 
 
 def _read_json_meta(source: Source, data: RankData) -> None:
-    from ascendprof.sysio.textio import METADATA_MAX_BYTES, read_json
-
     for f in source.files:
         base = os.path.basename(f)
         key = ("profiler_info" if re.match(r"^profiler_info(_\d+)?\.json$", base)

@@ -24,9 +24,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from ascendprof.model import schemas as S
+from ascendprof.model import schemas as S, source as scan
 from ascendprof.model.errors import InputError
 from ascendprof.model.units import us_text_to_ns
+from ascendprof.readers.trace_view import iter_event_blocks
 
 #: Framework ops that make the host wait for the device (they read a device value on the host).
 SYNC_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::is_nonzero", "aten::nonzero",
@@ -70,8 +71,6 @@ def read_trace_host(path: Path, rank: int) -> dict[str, pa.Table]:
     ``dur`` float us -> round(dur * 1000). Raises InputError for an unreadable or invalid file
     and for a kept event whose ts is not a number.
     """
-    from ascendprof.readers.trace_view import iter_event_blocks
-
     path = Path(path)
     host = {"source": [], "name": [], "tid": [], "start_ns": [], "dur_ns": []}
     tasks = {"pid": [], "task_name": [], "start_ns": [], "dur_ns": [], "size_bytes": [],
@@ -552,8 +551,6 @@ def extend(data, read_trace: bool) -> None:
     cheap). Text sources: trace_view.json only when ``read_trace``; otherwise
     ``meta["advice_not_read"]`` says why. A file that cannot be read is recorded in
     ``data.problems`` (affects: advice) and the rest is kept."""
-    from ascendprof.model import source as scan
-
     src = data.source
     rank = data.rank
     try:

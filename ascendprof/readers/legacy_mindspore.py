@@ -49,8 +49,8 @@ import pyarrow as pa
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError, shielded
 from ascendprof.model.rankdata import RankData
-from ascendprof.sysio.textio import METADATA_MAX_BYTES, read_json, read_regular
-from ascendprof.sysio.textio import int_text
+from ascendprof.readers import minddata
+from ascendprof.sysio.textio import int_text, METADATA_MAX_BYTES, read_json, read_regular
 
 #: One HWTS cycle of the legacy step trace in ns (100 MHz; MindInsight: value / 1e5 = ms).
 TICK_NS = 10
@@ -115,7 +115,6 @@ def read(source, options=None) -> RankData:  # noqa: ARG001 - one signature for 
     path = pick(rf"^(ascend_)?timeline_display_{r}\.json$")
     if path:
         put(S.TIMELINE, attempt("timeline", read_timeline_display, path, rank))
-    from ascendprof.readers import minddata
 
     data.tables.update(minddata.read_all(names, rank, data.problems))
     path = pick(rf"^memory_usage_summary_{r}\.json$")

@@ -37,8 +37,12 @@ import pyarrow as pa
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError, shielded
 from ascendprof.model.rankdata import RankData
-from ascendprof.sysio.textio import METADATA_MAX_BYTES, read_csv, read_json
 from ascendprof.model.units import us_column_to_ns
+from ascendprof.readers import ascend_output as ao
+from ascendprof.readers.ascend_output import assign_steps
+from ascendprof.readers.communication import read_communication, read_matrix
+from ascendprof.readers.trace_view import read_trace_view
+from ascendprof.sysio.textio import METADATA_MAX_BYTES, read_csv, read_json
 
 OUT = "mindstudio_profiler_output"
 #: below this many us a timestamp cannot be Unix wall-clock time (it is monotonic)
@@ -78,8 +82,6 @@ def read(source, options=None) -> RankData:  # noqa: ARG001 - one signature for 
         except InputError as e:
             data.problems.add_error(e, rank=rank, affects=("metadata",))
     if S.KERNELS in data.tables and data.has(S.ITERATIONS):
-        from ascendprof.readers.ascend_output import assign_steps
-
         data.tables[S.KERNELS] = assign_steps(data.tables[S.KERNELS], _windows(data))
     if not data.tables:
         raise InputError(source.path, "no readable exported data in this PROF_ directory")
@@ -102,8 +104,6 @@ def _guard(data: RankData, path: Path, affects: tuple[str, ...], fn, *args):
 # ----------------------------------------------------------------- mindstudio_profiler_output
 
 def _read_export(out: Path, names: list[str], data: RankData) -> None:
-    from ascendprof.readers import ascend_output as ao
-
     groups: dict[str, list[tuple[int, str]]] = defaultdict(list)
     for n in names:
         m = _OUT_RE.match(n)
@@ -129,8 +129,6 @@ def _read_export(out: Path, names: list[str], data: RankData) -> None:
     timelines = []
     for p in files.get("msprof", []):
         if p.suffix == ".json":
-            from ascendprof.readers.trace_view import read_trace_view
-
             t = _guard(data, p, ("step_breakdown",), read_trace_view, p, data.rank)
             if t is not None:
                 timelines.append(t[S.TIMELINE])
@@ -200,7 +198,6 @@ def _step_trace_csv(path: Path, rank: int) -> pa.Table:
 def _read_analyze(base: Path, names: list[str], data: RankData) -> None:
     if not names:
         return
-    from ascendprof.readers.communication import read_communication, read_matrix
 
     if "communication.json" in names:
         got = _guard(data, base, ("communication",), read_communication,

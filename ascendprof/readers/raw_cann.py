@@ -44,11 +44,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from ascendprof.analyze import hccl_tasks
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError, RecordError
 from ascendprof.model.rankdata import RankData
 from ascendprof.readers import cann_records as C
-from ascendprof.sysio.textio import METADATA_MAX_BYTES, int_text, read_json, read_regular
+from ascendprof.sysio.textio import int_text, METADATA_MAX_BYTES, read_json, read_regular
 
 #: legacy HWTS cycle length in ns (100 MHz)
 LEGACY_TICK_NS = 10
@@ -450,8 +451,6 @@ def _emit_comm(dev_df, comm, local_offset_ns: int, data: RankData):
     """Pair device tasks with host HCCL small tasks (same stream, task, context and launching
     task_track), store the COMM_* tables in ``data`` and return the device tasks that are not
     HCCL small tasks (the kernels)."""
-    from ascendprof.analyze import hccl_tasks
-
     keys = ["stream_id", "task_id", "context_id", "launch_ts"]
     dev = dev_df.reset_index(drop=True)
     # launch_ts: the raw host time of the task_track each device task was matched to

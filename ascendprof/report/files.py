@@ -19,6 +19,7 @@ import orjson
 from ascendprof.model.outputs import OUTPUT_FILES  # noqa: F401 - the registry, re-exported
 from ascendprof.sysio.atomic import write_csv, write_frame_csv, write_json
 from ascendprof.sysio.jsonstream import write_json_items
+from ascendprof.sysio.lifetime import die_with_parent
 
 PROBLEM_COLUMNS = ["Rank", "Severity", "Path", "Where", "Reason", "Affects"]
 
@@ -109,7 +110,6 @@ class EarlyWrite:
                 import signal
 
                 signal.signal(signal.SIGTERM, _exit_on_signal)  # cancel: remove the temp file
-                from ascendprof.sysio.lifetime import die_with_parent
 
                 die_with_parent(parent, signal.SIGTERM)  # and stop when the run is killed
                 import gc

@@ -5,6 +5,8 @@ to import (no Arrow or pandas): a restored run prints its summary with it."""
 
 from __future__ import annotations
 
+from ascendprof.model.ranks import ranks_phrase
+
 #: the three parts a step splits into (Computing + Communication(Not Overlapped) + Free = step)
 SPLIT = (("Computing", "computing_us"), ("Communication(Not Overlapped)", "comm_not_overlapped_us"),
          ("Free", "free_us"))
@@ -45,8 +47,6 @@ def headline(s: dict) -> dict:
     rank, the cause (the first warning or critical verdict, in one sentence, with its ranks)
     and what to look at next. Built from the summary's own rows (``s`` as
     :func:`build_summary` returns it)."""
-    from ascendprof.model.ranks import ranks_phrase
-
     per_rank: dict[int, list[dict]] = {}
     for r in s.get("ranks") or []:
         per_rank.setdefault(r["rank"], []).append(r)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 
 from ascendprof._version import __version__
+from ascendprof.analyze import memory
 from ascendprof.model import schemas as S
 from ascendprof.model.problems import printable
 from ascendprof.report.files import not_written
@@ -169,7 +170,6 @@ def analyses_summary(csv_files: dict) -> dict:
     ms = csv_files.get("memory_summary.csv")
     if ms is not None and len(ms):
         # lazy: the terminal summary of a restored run uses this module without pandas
-        from ascendprof.analyze import memory
 
         per = memory.rank_peaks(ms)
         out["memory"] = [{"rank": int(r.rank), "component": r.component,

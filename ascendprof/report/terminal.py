@@ -6,6 +6,8 @@ import re
 import sys
 
 from ascendprof.model.problems import printable
+from ascendprof.model.ranks import rank_ranges, ranks_phrase
+from ascendprof.report.headline import first_sentence, group_problems, headline, headline_lines
 
 #: C0 and C1 control characters but TAB and LF: an ESC or BEL from a name in the data would
 #: otherwise reach the terminal raw (recolour it, set its title, clear the screen)
@@ -38,9 +40,9 @@ _SEV_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 def _console():
-    from rich.console import Console  # deferred: plain scan output needs no rich (60 ms import)
-
     import os
+
+    from rich.console import Console  # deferred: plain scan output needs no rich (60 ms import)
 
     con = Console(highlight=False, soft_wrap=False)
     if not con.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
@@ -72,7 +74,6 @@ RICH_SCAN_MAX_ROWS = 64
 
 def _scan_row(s) -> tuple[str, ...]:
     vers = "/".join(v for v in (s.framework_version, s.cann_version) if v) or "-"
-    from ascendprof.model.ranks import rank_ranges
 
     steps = rank_ranges(s.steps, 3) if s.steps and all(
         isinstance(x, int) for x in s.steps) else ",".join(map(str, s.steps))
@@ -248,9 +249,6 @@ def print_summary(summary: dict, out_dir) -> None:
     category beyond a few), the step breakdown (top ranks and the spread beyond a few dozen
     rank-steps), top op types, the other analyses, advice, the notes on the input grouped by
     kind with their rank ranges, where the results are."""
-    from ascendprof.model.ranks import rank_ranges
-    from ascendprof.report.headline import group_problems, headline, headline_lines
-
     con = _console()
     kinds = {}
     for s in summary["sources"]:
@@ -333,9 +331,6 @@ def _print_verdicts(con, vs: list[dict], h: dict, compact: bool = False) -> None
     """Verdicts one by one (message, up to two symptoms for the first, next step) up to
     MAX_VERDICT_LINES; beyond, the first in full and one line per category with its count,
     severity and ranks."""
-    from ascendprof.model.ranks import rank_ranges
-    from ascendprof.report.headline import first_sentence
-
     if not vs:
         con.print("[bold]Verdicts (0)[/bold]: nothing found beyond the thresholds")
         return
@@ -398,7 +393,6 @@ def _print_notes(con, notes: list[dict], total: int, rank_ranges, compact=False)
         who = (f"ranks {rank_ranges(k['ranks'], 4)}" if len(set(k["ranks"])) > 1 else
                f"rank {k['ranks'][0]}" if k["ranks"] else _esc(k.get("path") or ""))
         where = f"{k['where']}: " if k.get("where") else ""
-        from ascendprof.report.headline import first_sentence
 
         if k["same"]:
             reason = first_sentence(k["reason"], 160) if compact else k["reason"]
@@ -423,8 +417,6 @@ def _print_notes(con, notes: list[dict], total: int, rank_ranges, compact=False)
 def _print_advice(con, adv: dict | None, top: int = 5, compact: bool = False) -> None:
     """The advice items of the summary (the top ``top``, or all with --advice all); compact:
     one line each (severity, area, title, ranks)."""
-    from ascendprof.model.ranks import ranks_phrase
-
     if not adv:
         return
     items = adv["items"] if adv.get("mode") == "all" else adv["items"][:top]
@@ -459,7 +451,6 @@ def _print_analyses(con, a: dict, compact: bool = False) -> None:
 
     import re
 
-    from ascendprof.model.ranks import rank_ranges
 
     stages = a.get("pipeline") or []
     for st in stages[:MAX_STAGE_LINES]:

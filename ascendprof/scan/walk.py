@@ -23,15 +23,15 @@ from __future__ import annotations
 import io
 import os
 import re
-
 from pathlib import Path
 
-from ascendprof.model.errors import InputError, UsageError
+from ascendprof.model.errors import InputError, NothingAnalysable, UsageError
 from ascendprof.model.problems import Problems
-from ascendprof.model.source import (DB, KIND_LABELS, LEGACY_MS, MS_TEXT, PROF, RAW_CANN,
-                                     TORCH_TEXT, Source)
+from ascendprof.model.source import (DB, KIND_LABELS, LEGACY_MS, MS_TEXT, PROF, RAW_CANN, Source,
+                                     TORCH_TEXT)
+from ascendprof.scan.runs import group_runs, pick
 from ascendprof.sysio.ownership import CACHE_DIRNAME, LOCK, MANIFEST, STAGING_PREFIX
-from ascendprof.sysio.textio import int_text
+from ascendprof.sysio.textio import file_kind, int_text, METADATA_MAX_BYTES, read_json, read_regular
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 _TEXT_FILES = ("kernel_details.csv", "step_trace_time.csv", "trace_view.json",
@@ -255,8 +255,6 @@ def _skip(problems: Problems | None, path, reason: str) -> None:
 
 
 def _not_regular(path: str) -> str:
-    from ascendprof.sysio.textio import file_kind
-
     try:
         kind = file_kind(os.stat(path).st_mode)
     except OSError as e:
@@ -275,8 +273,6 @@ def _is_utf8(name: str) -> bool:
 
 def _load_json_quiet(path: Path, problems: Problems) -> dict | None:
     """A metadata JSON object, or None (problem recorded) when unreadable or not an object."""
-    from ascendprof.sysio.textio import METADATA_MAX_BYTES, read_json
-
     try:
         obj = read_json(path, METADATA_MAX_BYTES)
     except InputError as e:
@@ -415,7 +411,6 @@ def _fill_from_outputs(src: Source, out_dir: Path, outs: list[str], problems: Pr
         return
     import csv
 
-    from ascendprof.sysio.textio import read_regular
 
     try:
         text = read_regular(out_dir / "step_trace_time.csv").decode("utf-8-sig")
@@ -647,8 +642,6 @@ PICK_BY_PATH = "Give the path of one of them."
 def runs_of(root: Path, problems: Problems | None = None) -> tuple[list[Source], list]:
     """:func:`scan` ``root`` and group the sources by run (:func:`ascendprof.scan.runs.group_runs`):
     (sources, runs)."""
-    from ascendprof.scan.runs import group_runs
-
     found = scan(Path(root), problems)
     if not found:
         outer = enclosing_source(Path(root))
@@ -685,9 +678,6 @@ def load_sources(root: Path, problems: Problems | None = None, *, run: str | Non
     pick one). Raises UsageError for an unknown ``run``, NothingAnalysable when no source is
     left (with what was skipped). Light: no Arrow import, so a re-run that restores its outputs
     from the cache starts fast."""
-    from ascendprof.model.errors import NothingAnalysable
-    from ascendprof.scan.runs import pick
-
     problems = problems if problems is not None else Problems()
     found, runs = runs_of(root, problems)
     if run is not None:

@@ -22,6 +22,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from ascendprof.model import schemas as S
+from ascendprof.sysio.parquet import PARQUET_OPTIONS
 
 #: an input file of this size or more is read in batches and its table kept on disk
 SPILL_BYTES = 64 << 20
@@ -179,7 +180,6 @@ class SpillWriter:
 
         _large_blocks_mapped()
 
-        from ascendprof.sysio.parquet import PARQUET_OPTIONS
 
         d = spill_dir() or Path(tempfile.gettempdir())
         fd, path = tempfile.mkstemp(prefix=f".{name}.", suffix=".parquet.spill", dir=d)

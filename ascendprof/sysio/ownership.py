@@ -10,6 +10,8 @@ from pathlib import Path
 
 import orjson
 
+from ascendprof.sysio.textio import read_regular
+
 MANIFEST = ".ascendprof-manifest.json"
 LOCK = ".ascendprof.lock"
 STAGING_PREFIX = ".ascendprof-staging-"
@@ -35,8 +37,6 @@ def is_managed(name: str, names) -> bool:
 def read_manifest(out: Path) -> dict | None:
     """The manifest of ``out`` as ``{"files": [...], "tables": [...]}``, None when there is
     none or it is not ascendprof's (not a small regular file holding that shape)."""
-    from ascendprof.sysio.textio import read_regular
-
     p = Path(out) / MANIFEST
     try:
         st = os.lstat(p)

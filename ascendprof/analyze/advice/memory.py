@@ -7,7 +7,8 @@ the cache was too small, fragmented or emptied, and each call blocks the host.
 
 from __future__ import annotations
 
-from ascendprof.analyze.advice.base import Rule, finding, ms, severity_by_share
+from ascendprof.analyze.advice.base import finding, ms, Rule, severity_by_share
+from ascendprof.analyze.advice.computation import _api_totals
 from ascendprof.model import schemas as S
 
 #: Allocator APIs and what to do about each (msprof-analyze rules/en/memory.yaml solutions).
@@ -29,8 +30,6 @@ ALLOCATOR_US = 10000.0
 
 
 def _allocator_calls(ctx):
-    from ascendprof.analyze.advice.computation import _api_totals
-
     rows = []
     for api in ALLOCATOR_APIS:
         got = _api_totals(ctx, api)

@@ -27,20 +27,19 @@ import inspect
 
 from ascendprof.analyze.cluster_communication import double_hash
 from ascendprof.analyze.verdicts import rules, story
-from ascendprof.analyze.verdicts.facts import (Facts, _leave_one_out_median, group_directory,
+from ascendprof.analyze.verdicts.facts import (_leave_one_out_median, Facts, group_directory,
                                                link_table, rank_means, ranks_text, stages,
                                                step_frame)
-from ascendprof.analyze.verdicts.model import (SEVERITY_ORDER, SYMPTOM_KEYS, VERDICT_KEYS,
-                                               make_verdict, symptom)
-from ascendprof.analyze.verdicts.opsplit import (OP_ROWS, OpInstances, OpTotals, op_rows,
-                                                 op_totals, split_op_time)
-from ascendprof.analyze.verdicts.thresholds import NAMES as _NAMES
-from ascendprof.analyze.verdicts.thresholds import (BLAME_RATIO, COMM_SHARE_PCT,
+from ascendprof.analyze.verdicts.model import (make_verdict, SEVERITY_ORDER, symptom, SYMPTOM_KEYS,
+                                               VERDICT_KEYS)
+from ascendprof.analyze.verdicts.opsplit import (OP_ROWS, op_rows, op_totals, OpInstances, OpTotals,
+                                                 split_op_time)
+from ascendprof.analyze.verdicts.thresholds import (BLAME_RATIO, COMM_SHARE_PCT, CONTRIBUTED,
                                                     CRITICAL_FACTOR, EXCESS_OF_STEP_PCT,
-                                                    MAX_SEPARATE_VERDICTS,
-                                                    MIN_EXCESS_MS, SLOW_LINK_BW_RATIO,
-                                                    SLOW_LINK_MIN_MB, SLOW_RANK_MAD_Z, WAIT_RATIO,
-                                                    thresholds)
+                                                    MAX_SEPARATE_VERDICTS, MIN_EXCESS_MS,
+                                                    NAMES as _NAMES, SLOW_LINK_BW_RATIO,
+                                                    SLOW_LINK_MIN_MB, SLOW_RANK_MAD_Z, thresholds,
+                                                    WAIT_RATIO)
 
 _RULES: dict[str, object] = {}
 
@@ -61,8 +60,6 @@ def register_rule(name: str, fn=None, *, thresholds: dict | None = None):
     (ascendprof's own analyses do not register: they are records of analyze.registry, whose
     rules and thresholds the engine passes to :func:`derive` and :func:`thresholds`.)
     """
-    from ascendprof.analyze.verdicts.thresholds import CONTRIBUTED
-
     for k, v in (thresholds or {}).items():
         CONTRIBUTED[str(k).lower()] = float(v)
 

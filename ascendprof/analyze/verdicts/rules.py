@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ascendprof.analyze import iteration_trace
 from ascendprof.analyze.verdicts.facts import Facts, ranks_text
 from ascendprof.analyze.verdicts.model import make_verdict, ms, pct, severity
 
@@ -842,7 +843,6 @@ def iteration_verdicts(f: Facts) -> list[dict]:
     its = ca.concat("iterations")
     if its is None or its.num_rows == 0:
         return []
-    from ascendprof.analyze import iteration_trace
 
     z = th["slow_rank_mad_z"]
     try:

@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from ascendprof.report.html.common import (COLORS, MAX_TABLE_ROWS, PALETTE, Chart, Section,
-                                           Table, cell, tabs_or_one)
+from ascendprof.report.html import ours
+from ascendprof.report.html.common import (cell, Chart, COLORS, MAX_TABLE_ROWS, PALETTE, Section,
+                                           Table, tabs_or_one)
 from ascendprof.report.html.page import render
+from ascendprof.sysio.atomic import write_report
 
 TOP = 15
 _A, _B = PALETTE[9], PALETTE[0]
@@ -162,9 +164,6 @@ def write_diff_page(result, dest: Path, inputs=()) -> Path:
     every report path (:func:`ascendprof.sysio.atomic.write_report`: never one of the
     ``inputs`` or inside one, never replacing a file ascendprof did not write, a symlink, FIFO
     or device). Raises OutputError (exit 2)."""
-    from ascendprof.report.html import ours
-    from ascendprof.sysio.atomic import write_report
-
     sections = build_sections(result)
     html = render(sections, f"ascendprof diff: {result.a} vs {result.b}", "diff.html.j2",
                   a=result.a, b=result.b, explanation=result.explanation)

@@ -15,10 +15,11 @@ import json
 from pathlib import Path
 
 from ascendprof._version import __version__
-from ascendprof.report.html import (REPORT_NAME, communication, data as data_mod, dataprep,
-                                    diagnosis, memory, moe, operators, pipeline, problems,
-                                    steps, why)
+from ascendprof.report.html import (communication, data as data_mod, dataprep, diagnosis, memory,
+                                    moe, operators, ours, pipeline, problems, REPORT_NAME, steps,
+                                    why)
 from ascendprof.report.html.common import Section
+from ascendprof.sysio.atomic import check_report_path, write_bytes, write_report as write_named
 
 STATIC = Path(__file__).resolve().parent / "static"
 
@@ -84,10 +85,6 @@ def write_report(out: Path, dest: Path | None = None) -> Path:
     atomically); returns its path. A ``dest`` the user named follows the rule of every report
     path (:func:`ascendprof.sysio.atomic.write_report`): checked before the page is built,
     never inside ``out`` (the input here), never replacing what ascendprof did not write."""
-    from ascendprof.report.html import ours
-    from ascendprof.sysio.atomic import check_report_path, write_bytes
-    from ascendprof.sysio.atomic import write_report as write_named
-
     out = Path(out)
     if dest is None:
         return write_bytes(out / REPORT_NAME, build_page(out).encode("utf-8"))

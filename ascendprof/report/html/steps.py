@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ascendprof.report.html.common import (COLORS, FLAG_COLOR, MAX_BARS, MAX_TABLE_ROWS, Chart,
-                                           Section, Table, Tabs, cell, node_layout, tabs_or_one)
+from ascendprof.model.ranks import rank_ranges
+from ascendprof.report.html.common import (cell, Chart, COLORS, FLAG_COLOR, MAX_BARS,
+                                           MAX_TABLE_ROWS, node_layout, Section, Table, Tabs,
+                                           tabs_or_one)
 
 STACK = [("comp", "Computing"), ("comm", "Communication(Not Overlapped)"), ("free", "Free"),
          ("prep", "Preparing")]
@@ -126,8 +128,6 @@ def heatmaps(rows: pd.DataFrame, device_of: dict[int, int], flags: dict, name: s
 def stage_bars(stage_rows: pd.DataFrame, name: str) -> Chart:
     """Stacked bars per pipeline stage from the CSV's stage rows (the max over the stage's
     ranks, as msprof-analyze writes them)."""
-    from ascendprof.model.ranks import rank_ranges
-
     idx = [str(i) for i in stage_rows["Index"]]
     rk = [[int(r) for r in i.strip("()").split(",") if r.strip().isdigit()] for i in idx]
     x = [f"stage {i} (ranks {rank_ranges(r, 3)})" for i, r in enumerate(rk)]
