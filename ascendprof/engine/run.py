@@ -57,6 +57,7 @@ def run_analyse(directory: Path, out: Path, options: RunOptions | None = None, *
     directory = Path(directory)
     if not directory.exists():
         raise UsageError(f"{directory}: no such file or directory")
+    given = Path(out)  # shown as the user wrote it (a relative -o stays short on screen)
     out = check_output_dir(out, [directory], OUTPUT_FILES, inside_ok=True)
     problems = Problems()
     sources = load_sources(directory, problems, run=o.run, hint=PICK_RUN)
@@ -64,7 +65,7 @@ def run_analyse(directory: Path, out: Path, options: RunOptions | None = None, *
     with OutputDir(out, OUTPUT_FILES, tables=o.tables) as target:
         summary, skipped = _analyse_into(target, directory, out, sources, problems, o)
     with stdout_may_close():
-        _show(summary, out, o.fmt, out / "report.html" if o.html else None)
+        _show(summary, given, o.fmt, given / "report.html" if o.html else None)
     return EXIT_NOTHING if o.strict and skipped else EXIT_OK
 
 
