@@ -51,15 +51,18 @@ def _advice_tables(data) -> dict:
 
 
 def process_rank(source: Source, tables_dir: Path | None = None,
-                 cache_dir: Path | None = None, read: ReadOptions = ReadOptions()) -> RankResult:
+                 cache_dir: Path | None = None, read: ReadOptions = ReadOptions(),
+                 partials: bool = True) -> RankResult:
     """Read one source (as ``read`` says: model.options.ReadOptions) and reduce it to a
     :class:`RankResult`.
 
     When ``tables_dir`` is given, every normalised table of the rank is written there as
     ``rank<r>/<table>.parquet`` (atomically). With ``cache_dir`` the normalised tables come from
-    (or go to) the Parquet cache (see :mod:`ascendprof.engine.cache`). Never raises for bad input: an
-    unreadable rank comes back with no tables and its problem recorded (an unexpected exception
-    of a reader too, so one rank cannot end the whole run).
+    (or go to) the Parquet cache (see :mod:`ascendprof.engine.cache`). ``partials=False``
+    leaves out the analyses' per-rank parts (analyze.registry: the gate, which does not compare
+    them, reads a rank several times faster without them); such a result is never cached. Never
+    raises for bad input: an unreadable rank comes back with no tables and its problem recorded
+    (an unexpected exception of a reader too, so one rank cannot end the whole run).
     """
     # The readers build ~10^5 short-lived acyclic containers per rank (parsed JSON, OPINFO
     # dicts): reference counting frees them, and the cyclic collector's passes over them were
@@ -67,7 +70,7 @@ def process_rank(source: Source, tables_dir: Path | None = None,
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _process_rank(source, tables_dir, cache_dir, read)
+        return _process_rank(source, tables_dir, cache_dir, read, partials)
     finally:
         if was_enabled:
             gc.enable()
@@ -89,7 +92,7 @@ def read_rank(source: Source, read: ReadOptions = ReadOptions(), cache_dir: Path
 
 
 def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | None,
-                  read: ReadOptions) -> RankResult:
+                  read: ReadOptions, partials: bool = True) -> RankResult:
     hit = cache.load_result(source, cache_dir, read)
     if hit is not None:  # inputs and code unchanged since the last run: nothing to recompute
         if tables_dir is None or cache.link_tables(Path(cache_dir) / cache.entry_key(source),
@@ -130,13 +133,14 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
     if read.advice != "off":
         res.advice = advice_rules.rank_advice(_advice_tables(data), data.meta, data.rank, read.advice)
     res.breakdown, res.breakdown_method = step_breakdown.recompute(data.tables, data.rank)
-
-    res.tables.update(registry.rank_partials(data.tables, data.rank, res.problems, data.meta))
+    if partials:  # the analyses' per-rank parts (analyze.registry), for their output files
+        res.tables.update(registry.rank_partials(data.tables, data.rank, res.problems,
+                                                 data.meta))
     if data.has(S.KERNELS):
         res.op_partial = op_stats.rank_partial(data.tables[S.KERNELS])
         res.kernel_partial = op_stats.kernel_partial(data.tables[S.KERNELS])
     entry = None
-    if cache_dir is not None:  # tables, entry and result in one directory write
+    if cache_dir is not None and partials:  # tables, entry and result in one directory write
         entry = (cache.store(data, cache_dir, result=res, read=read) if fresh
                  else cache.store_result(res, cache_dir, read))
     if tables_dir is not None:
@@ -178,13 +182,14 @@ def _spilled_comm(data):
 
 def run_ranks(sources: list[Source], tables_dir: Path | None = None, *, workers: int | None = None,
               progress=None, cache_dir: Path | None = None, on_result=None,
-              read: ReadOptions = ReadOptions()) -> list[RankResult]:
+              read: ReadOptions = ReadOptions(), partials: bool = True) -> list[RankResult]:
     """Run :func:`process_rank` over ``sources`` with the local executor (see executors);
     ``on_result`` sees each result as it arrives (e.g. sysio.parking.ParkingFile.take)."""
 
     preload(sources)
     return local_map(process_rank, sources, tables_dir=tables_dir, workers=workers,
-                     progress=progress, cache_dir=cache_dir, on_result=on_result, read=read)
+                     progress=progress, cache_dir=cache_dir, on_result=on_result, read=read,
+                     partials=partials)
 
 
 def preload(sources) -> None:

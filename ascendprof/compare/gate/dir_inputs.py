@@ -89,13 +89,14 @@ def _read_rank_dir(rank: int, rdir: Path, metadata: dict) -> _RankPart:
 
 def load_profiling_dir(path: Path, *, workers: int | None = None) -> Side:
     """Scan ``path`` and read every rank with the engine's per-rank worker
-    (:func:`ascendprof.engine.pipeline.run_ranks`, a process pool when several; no advice),
+    (:func:`ascendprof.engine.pipeline.run_ranks`, a process pool when several; no advice and
+    none of the analyses' per-rank parts, which the gate does not compare),
     its tables written to a temporary folder and read back as from an analyse output -> Side.
     Raises UsageError (no such directory), NothingAnalysable (no source / no readable rank)."""
     sources = load_sources(Path(path))
     with tempfile.TemporaryDirectory(prefix="ascendprof-gate-") as tmp:
         results = pipeline.run_ranks(sources, Path(tmp), workers=workers,
-                                     read=ReadOptions(advice="off"))
+                                     read=ReadOptions(advice="off"), partials=False)
         parts = []
         for res in results:
             meta = (res.meta or {}).get("profiler_metadata") or {}
