@@ -346,9 +346,10 @@ def _print_verdicts(con, vs: list[dict], h: dict, compact: bool = False) -> None
     for i, v in enumerate(shown):
         style = _SEV_STYLE.get(v.get("severity"), "")
         sev = v.get("severity", "")
-        text = ("the cause above" if v.get("id") and v.get("id") == cause.get("verdict")
-                else first_sentence(v.get("message", ""), 400))
-        con.print(f"  [{style}]{sev:8}[/{style}] [{_esc(v.get('category'))}] " + _esc(text))
+        is_cause = bool(v.get("id")) and v.get("id") == cause.get("verdict")
+        text = ("the cause above" if is_cause
+                else first_sentence(v.get("message", ""), 56 if compact else 400))
+        con.print(f"  [{style}]{sev:8}[/{style}] \\[{_esc(v.get('category'))}] " + _esc(text))
         syms = v.get("symptoms") or []
         if i == 0:
             n = 0 if compact else 2
@@ -357,7 +358,7 @@ def _print_verdicts(con, vs: list[dict], h: dict, compact: bool = False) -> None
                     sym.get("message", ""), 150 if compact else 240)))
             if len(syms) > n and not compact:
                 con.print(f"           (+{len(syms) - n} more symptoms in verdicts.json)")
-        if v.get("next_step") and (len(shown) > 1 or h.get("next") is None):
+        if v.get("next_step") and not is_cause and not compact:
             con.print("           next: " + _esc(first_sentence(v["next_step"], 300)))
     if len(vs) > len(shown):
         cats: dict[tuple, list] = {}
@@ -366,7 +367,7 @@ def _print_verdicts(con, vs: list[dict], h: dict, compact: bool = False) -> None
         for (sev, cat), group in list(cats.items())[:MAX_VERDICT_LINES]:
             style = _SEV_STYLE.get(sev, "")
             ranks = sorted({r for v in group for r in v.get("ranks") or []})
-            con.print(f"  [{style}]{sev:8}[/{style}] [{_esc(cat)}] {len(group)} verdict"
+            con.print(f"  [{style}]{sev:8}[/{style}] \\[{_esc(cat)}] {len(group)} verdict"
                       f"{'s' if len(group) > 1 else ''}"
                       + (f", ranks {rank_ranges(ranks, 4)}" if ranks else ""))
         if len(cats) > MAX_VERDICT_LINES:
@@ -431,7 +432,7 @@ def _print_advice(con, adv: dict | None, top: int = 5, compact: bool = False) ->
                    f" ({len(rs)} ranks: {rs[0]}, {rs[1]} …)")
             con.print(f"  [{style}]{a['severity']:8}[/{style}] " + _esc(a["title"] + who))
             continue
-        con.print(f"  [{style}]{a['severity']:8}[/{style}] [{_esc(a['area'])}] "
+        con.print(f"  [{style}]{a['severity']:8}[/{style}] \\[{_esc(a['area'])}] "
                   + _esc(a["message"]))
         if a.get("advice"):
             con.print("           do: " + _esc(a["advice"]))
@@ -485,6 +486,9 @@ def _print_analyses(con, a: dict, compact: bool = False) -> None:
             extra = f"; bottleneck: {w['bottleneck_stage']}"
         if w.get("bottleneck_operator"):
             extra += f"; slowest dataset operator {w['bottleneck_operator']}"
+        if compact and w["data_wait_pct"] < 1:  # nothing to see on one screen
+            _print_moe(con, a, compact)
+            return
         if compact:
             con.print(f"Data preparation: up to {w['data_wait_ms']:.2f} ms per step "
                       f"({w['data_wait_pct']:.1f}% of the step) on rank {w['rank']}")
