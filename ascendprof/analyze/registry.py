@@ -16,10 +16,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ascendprof.analyze import (comm_hardware, data_prep, dispatch, idle, late_arrivals, memory,
                                 moe, op_efficiency, pipeline_stages)
 from ascendprof.analyze.verdicts import make_verdict
+from ascendprof.model import schemas as S
 
 
 def _p2p(tables, rank, meta):
@@ -130,10 +132,21 @@ ANALYSES = (
 _RULE_ORDER = ("memory", "moe", "data")
 
 
+def _timed_kernels(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
+    k = tables.get(S.KERNELS)
+    if k is None or (k["start_ns"].null_count == 0 and k["dur_ns"].null_count == 0):
+        return tables
+    return {**tables, S.KERNELS: k.filter(pc.and_(pc.is_valid(k["start_ns"]),
+                                                  pc.is_valid(k["dur_ns"])))}
+
+
 def rank_partials(tables: dict[str, pa.Table], rank: int, problems=None,
                   meta: dict | None = None) -> dict[str, pa.Table]:
-    """{partial name: table} of one rank (absent when the rank has no such data)."""
+    """{partial name: table} of one rank (absent when the rank has no such data). Kernels
+    without a start time or duration (left empty by the reader, e.g. a start time in
+    E-notation, which lost its precision; reported there) take part in none of them."""
     out: dict[str, pa.Table] = {}
+    tables = _timed_kernels(tables)
     for a in ANALYSES:
         try:
             got = a.rank_partial(tables, rank, meta or {})
