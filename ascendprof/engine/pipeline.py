@@ -50,6 +50,15 @@ def _advice_tables(data) -> dict:
     return tables
 
 
+def _whole_tables(data) -> dict:
+    """``data``'s tables with every spilled one read back whole from its Parquet file: the
+    registry's analyses (idle time, launches, late arrivals, efficiency ...) read columns the
+    slim in-memory copy leaves out, and a large rank must give the same files as a small one."""
+    if not data.spilled:
+        return data.tables
+    return {**data.tables, **{name: st.read() for name, st in data.spilled.items()}}
+
+
 def process_rank(source: Source, tables_dir: Path | None = None,
                  cache_dir: Path | None = None, read: ReadOptions = ReadOptions(),
                  partials: bool = True) -> RankResult:
@@ -134,7 +143,7 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
         res.advice = advice_rules.rank_advice(_advice_tables(data), data.meta, data.rank, read.advice)
     res.breakdown, res.breakdown_method = step_breakdown.recompute(data.tables, data.rank)
     if partials:  # the analyses' per-rank parts (analyze.registry), for their output files
-        res.tables.update(registry.rank_partials(data.tables, data.rank, res.problems,
+        res.tables.update(registry.rank_partials(_whole_tables(data), data.rank, res.problems,
                                                  data.meta))
     if data.has(S.KERNELS):
         res.op_partial = op_stats.rank_partial(data.tables[S.KERNELS])
