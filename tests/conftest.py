@@ -158,3 +158,25 @@ def analysis_of(root, workers=None):
     import ascendprof
 
     return ascendprof.open(root, workers=workers).analysis()
+
+
+def analyse_quietly(src, out):
+    """``ascendprof analyse SRC -o OUT --quiet --no-cache --workers 1`` through the CLI; an
+    uncaught exception (not an exit code) fails the test with the output."""
+    from click.testing import CliRunner
+
+    from ascendprof.cli.main import main
+
+    r = CliRunner().invoke(main, ["analyse", str(src), "-o", str(out), "--quiet", "--no-cache",
+                                  "--workers", "1"])
+    if r.exception is not None and not isinstance(r.exception, SystemExit):
+        raise AssertionError(f"uncaught {type(r.exception).__name__}: {r.exception}\n{r.output}")
+    return r
+
+
+def csv_rows(path):
+    """The rows of a CSV output as dicts (a BOM, if any, dropped)."""
+    import csv
+
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        return list(csv.DictReader(f))

@@ -11,13 +11,11 @@ plain interval union written out below, never with ascendprof's interval code.
 
 from __future__ import annotations
 
-import csv
 import sqlite3
 
 import pytest
-from click.testing import CliRunner
 
-from ascendprof.cli.main import main
+from conftest import analyse_quietly, csv_rows
 from conftest import SHARED, SHARED_MISSING
 
 LEVEL1 = "torch_npu-2rank-levels/db/level1"
@@ -26,17 +24,7 @@ DB = "rank{r}_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_{r}.db"
 WIDEN_BEFORE, WIDEN_AFTER = 700_000, 1_300_000
 
 
-def _analyse(src, out):
-    r = CliRunner().invoke(main, ["analyse", str(src), "-o", str(out), "--quiet", "--no-cache",
-                                  "--workers", "1"])
-    if r.exception is not None and not isinstance(r.exception, SystemExit):
-        raise AssertionError(f"uncaught {type(r.exception).__name__}: {r.exception}\n{r.output}")
-    return r
-
-
-def _rows(path):
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
+_analyse, _rows = analyse_quietly, csv_rows
 
 
 def _copy(src, dst):

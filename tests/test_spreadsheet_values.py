@@ -12,31 +12,19 @@ change).
 
 from __future__ import annotations
 
-import csv
 import re
 import shutil
 
-from click.testing import CliRunner
 
 import faultgen as FG
-from ascendprof.cli.main import main
+from conftest import analyse_quietly, csv_rows
 from conftest import FIXTURES
 
 RANK = FIXTURES / "torch_npu-static-graph-mem" / "rank0_ascend_pt"
 OUT = "ASCEND_PROFILER_OUTPUT"
 
 
-def _analyse(src, out):
-    r = CliRunner().invoke(main, ["analyse", str(src), "-o", str(out), "--quiet", "--no-cache",
-                                  "--workers", "1"])
-    if r.exception is not None and not isinstance(r.exception, SystemExit):
-        raise AssertionError(f"uncaught {type(r.exception).__name__}: {r.exception}\n{r.output}")
-    return r
-
-
-def _rows(path):
-    with open(path, newline="", encoding="utf-8-sig") as f:
-        return list(csv.DictReader(f))
+_analyse, _rows = analyse_quietly, csv_rows
 
 
 def test_e_notation_timestamps_and_tabs(tmp_path):

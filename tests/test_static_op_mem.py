@@ -8,13 +8,11 @@ hand below from the file's rows, never taken from the code's output.
 
 from __future__ import annotations
 
-import csv
 import shutil
 
 import pytest
-from click.testing import CliRunner
 
-from ascendprof.cli.main import main
+from conftest import analyse_quietly, csv_rows
 from ascendprof.model import schemas as S
 from ascendprof.model.problems import Problems
 from ascendprof.readers import read_source
@@ -39,17 +37,7 @@ EXPECTED = {
 }
 
 
-def _analyse(src, out):
-    r = CliRunner().invoke(main, ["analyse", str(src), "-o", str(out), "--quiet", "--no-cache",
-                                  "--workers", "1"])
-    if r.exception is not None and not isinstance(r.exception, SystemExit):
-        raise AssertionError(f"uncaught {type(r.exception).__name__}: {r.exception}\n{r.output}")
-    return r
-
-
-def _rows(path):
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
+_analyse, _rows = analyse_quietly, csv_rows
 
 
 def test_read_source_reads_static_op_mem():
