@@ -83,6 +83,22 @@ def _is_bad(col, nan_too: bool):
     return pc.fill_null(bad, False)
 
 
+#: Rows of KERNELS / TIMELINE left out, in order: (column, shown as, bad when, problem text with
+#: the count ``n``, the first row's ``name`` and value in ``us``); ``start_ns`` for KERNELS only.
+_ROW_CHECKS = (
+    ("dur_ns", "Duration(us)", "negative",
+     "{n} row(s) with a negative duration left out (e.g. {name!r}: {us:.3f} us)"),
+    ("dur_ns", "Duration(us)", "empty", "{n} row(s) with an empty or NaN duration left out (e.g. "
+                                        "{name!r}); a task without a duration cannot be counted"),
+    ("start_ns", "Start Time(us)", "negative",
+     "{n} row(s) with a negative Start Time left out (e.g. {name!r}: {us:.3f} us)"),
+)
+#: The COMM_OPS / COMM_BANDWIDTH values made null: (table, (label, column, unit, divisor), NaN too)
+_COMM_CHECKS = ((S.COMM_OPS, [(label, col, "ms", 1e6) for label, col in COMM_TIME_COLUMNS], False),
+                (S.COMM_BANDWIDTH, BANDWIDTH_COLUMNS, True))
+_COMM_AFFECTS = ("communication", "verdicts")
+
+
 def check(data) -> None:
     """Fix ``data.tables`` in place as the module doc says and record one problem per fix in
     ``data.problems`` (severity ``skipped``: a value or row was left out)."""
@@ -91,31 +107,17 @@ def check(data) -> None:
         t = data.tables.get(name)
         if name in spilled or t is None or not t.num_rows or "dur_ns" not in t.column_names:
             continue
-        neg = pc.fill_null(pc.less(t["dur_ns"], 0), False)
-        n = _count(neg)
-        if n:
-            i, ex = _first(t, neg)
-            t = t.filter(pc.invert(neg))
-            _report(data, name, f"{n} row(s) with a negative duration left out (e.g. "
-                                f"{ex.get('name')!r}: {ex['dur_ns'] / 1000:.3f} us)",
-                    _KERNEL_AFFECTS, _where(i, "Duration(us)", ex, name))
-        empty = pc.is_null(t["dur_ns"])
-        n = _count(empty)
-        if n:
-            i, ex = _first(t, empty)
-            t = t.filter(pc.invert(empty))
-            _report(data, name, f"{n} row(s) with an empty or NaN duration left out (e.g. "
-                                f"{ex.get('name')!r}); a task without a duration cannot be "
-                                f"counted", _KERNEL_AFFECTS, _where(i, "Duration(us)", ex, name))
-        if name == S.KERNELS and "start_ns" in t.column_names:
-            neg = pc.fill_null(pc.less(t["start_ns"], 0), False)
-            n = _count(neg)
+        for col, label, which, message in _ROW_CHECKS:
+            if col not in t.column_names or (col == "start_ns" and name != S.KERNELS):
+                continue
+            bad = (pc.is_null(t[col]) if which == "empty"
+                   else pc.fill_null(pc.less(t[col], 0), False))
+            n = _count(bad)
             if n:
-                i, ex = _first(t, neg)
-                t = t.filter(pc.invert(neg))
-                _report(data, name, f"{n} row(s) with a negative Start Time left out (e.g. "
-                                    f"{ex.get('name')!r}: {ex['start_ns'] / 1000:.3f} us)",
-                        _KERNEL_AFFECTS, _where(i, "Start Time(us)", ex, name))
+                i, ex = _first(t, bad)
+                t = t.filter(pc.invert(bad))
+                _report(data, name, _row_text(message, n, ex, col), _KERNEL_AFFECTS,
+                        _where(i, label, ex, name))
         if name == S.KERNELS:
             t = _null_bad(data, name, t, KERNEL_NONNEGATIVE, _KERNEL_AFFECTS, nan_too=False)
         data.tables[name] = t
@@ -127,15 +129,20 @@ def check(data) -> None:
                       ("step_breakdown", "verdicts"), nan_too=False)
         _report_empty_steps(data, t)
         data.tables[S.STEP_TRACE] = t
-    t = data.tables.get(S.COMM_OPS)
-    if t is not None and t.num_rows and S.COMM_OPS not in spilled:
-        data.tables[S.COMM_OPS] = _null_bad(
-            data, S.COMM_OPS, t, [(label, col, "ms", 1e6) for label, col in COMM_TIME_COLUMNS],
-            ("communication", "verdicts"), nan_too=False)
-    t = data.tables.get(S.COMM_BANDWIDTH)
-    if t is not None and t.num_rows and S.COMM_BANDWIDTH not in spilled:
-        data.tables[S.COMM_BANDWIDTH] = _null_bad(data, S.COMM_BANDWIDTH, t, BANDWIDTH_COLUMNS,
-                                                  ("communication", "verdicts"), nan_too=True)
+    for name, cols, nan_too in _COMM_CHECKS:
+        t = data.tables.get(name)
+        if t is not None and t.num_rows and name not in spilled:
+            data.tables[name] = _null_bad(data, name, t, cols, _COMM_AFFECTS, nan_too=nan_too)
+
+
+def _row_text(message: str, n: int, row: dict, col: str) -> str:
+    us = None if row[col] is None else row[col] / 1000
+    return message.format(n=n, name=row.get("name"), us=us)
+
+
+def _shown(v, unit: str, div) -> str:
+    """A bad value as a problem shows it: ``NaN`` or ``-1.500 ms``."""
+    return "NaN" if v != v else f"{v / div:.3f}{(' ' + unit) if unit else ''}"
 
 
 def first_odd_comm_value(tables: dict) -> str | None:
@@ -143,9 +150,7 @@ def first_odd_comm_value(tables: dict) -> str | None:
     ``tables`` (a negative time, a negative or NaN size / time / bandwidth), described in
     words with its op and step; None when there is none. For inputs that must be complete
     (the gate): they are refused instead of corrected."""
-    for name, cols, nan_too in (
-            (S.COMM_OPS, [(label, col, "ms", 1e6) for label, col in COMM_TIME_COLUMNS], False),
-            (S.COMM_BANDWIDTH, BANDWIDTH_COLUMNS, True)):
+    for name, cols, nan_too in _COMM_CHECKS:
         t = tables.get(name)
         if t is None or not t.num_rows:
             continue
@@ -156,10 +161,8 @@ def first_odd_comm_value(tables: dict) -> str | None:
             n = _count(bad)
             if n:
                 i, row = _first(t, bad)
-                v = row[col]
-                shown = "NaN" if v != v else f"{v / div:.3f}{(' ' + unit) if unit else ''}"
-                return (f"{n} {label} value(s) that cannot be (e.g. {shown}; "
-                        f"{_where(i, label, row, name)})")
+                return (f"{n} {label} value(s) that cannot be (e.g. "
+                        f"{_shown(row[col], unit, div)}; {_where(i, label, row, name)})")
     return None
 
 
@@ -176,11 +179,10 @@ def _null_bad(data, name: str, t: pa.Table, cols, affects, *, nan_too: bool) -> 
         i, row = _first(t, bad)
         t = t.set_column(t.schema.get_field_index(col), t.schema.field(col),
                          pc.if_else(bad, pa.scalar(None, t.schema.field(col).type), t[col]))
-        v = row[col]
-        shown = "NaN" if v != v else f"{v / div:.3f}{(' ' + unit) if unit else ''}"
         what = "negative or NaN" if nan_too else "negative"
-        _report(data, name, f"{n} {what} {label} value(s) left out (e.g. {shown}); this value "
-                            f"cannot be negative", affects, _where(i, label, row, name))
+        _report(data, name, f"{n} {what} {label} value(s) left out (e.g. "
+                            f"{_shown(row[col], unit, div)}); this value cannot be negative",
+                affects, _where(i, label, row, name))
     return t
 
 
@@ -227,9 +229,8 @@ def _dedupe_steps(data, t: pa.Table) -> pa.Table:
 def report_negative_durations(data, name: str, count: int, example: dict) -> None:
     """The problem :func:`check` records for ``count`` rows of ``name`` with a negative
     duration (``example``: the first, as a row dict), for a reader that left them out itself."""
-    _report(data, name, f"{count} row(s) with a negative duration left out (e.g. "
-                        f"{example.get('name')!r}: {example['dur_ns'] / 1000:.3f} us)",
-            _KERNEL_AFFECTS, "column Duration(us)")
+    _report(data, name, _row_text(_ROW_CHECKS[0][3], count, example, "dur_ns"), _KERNEL_AFFECTS,
+            "column Duration(us)")
 
 
 def _report(data, table: str, reason: str, affects, where: str = "") -> None:
