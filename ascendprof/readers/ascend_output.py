@@ -23,7 +23,6 @@ called from here.
 from __future__ import annotations
 
 import re
-from importlib import import_module
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +36,9 @@ from ascendprof.model.rankdata import RankData
 from ascendprof.model.tasks import comm_rows
 from ascendprof.model.units import us_column_to_ns
 from ascendprof.readers import minddata
-from ascendprof.readers.communication import iter_tables, read_communication_per_value, Reread
+from ascendprof.readers.communication import (iter_tables, read_communication,
+                                              read_communication_per_value, read_matrix, Reread)
+from ascendprof.readers.trace_view import read_trace_view
 from ascendprof.readers.values import report_negative_durations
 from ascendprof.sysio import bigtables
 from ascendprof.sysio.textio import (_COLUMN_RE, csv_header, METADATA_MAX_BYTES, open_csv_stream,
@@ -713,17 +714,11 @@ def assign_steps(kernels: pa.Table, steps: pa.Table) -> pa.Table:
     return kernels.set_column(kernels.schema.get_field_index("step"), "step", step)
 
 
-def _call_external(problems: Problems, rank: int, path: Path, module: str, func: str, *args):
-    """Call ``module.func(*args)`` written by another reader module; None (and a recorded problem)
-    when that module is not available or the file is damaged."""
+def _read_or_record(problems: Problems, rank: int, path: Path, read, *args):
+    """``read(path, rank, *args)`` (the communication or trace_view reader); None, and the
+    problem recorded with the analyses it affects, when the file is damaged."""
     try:
-        fn = getattr(import_module(module), func)
-    except (ImportError, AttributeError) as e:
-        problems.add(path, f"reader not available ({module}.{func}: {e})", rank=rank,
-                     affects=AFFECTS.get(path.name, ()))
-        return None
-    try:
-        return fn(*args)
+        return read(path, rank, *args)
     except InputError as e:
         problems.add_error(e, rank=rank, affects=AFFECTS.get(path.name, ()))
         return None
@@ -825,23 +820,20 @@ def read_output_dir(source, options=None) -> "RankData":  # noqa: F821 (import b
         if data.tables[table].num_rows == 0:  # kept (the file exists), but say it is empty
             data.problems.warn(out / fname, "header only, no data rows", rank=rank)
 
-    comm_mod = "ascendprof.readers.communication"
-    if COMMUNICATION in present and bigtables.should_spill(out / COMMUNICATION):
-        got = _call_external(data.problems, rank, out / COMMUNICATION,
-                             "ascendprof.readers.ascend_output", "read_communication_spilled",
-                             out / COMMUNICATION, rank, data.problems)
-        if got is not None:
+    if COMMUNICATION in present:
+        spill = bigtables.should_spill(out / COMMUNICATION)
+        got = _read_or_record(data.problems, rank, out / COMMUNICATION,
+                              read_communication_spilled if spill else read_communication,
+                              data.problems)
+        if spill and got is not None:
             tables, spilled = got
             data.tables.update(tables)
             data.spilled.update(spilled)
-    elif COMMUNICATION in present:
-        got = _call_external(data.problems, rank, out / COMMUNICATION, comm_mod,
-                             "read_communication", out / COMMUNICATION, rank, data.problems)
-        for name, t in (got or {}).items():
-            data.tables[name] = t
+        elif not spill:
+            data.tables.update(got or {})
     if COMMUNICATION_MATRIX in present:
-        got = _call_external(data.problems, rank, out / COMMUNICATION_MATRIX, comm_mod,
-                             "read_matrix", out / COMMUNICATION_MATRIX, rank, data.problems)
+        got = _read_or_record(data.problems, rank, out / COMMUNICATION_MATRIX, read_matrix,
+                              data.problems)
         if got is not None:
             data.tables[S.COMM_LINKS] = got
     if TRACE_VIEW in present:
@@ -849,11 +841,8 @@ def read_output_dir(source, options=None) -> "RankData":  # noqa: F821 (import b
         if why_not:
             data.meta.setdefault("not_read", {})[TRACE_VIEW] = why_not
         else:
-            got = _call_external(data.problems, rank, out / TRACE_VIEW,
-                                 "ascendprof.readers.trace_view", "read_trace_view",
-                                 out / TRACE_VIEW, rank)
-            for name, t in (got or {}).items():
-                data.tables[name] = t
+            data.tables.update(_read_or_record(data.problems, rank, out / TRACE_VIEW,
+                                               read_trace_view) or {})
 
     if any(n.startswith(("minddata_", "pipeline_profiling_", "device_queue_profiling_",
                          "dataset_iterator_profiling_")) for n in present):
