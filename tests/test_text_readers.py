@@ -19,7 +19,7 @@ from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError
 from ascendprof.model.problems import Problems
 from ascendprof.readers import ascend_output as AO
-from ascendprof.readers import mindspore_text, torch_text
+from ascendprof.readers.ascend_output import read_output_dir
 from ascendprof.scan import MS_TEXT, TORCH_TEXT, one_per_rank, scan
 
 OUT = "ASCEND_PROFILER_OUTPUT"
@@ -274,7 +274,7 @@ def test_non_numeric_cell_names_file_column_and_row(qwen3, tmp_path):
 def test_torch_text_read_qwen3_rank0(qwen3):
     src = _source(qwen3, 0)
     assert src.kind == TORCH_TEXT
-    data = torch_text.read(src)
+    data = read_output_dir(src)
     assert data.rank == 0
     for name in (S.KERNELS, S.STEP_TRACE, S.OP_STATISTIC, S.API_STATISTIC, S.MEMORY_RECORD,
                  S.OPERATOR_MEMORY, S.NPU_MODULE_MEM):
@@ -300,7 +300,7 @@ def test_torch_text_read_qwen3_rank0(qwen3):
 
 
 def test_ranks_without_kernel_details(qwen3):
-    data = torch_text.read(_source(qwen3, 1))
+    data = read_output_dir(_source(qwen3, 1))
     assert data.has(S.STEP_TRACE) and not data.has(S.KERNELS)
     assert data.missing == ["trace_view.json", "kernel_details.csv", "op_statistic.csv"]
 
@@ -312,7 +312,7 @@ def test_damaged_file_is_recorded_and_rest_is_read(qwen3, tmp_path):
     shutil.copy(src_dir / "profiler_info_0.json", d)
     shutil.copy(src_dir / OUT / "kernel_details.csv", d / OUT)
     _drop_column(src_dir / OUT / "step_trace_time.csv", d / OUT / "step_trace_time.csv", "Free")
-    data = torch_text.read(_source(tmp_path, 0))
+    data = read_output_dir(_source(tmp_path, 0))
     assert data.tables[S.KERNELS].num_rows == 2463
     assert S.STEP_TRACE not in data.tables
     (p,) = [p for p in data.problems if p.path.endswith("step_trace_time.csv")]
@@ -350,7 +350,7 @@ def test_mindspore_layout(qwen3, shared_data, tmp_path):
     kd.write_text(kd.read_text(encoding="utf-8").replace("Step Id,", "Step ID,", 1), encoding="utf-8")
     src = _source(tmp_path, 3)
     assert src.kind == MS_TEXT
-    data = mindspore_text.read(src)
+    data = read_output_dir(src)
     k = data.tables[S.KERNELS]
     assert k.num_rows == 2463 and set(k["step"].to_pylist()) == {13}
     assert k["device_id"].null_count == 2463 and set(k["rank"].to_pylist()) == {3}

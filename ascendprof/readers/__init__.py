@@ -17,8 +17,8 @@ from ascendprof.model import source as S
 def reader_module(kind: str) -> str:
     """The module that reads sources of ``kind`` (KeyError for an unknown kind)."""
     return {
-        S.TORCH_TEXT: "ascendprof.readers.torch_text",
-        S.MS_TEXT: "ascendprof.readers.mindspore_text",
+        S.TORCH_TEXT: "ascendprof.readers.ascend_output",
+        S.MS_TEXT: "ascendprof.readers.ascend_output",
         S.DB: "ascendprof.readers.db",
         S.PROF: "ascendprof.readers.prof",
         S.RAW_CANN: "ascendprof.readers.raw_cann",

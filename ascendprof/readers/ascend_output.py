@@ -1,5 +1,10 @@
-"""Parsers for the text files in ``ASCEND_PROFILER_OUTPUT`` (spec §A), shared by the torch_npu
-(``*_ascend_pt``) and MindSpore (``*_ascend_ms``) readers.
+"""The reader of torch_npu (``*_ascend_pt``) and MindSpore 2.3+ (``*_ascend_ms``) text output:
+the files in ``ASCEND_PROFILER_OUTPUT`` (spec §0, §A); :func:`read` for both kinds.
+
+MindSpore writes the same files as torch_npu with small differences the parsers accept:
+step_trace_time.csv has no ``Device_id`` (§A.1), kernel_details.csv has no ``Device_id``, may
+call the step column ``Step ID`` and may carry a ``Model Name`` column; with ``with_stack`` the
+stack is joined into ``Name``.
 
 One function per file, each ``(path, rank) -> pa.Table`` conformed to a schema of
 :mod:`ascendprof.model.schemas`. :func:`ascendprof.sysio.textio.read_csv` parses the columns into their
@@ -762,11 +767,14 @@ def _timeline_not_needed(data) -> str | None:
     return None
 
 
-def read_output_dir(source, options=None) -> "RankData":  # noqa: F821 (import below avoids a cycle)
+def read_output_dir(source, options=None) -> RankData:
     """Read every known file of a torch_npu or MindSpore text source (spec §0, §A) into a RankData.
 
-    ``source`` is a :class:`~ascendprof.scan.Source` of kind torch_npu or mindspore. Each CSV
-    parser above fills its table; communication.json / communication_matrix.json go to
+    ``source`` is a :class:`~ascendprof.scan.Source` of kind torch_npu or mindspore. Tables:
+    KERNELS (kernel_details.csv), STEP_TRACE, OP_STATISTIC, API_STATISTIC, MEMORY_RECORD,
+    OPERATOR_MEMORY, NPU_MODULE_MEM, STATIC_OP_MEM, COMM_* (communication*.json), TIMELINE and
+    STEPS (trace_view.json), each present only when its file is; ``meta`` holds profiler_info /
+    profiler_metadata. Each CSV parser above fills its table; communication.json / communication_matrix.json go to
     :mod:`ascendprof.readers.communication`, trace_view.json to
     :mod:`ascendprof.readers.trace_view`. A file that raises InputError is recorded in
     ``problems`` (with the analyses it affects) and the rest is read; every absent
@@ -860,6 +868,11 @@ def read_output_dir(source, options=None) -> "RankData":  # noqa: F821 (import b
                 data.spilled[S.KERNELS] = _respill(
                     data.spilled[S.KERNELS], lambda t: assign_steps(t, data.tables[S.STEPS]))
     return data
+
+
+#: the reader of both kinds (torch_npu, mindspore) as :func:`ascendprof.readers.read_source`
+#: calls it
+read = read_output_dir
 
 
 def _respill(spilled, fn):
