@@ -48,14 +48,6 @@ STEPS_SCHEMA = pa.schema([
     ("queue_len_max", pa.int64()), ("queue_len_mean", pa.float64()),
     ("enqueue_ns", pa.int64()), ("idle_launch_ns", pa.int64()), ("source", pa.string())])
 
-OP_COLUMNS = ["Rank", "Step", "Op Type", "Launches", "Host API Total(us)", "Host API Avg(us)",
-              "Launch Delay Avg(us)", "Launch Delay P50(us)", "Launch Delay Max(us)",
-              "Idle Before Launch(us)", "Source"]
-STEP_COLUMNS = ["Rank", "Step", "Launches", "Host API Total(us)", "Launch Delay Avg(us)",
-                "Launch Delay P50(us)", "Launch Delay P95(us)", "Launch Delay Max(us)",
-                "Queue Entries", "Queue Wait Avg(us)", "Queue Wait Max(us)", "Queue Length Max",
-                "Queue Length Mean", "Enqueue Total(us)", "Idle Before Launch(us)", "Source"]
-
 
 def _place(ts: np.ndarray, wins: list) -> np.ndarray:
     """Step of each timestamp (-1 outside every window)."""

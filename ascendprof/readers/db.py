@@ -465,9 +465,8 @@ def _hardware_track(db: _Db) -> pa.Table:
             .append_column("process", pa.array(["Ascend Hardware"] * n, pa.string())))
 
 
-#: Thread of the 'communication' rows that give an HCCL op's communication section
-#: (:func:`_hccl_task_extents`); their task_type says where it came from.
-TASK_EXTENT_THREAD = "Group {} Communication tasks"
+#: Where an HCCL op's communication section came from (the task_type of its 'communication'
+#: rows, :func:`_hccl_task_extents`).
 FROM_TASKS, FROM_OP_SPAN = "HCCL tasks", "op span (no tasks)"
 
 

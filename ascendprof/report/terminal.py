@@ -438,12 +438,6 @@ def _print_advice(con, adv: dict | None, top: int = 5, compact: bool = False) ->
             con.print("           do: " + _esc(a["advice"]))
 
 
-def _pline(p: dict) -> str:
-    loc = f" at {p['where']}" if p.get("where") else ""
-    who = f"rank {p['rank']}: " if p.get("rank") is not None else ""
-    return f"{who}{p['path']}{loc}: {p['reason']}"
-
-
 def _print_analyses(con, a: dict, compact: bool = False) -> None:
     """One or a few lines each for the pipeline, memory, data preparation and expert-load
     analyses (their files hold the details)."""

@@ -21,10 +21,6 @@ LINK_COLUMNS = ["group", "step_key", "src", "dst", "transport", "size_mb", "tran
 _SUMMARIES = ("top", "middle", "bottom")
 
 
-def _empty() -> pd.DataFrame:
-    return pd.DataFrame(columns=LINK_COLUMNS)
-
-
 def from_rank_links(comm_links: pd.DataFrame | None, groups: dict) -> pd.DataFrame | None:
     """All ranks' COMM_LINKS rows (``rank, step_key, link_key, group, src_rank, dst_rank,
     transport, size_mb, transit_ns``) -> :data:`LINK_COLUMNS`, summed per group, step and global

@@ -14,8 +14,6 @@ from ascendprof.report.html.steps import flagged_ranks
 
 #: steps drawn one tab each; past this only the first step is drawn
 MAX_STEPS = 4
-#: heatmap axes list every rank up to this many ranks in the group, else a numeric axis
-MAX_RANK_LABELS = 32
 HEAT_METRICS = [("Bandwidth(GB/s)", "GB/s"), ("Transit Time(ms)", "ms"),
                 ("Transit Size(MB)", "MB")]
 
