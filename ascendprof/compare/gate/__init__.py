@@ -25,15 +25,14 @@ Modules (each imports only those above it in this list):
 
 - :mod:`.errors` — GateUsageError, GateInputError;
 - :mod:`.rules` — metrics, :class:`Rule`, :data:`DEFAULT_RULES`, ``--rule`` text and TOML files;
-- :mod:`.format` — how changes and rank sets are worded;
 - :mod:`.links` — the src -> dst links of an input, in global ranks;
 - :mod:`.csv_inputs` — one exported CSV as an input;
 - :mod:`.dir_inputs` — profiling, analyse and msprof-analyze output directories as inputs (our
   own output files are read by :mod:`ascendprof.report.readback`);
-- :mod:`.inputs` — :func:`load_side`, any input;
 - :mod:`.observe` — :func:`observations`, an input as one table of values;
 - :mod:`.evaluate` — :func:`evaluate`, rules on two observation tables;
-- :mod:`.result` — :func:`run_gate` and :class:`GateResult`.
+- :mod:`.result` — :func:`load_side` (any input), :func:`run_gate` and :class:`GateResult`,
+  and how changes and rank sets are worded.
 
 The names below are the public API; import them from here.
 """
@@ -50,10 +49,9 @@ from ascendprof.compare.gate.dir_inputs import (PEER_OUTPUT, is_output_dir, load
 from ascendprof.compare.gate.errors import GateInputError, GateUsageError
 from ascendprof.compare.gate.evaluate import (CHECK_COLUMNS, FAIL, NO_KEY, PASS, SKIP, STATISTIC,
                                               evaluate)
-from ascendprof.compare.gate.format import fmt_change
-from ascendprof.compare.gate.inputs import load_side
 from ascendprof.compare.gate.observe import OBS_COLUMNS, observations
-from ascendprof.compare.gate.result import MODEL_OVERLAP, GateResult, run_gate, shape_differences
+from ascendprof.compare.gate.result import (MODEL_OVERLAP, GateResult, fmt_change, load_side,
+                                            run_gate, shape_differences)
 from ascendprof.compare.gate.rules import (BANDWIDTH, DEFAULT_RULES, GROUP_METRICS, METRICS,
                                            OP_TIME, SCOPES, STEP_METRIC_NAMES, Rule,
                                            canonical_metric, load_rules_toml, make_rule,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 
 from ascendprof.compare.diff import COMM_CORES, COMM_METRICS, STEP_METRICS, GroupLabel, Side
-from ascendprof.compare.gate.format import ranges
 from ascendprof.compare.gate.rules import BANDWIDTH, LINK_BANDWIDTH, OP_TIME
+from ascendprof.model.ranks import rank_ranges
 
 #: Columns of the observation table.
 OBS_COLUMNS = ["metric", "rank", "step", "key", "transport", "value", "denom"]
@@ -16,7 +16,7 @@ OBS_COLUMNS = ["metric", "rank", "step", "key", "transport", "value", "denom"]
 def link_group(g: GroupLabel) -> str:
     """A group as links name it: ``tp (0-7)`` (parallel-group name and rank ranges; the ranks
     alone, or the group id, when that is all there is). Short at any cluster size."""
-    rs = f"({ranges(g.ranks)})" if g.ranks else ""
+    rs = f"({rank_ranges(g.ranks, len(g.ranks))})" if g.ranks else ""
     return " ".join(x for x in (g.pg_name, rs) if x) or g.name
 
 

@@ -1,20 +1,65 @@
-"""A gate run: both inputs loaded, their shapes compared, the rules evaluated ->
-:class:`GateResult` (every check, the failures, a one-line summary, the JSON document)."""
+"""A gate run: both inputs loaded (:func:`load_side`), their shapes compared, the rules
+evaluated -> :class:`GateResult` (every check, the failures, a one-line summary, the JSON
+document), and how its changes and rank sets are worded."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from ascendprof.compare.diff import Side
-from ascendprof.compare.gate.errors import GateInputError
+from ascendprof.compare.gate.csv_inputs import load_csv
+from ascendprof.compare.gate.dir_inputs import load_run
+from ascendprof.compare.gate.errors import GateInputError, GateUsageError
 from ascendprof.compare.gate.evaluate import FAIL, PASS, SKIP, STATISTIC, evaluate
-from ascendprof.compare.gate.format import few, fmt_change, ranges
-from ascendprof.compare.gate.inputs import load_side
 from ascendprof.compare.gate.observe import observations
 from ascendprof.compare.gate.rules import BANDWIDTH, OP_TIME, Rule
+from ascendprof.model.errors import AscendProfError, InputError
+from ascendprof.model.ranks import rank_ranges
+
+
+def load_side(path: Path, *, workers: int | None = None) -> Side:
+    """Any gate input (see :mod:`ascendprof.compare.gate`): one exported CSV
+    (:mod:`~ascendprof.compare.gate.csv_inputs`) or a directory
+    (:mod:`~ascendprof.compare.gate.dir_inputs`) -> :class:`~ascendprof.compare.diff.Side`.
+
+    Raises GateInputError / GateUsageError (exit 2) when the path is missing, unreadable, or
+    holds nothing the gate can compare.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise GateUsageError(f"{path}: no such file or directory")
+    try:
+        if path.is_file():
+            return load_csv(path)
+        return load_run(path, workers=workers)
+    except (GateInputError, GateUsageError):
+        raise
+    except InputError as e:
+        raise GateInputError(e.path, e.reason, e.where) from None
+    except AscendProfError as e:
+        raise GateInputError(path, str(e).removeprefix(f"{path}: ")) from None
+
+
+def fmt_change(change, pct, unit: str) -> str:
+    """``+12.345 ms (+31.0 %)``; ``n/a`` when unknown."""
+    if change is None or (isinstance(change, float) and math.isnan(change)):
+        return "n/a"
+    p = "" if pct is None or (isinstance(pct, float) and math.isnan(pct)) else f" ({pct:+.1f} %)"
+    return f"{change:+.3f} {unit}{p}"
+
+
+def ranges(ranks) -> str:
+    """``0-3, 8`` for a set of ints, every run listed; ``none`` for no rank."""
+    return rank_ranges(ranks, len(ranks)) or "none"
+
+
+def few(items, n: int = 4) -> str:
+    items = sorted(map(str, items))
+    return ", ".join(items[:n]) + (f" and {len(items) - n} more" if len(items) > n else "")
 
 
 @dataclass
