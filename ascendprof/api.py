@@ -23,6 +23,7 @@ can be read; bad input files never raise, they are listed in :attr:`Collection.p
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TYPE_CHECKING
@@ -367,8 +368,6 @@ def rebuild_report(out: str | os.PathLike, dest: str | os.PathLike | None = None
 
 
 def _regular(path: Path) -> bool:
-    import stat
-
     try:
         return stat.S_ISREG(os.lstat(path).st_mode)
     except OSError:

@@ -23,6 +23,8 @@ the hull of C ∪ M is used, not the span of all non-kernel tasks.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -606,8 +608,6 @@ def rank_checks(check) -> list[dict]:
       reported value is 0; us floats);
     - ``reason``: one sentence for problems.csv and the summary ('' only when ``agrees``).
     """
-    import math
-
     import pandas as pd
 
     out = []

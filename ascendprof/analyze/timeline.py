@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 import orjson
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -161,8 +162,6 @@ def clock_skew(events: pa.Table, joined: list | None = None) -> dict:
     used too (send and receive of one batchSendRecv end together). Empty figures when no
     instance has two members.
     """
-    import pandas as pd
-
     joined = flows(events) if joined is None else joined
     if not joined:
         return {"offset_ns": {}, "residual_us": {}, "raw_us": {}, "instances": 0}

@@ -5,6 +5,7 @@ Only click is imported at module level so ``ascendprof --help`` stays fast.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import click
@@ -157,8 +158,6 @@ def _write_all(out: Path, result, inputs=()) -> None:
 
 
 def _f(v, digits: int = 3) -> str:
-    import math
-
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
     return f"{v:,.{digits}f}"
@@ -166,24 +165,18 @@ def _f(v, digits: int = 3) -> str:
 
 def _m(us, digits: int = 3) -> str:
     """µs as ms (3 decimals: the files' µs resolution)."""
-    import math
-
     if us is None or (isinstance(us, float) and math.isnan(us)):
         return "-"
     return _f(us / 1000, digits)
 
 
 def _dm(us) -> str:
-    import math
-
     if us is None or (isinstance(us, float) and math.isnan(us)):
         return "-"
     return _d(us / 1000)
 
 
 def _d(v) -> str:
-    import math
-
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
     style = "red" if v > 0 else "green" if v < 0 else ""
@@ -192,8 +185,6 @@ def _d(v) -> str:
 
 
 def _r(v) -> str:
-    import math
-
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
     return f"{v:.3f}"

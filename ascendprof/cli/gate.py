@@ -5,6 +5,7 @@ Only click is imported at module level so ``ascendprof --help`` stays fast.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from pathlib import Path
@@ -196,8 +197,6 @@ def _print_table(result, show: str) -> None:
 
 
 def _v(v, unit: str) -> str:
-    import math
-
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
     return f"{v:.3f} {unit}"

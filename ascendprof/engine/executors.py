@@ -14,6 +14,7 @@ cost. Workers die with the process that started them (SIGKILL included, see
 
 from __future__ import annotations
 
+import ctypes
 import os
 import resource
 import sys
@@ -94,8 +95,6 @@ def release_free_heap() -> None:
     from adding to the next one's peak (measured: 238 -> 220 MB at 256 ranks)."""
     if not sys.platform.startswith("linux"):
         return
-    import ctypes
-
     try:  # the process's own symbols (not ctypes.util.find_library, which forks ldconfig)
         ctypes.CDLL(None).malloc_trim(0)
     except (OSError, AttributeError):  # not glibc (musl has no malloc_trim)

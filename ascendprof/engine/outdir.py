@@ -25,6 +25,7 @@ plus ``tables/``: an analysis that adds an output file adds its name there.
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import re
 import shutil
@@ -152,8 +153,6 @@ class OutputDir:
         return False
 
     def _lock(self) -> None:
-        import fcntl
-
         path = self.out / LOCK
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC

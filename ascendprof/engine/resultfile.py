@@ -20,6 +20,7 @@ mismatch raises :class:`BadResult` (the caller treats it as a cache miss).
 
 from __future__ import annotations
 
+import hashlib
 import struct
 
 import orjson
@@ -87,8 +88,6 @@ def encode(result, fingerprint: str) -> bytes:
 
 def _digest(parts) -> bytes:
     """Hash of the header and blob area (damage, or an edit of any byte)."""
-    import hashlib
-
     h = hashlib.blake2b(digest_size=_HASH_BYTES)
     for p in parts:
         h.update(p)

@@ -7,6 +7,7 @@ line; a traceback appears only with ``--debug``.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 EXIT_OK = 0  #: done, possibly with warnings
@@ -89,8 +90,6 @@ class malformed:  # noqa: N801 - used as a context manager: ``with malformed(pat
 def shielded(what: str = "content"):
     """Decorator for a parser whose first argument is the file path: runs it inside
     :class:`malformed` (``@shielded("trace event")``)."""
-    import functools
-
     def deco(fn):
         @functools.wraps(fn)
         def wrapper(path, *args, **kwargs):

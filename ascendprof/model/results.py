@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+
 from ascendprof.model import schemas as S
 from ascendprof.model.problems import Problems
 from ascendprof.model.source import Source
@@ -107,8 +109,6 @@ class ClusterAnalysis:
         parts = [unpark(r.tables[name]) for r in self.ranks if name in r.tables]
         if not parts:
             return None
-        import pyarrow as pa
-
         # one chunk: hundreds of small per-rank chunks cost more than their data
         return pa.concat_tables(parts, promote_options="permissive").combine_chunks()
 

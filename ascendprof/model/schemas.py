@@ -16,6 +16,7 @@ schema means the input had it but it held no rows.
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ascendprof.model.errors import InputError
 
@@ -269,8 +270,6 @@ def of_rank(table: pa.Table | None, rank: int) -> pa.Table | None:
     """The rows of ``rank`` in ``table`` (any schema with a ``rank`` column), or None when there
     are none. A table with a null rank, or without the column, is taken as the rank's whole (the
     readers fill it per rank); the filter runs only when other ranks are present."""
-    import pyarrow.compute as pc
-
     if table is None or table.num_rows == 0:
         return None
     if "rank" in table.column_names and table["rank"].null_count == 0:

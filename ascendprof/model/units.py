@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -146,8 +147,6 @@ def ms_list_to_ns(values: list) -> pa.Array:
     missing (None, NaN) -> null. Same results as the per-value function (one IEEE product by
     10^6, round half to even); raises the same ``ValueError`` as :func:`ms_to_ns` for the first
     value that is not finite or beyond int64 ns after scaling."""
-    import numpy as np
-
     try:
         ms = np.array(values, dtype=np.float64)  # None -> nan
     except (TypeError, ValueError, OverflowError):
@@ -160,8 +159,6 @@ def ms_vector_to_ns(ms) -> pa.Array | None:
     """The vector core of :func:`ms_list_to_ns`: ms (float64 ndarray, nan = missing) -> int64
     ns array; None when a value is not finite or beyond int64 ns (the caller then goes value by
     value, which names it)."""
-    import numpy as np
-
     missing = np.isnan(ms)
     with np.errstate(over="ignore", invalid="ignore"):
         ns = np.rint(ms * NS_PER_MS)

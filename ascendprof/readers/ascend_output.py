@@ -344,9 +344,6 @@ def read_kernel_details_spilled(path: Path, rank: int, bad_rows: list | None = N
 
 def _kernel_batches(path, rank, header, names, col_types, dropped, decided, bad_rows,
                     negative, open_csv_stream, threads):
-    import re
-
-
     if bad_rows is not None:
         bad_rows.clear()
     if negative is not None:

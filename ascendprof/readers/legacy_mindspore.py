@@ -44,6 +44,7 @@ import re
 from decimal import Decimal
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 from ascendprof.model import schemas as S
@@ -289,8 +290,6 @@ def op_type_of(name: str) -> str:
 def _assign_steps(start_ns: list[int], iterations: pa.Table | None) -> list[int | None]:
     if iterations is None or iterations.num_rows == 0:
         return [None] * len(start_ns)
-    import numpy as np
-
     it = iterations.sort_by("start_ns")
     lo = np.asarray(it.column("start_ns").to_numpy(zero_copy_only=False), dtype=np.int64)
     hi = np.asarray(it.column("end_ns").to_numpy(zero_copy_only=False), dtype=np.int64)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import ast
 import csv
 import io
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -277,8 +278,6 @@ def read_all(names: dict[str, Path], rank: int, problems, affects=("data_prepara
     pipeline comes from the summary JSON, else the raw CSV, else pipeline_profiling JSON; the
     host queue from device_queue_profiling, else dataset_iterator_profiling (as MindSpore's
     analyzer chooses). A damaged file is recorded in ``problems`` and skipped."""
-    import re
-
     r = re.escape(str(rank))
 
     def pick(pattern: str) -> Path | None:

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError, shielded
@@ -179,8 +180,6 @@ def _step_trace_csv(path: Path, rank: int) -> pa.Table:
     raw = read_csv(path, required=need)
     end = us_column_to_ns(raw.column("Iteration End(us)"))
     dur = us_column_to_ns(raw.column("Iteration Time(us)"))
-    import pyarrow.compute as pc
-
     try:
         step = raw.column("Iteration ID").cast(pa.int32())
     except pa.ArrowInvalid:
@@ -414,8 +413,6 @@ def _read_timeline_dir(tl: Path, names: list[str], data: RankData, offset: int |
 
 def _dedup_steps(t: pa.Table) -> pa.Table:
     """Each per-iteration msprof file may repeat the step-trace iteration events; keep one."""
-    import pyarrow.compute as pc
-
     is_step = pc.equal(t.column("track"), "step")
     if not pc.any(is_step).as_py():
         return t

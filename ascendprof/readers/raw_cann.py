@@ -42,6 +42,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 
 from ascendprof.analyze import hccl_tasks
@@ -230,8 +231,6 @@ def _device_tasks(base: Path, groups: dict, dev: int) -> dict[str, np.ndarray] |
 def _host_ops(base: Path, groups: dict, data: RankData):
     """Host task_track joined to node_basic_info per thread: DataFrame with stream_id, task_id,
     timestamp, name, op_type, task_type, block_num (or None without host data)."""
-    import pandas as pd
-
     tt_buf, tt_path = _host_concat(base, groups, "compact.task_track")
     if not tt_buf:
         return None
@@ -267,8 +266,6 @@ def _host_ops(base: Path, groups: dict, data: RankData):
 
 
 def _read_prof_raw(base: Path, groups: dict, data: RankData, source) -> None:
-    import pandas as pd
-
     dev = source.device_id
     if dev is None:
         devs = sorted({int(m.group(1)) for k in groups for m in [re.match(r"device_(\d+)/", k)] if m})
@@ -334,8 +331,6 @@ def _dictionaries(base: Path, groups: dict):
 def _inside(points, ranges, cols: list[str]):
     """For each point (thread_id, ts) the latest range (thread_id, begin, end, *cols) of the same
     thread with begin < ts <= end (§D.2 attach rule); cols are null where none contains it."""
-    import pandas as pd
-
     left = points.reset_index(drop=True).assign(_row=lambda d: range(len(d))).sort_values("ts")
     right = ranges.sort_values("begin")
     m = pd.merge_asof(left, right[["thread_id", "begin", "end"] + cols], left_on="ts",
@@ -353,8 +348,6 @@ def _hccl_host_tasks(base: Path, groups: dict, data: RankData):
     task_track, with its op (node API), group, plane, master flag, task name, transport, link and
     rdma type, size, ranks and the (stream, task, context, launch_ts) of its device task.
     None when the source has no hccl_info / api_event data."""
-    import pandas as pd
-
     hi_buf, hi_path = _host_concat(base, groups, "additional.hccl_info")
     api_buf, api_path = _host_concat(base, groups, "api_event.data")
     tt_buf, tt_path = _host_concat(base, groups, "compact.task_track")

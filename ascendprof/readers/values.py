@@ -25,6 +25,9 @@ that reader (the op is left out there, :mod:`ascendprof.readers.communication`).
 
 from __future__ import annotations
 
+import os
+import re
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -234,9 +237,6 @@ def report_negative_durations(data, name: str, count: int, example: dict) -> Non
 
 
 def _report(data, table: str, reason: str, affects, where: str = "") -> None:
-    import os
-    import re
-
     hits = []  # the pattern's alternatives in order: the text file before a database
     for alt in _FILE_OF.get(table, "$^").split("|"):
         rx = re.compile(alt)

@@ -10,8 +10,11 @@ iteration trace: interval / fp+bp / tail per rank), verdicts.json, advice.json /
 
 from __future__ import annotations
 
+import gc
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import orjson
@@ -93,8 +96,6 @@ class EarlyWrite:
         if not ca.communication or not sys.platform.startswith("linux") \
                 or getattr(ca.communication, "opinfo_bytes", 0) < least:
             return
-        import threading
-
         if threading.active_count() > 1:  # a thread could hold a lock the child would need
             return
         sys.stdout.flush()
@@ -107,13 +108,9 @@ class EarlyWrite:
         if pid == 0:  # the child: write, then leave without running the parent's exit code
             code = 1
             try:
-                import signal
-
                 signal.signal(signal.SIGTERM, _exit_on_signal)  # cancel: remove the temp file
 
                 die_with_parent(parent, signal.SIGTERM)  # and stop when the run is killed
-                import gc
-
                 gc.disable()  # short-lived; a collection would copy the parent's pages
                 _write_communication(ca, self._hidden)
                 code = 0
@@ -146,8 +143,6 @@ class EarlyWrite:
         """Stop the child, if any, wait for it (it removes its temporary file) and remove what
         it wrote: the output keeps the previous run's file."""
         if self._pid is not None:
-            import signal
-
             try:
                 os.kill(self._pid, signal.SIGTERM)
             except ProcessLookupError:

@@ -5,6 +5,8 @@ to import (no Arrow or pandas): a restored run prints its summary with it."""
 
 from __future__ import annotations
 
+import re
+
 from ascendprof.model.ranks import ranks_phrase
 
 #: the three parts a step splits into (Computing + Communication(Not Overlapped) + Free = step)
@@ -130,8 +132,6 @@ def headline_lines(h: dict) -> list[str]:
 
 
 def _shape(text: str) -> str:
-    import re
-
     return re.sub(r"\d+(\.\d+)?", "#", re.sub(r"\brank[ _]\d+", "rank #", text or ""))
 
 
@@ -141,8 +141,6 @@ def group_problems(problems: list[dict]) -> list[dict]:
     severity, where (the place without its rank), reason (the first note's, whole when every
     note of the kind says the same), same (bool), count, ranks (list), example_rank, path (the
     first note's file or folder)."""
-    import re
-
     kinds: dict[tuple, dict] = {}
     for p in problems:
         where = re.sub(r"\brank \d+ ?", "", p.get("where") or "").strip()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 
@@ -40,8 +41,6 @@ _SEV_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 def _console():
-    import os
-
     from rich.console import Console  # deferred: plain scan output needs no rich (60 ms import)
 
     con = Console(highlight=False, soft_wrap=False)
@@ -399,8 +398,6 @@ def _print_notes(con, notes: list[dict], total: int, rank_ranges, compact=False)
             reason = first_sentence(k["reason"], 160) if compact else k["reason"]
         else:
             if compact:
-                import re
-
                 m = re.search(r"\s\S*\d", k["reason"])
                 reason = (k["reason"][:m.start()] if m else k["reason"]) + " …"
             else:
@@ -443,8 +440,6 @@ def _print_analyses(con, a: dict, compact: bool = False) -> None:
     analyses (their files hold the details)."""
     def ms(v):
         return "-" if v is None else f"{v:.1f} ms"
-
-    import re
 
 
     stages = a.get("pipeline") or []

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ascendprof.sysio.atomic import check_report_path, write_report_pieces
 
@@ -188,8 +189,6 @@ def write_chrome(path: Path, events: pa.Table, joined, names, other: dict, input
     process name; ``other``: metadata stored under ``otherData``."""
     base = 0
     if events.num_rows:
-        import pyarrow.compute as pc
-
         base = int(pc.min(events.column("start_ns")).as_py()) // 10**9 * 10**9
     return write_report_pieces(path, chrome_pieces(events, joined, names, other, base),
                                ours=written_by_us, inputs=inputs)

@@ -24,6 +24,7 @@ Nothing here reads files: the scanner fills ``framework``, ``end_ns`` and ``host
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -242,8 +243,6 @@ def folder_names(names: list[str]) -> dict[str, str]:
     as ``_`` and ``#`` as ``-`` (``.`` is ``run``), unique: names that would meet in one folder
     (``a/b`` and ``a_b``) each get 8 hex digits of a hash of the run name, so no run's outputs
     replace another's and the same run keeps its folder from one call to the next."""
-    import hashlib
-
     def plain(n: str) -> str:
         return n.replace(os.sep, "_").replace("/", "_").replace("#", "-") if n != "." else "run"
 

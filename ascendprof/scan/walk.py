@@ -20,6 +20,7 @@ path the system cannot open is reported in ``problems`` and costs at most its ow
 
 from __future__ import annotations
 
+import csv
 import io
 import os
 import re
@@ -409,9 +410,6 @@ def _fill_from_outputs(src: Source, out_dir: Path, outs: list[str], problems: Pr
     """Device id and steps from the small step_trace_time.csv (first column Device_id)."""
     if "step_trace_time.csv" not in outs:
         return
-    import csv
-
-
     try:
         text = read_regular(out_dir / "step_trace_time.csv").decode("utf-8-sig")
         rows = list(csv.reader(io.StringIO(text, newline="")))

@@ -8,10 +8,12 @@ replacing its outputs left a mix of two runs.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import sys
 import threading
+import time
 from contextlib import contextmanager
 
 #: prctl option: signal this process receives when the thread that created it exits (Linux)
@@ -42,8 +44,6 @@ def die_with_parent(parent_pid: int, sig: int = signal.SIGKILL) -> None:
     done = False
     if sys.platform.startswith("linux"):
         try:
-            import ctypes
-
             libc = ctypes.CDLL(None, use_errno=True)
             done = libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
         except (OSError, AttributeError):
@@ -52,8 +52,6 @@ def die_with_parent(parent_pid: int, sig: int = signal.SIGKILL) -> None:
         os._exit(1)
     if not done:
         def watch():
-            import time
-
             while os.getppid() == parent_pid:
                 time.sleep(1.0)
             os._exit(1)

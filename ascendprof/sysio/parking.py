@@ -18,6 +18,8 @@ import os
 import tempfile
 from pathlib import Path
 
+import pyarrow as pa
+
 # unpark (a ParkedTable read back, anything else as it is) is defined with the result contract
 from ascendprof.model.results import unpark  # noqa: F401 - re-exported
 
@@ -41,8 +43,6 @@ class ParkingFile:
         """Replace the tables of ``result`` (its ``tables`` dict and :data:`TABLE_FIELDS`) by
         :class:`ParkedTable` and the compressed chunks of ``result.comm_fragments`` by
         :class:`ParkedBytes`, with one write to the file."""
-        import pyarrow as pa
-
         parts, places = [], []  # bytes to write; how to put each parked object in place
         for name, table in list(result.tables.items()):
             if isinstance(table, pa.Table):
@@ -92,8 +92,6 @@ class ParkingFile:
 
 
 def _ipc(table) -> bytes:
-    import pyarrow as pa
-
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
@@ -131,6 +129,4 @@ class ParkedTable(ParkedBytes):
         self.num_rows = num_rows
 
     def load(self):
-        import pyarrow as pa
-
         return pa.ipc.open_stream(pa.py_buffer(bytes(self))).read_all()

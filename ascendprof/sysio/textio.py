@@ -6,6 +6,7 @@ All readers go through these helpers, so every damaged file turns into one
 
 from __future__ import annotations
 
+import csv
 import os
 import re
 import stat
@@ -302,8 +303,6 @@ def open_csv_stream(path: Path, column_types: dict, bad_rows: list | None = None
 
 
 def _header_names(line: bytes) -> list[str]:
-    import csv
-
     try:
         return next(csv.reader([line.decode("utf-8", "replace")]), [])
     except csv.Error as e:  # e.g. a lone CR inside the header line

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 import numpy as np
@@ -27,8 +28,6 @@ def _is_raw_op_row(r: dict) -> bool:
 
 
 def _matrix_type(op_name: str) -> str:
-    import re
-
     m = re.search(_MATRIX_TYPE_RE, op_name.lower())
     return m.group() if m else op_name.split("__")[0]
 

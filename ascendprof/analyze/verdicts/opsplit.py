@@ -24,6 +24,8 @@ from itertools import repeat
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ascendprof.model.results import OP_ROWS  # noqa: F401 - re-exported (verdicts.OP_ROWS)
 from ascendprof.analyze.codes import text_codes
@@ -34,9 +36,6 @@ _BW_KEY = ["rank", "step_key", "op", "group"]
 def _op_keys(table):
     """(rank, step_key or '', op name before any '@', group or '') of every row, as an Arrow
     table with columns :data:`_BW_KEY` (a missing op name reads 'None', as str(None) did)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     name = pc.fill_null(table.column("op_name").cast(pa.string()), "None")
     op = pc.list_element(pc.split_pattern(name, "@", max_splits=1), 0)
     return pa.table({"rank": table.column("rank"),
@@ -47,9 +46,6 @@ def _op_keys(table):
 def _bandwidth_transit(comm_bandwidth):
     """Table of :data:`_BW_KEY` + ``bw_ns``: summed RDMA + SDMA Transit Time in ns (missing as
     0) per op that has such rows."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     transport = comm_bandwidth.column("transport").cast(pa.string())
     wanted = pc.fill_null(pc.is_in(pc.utf8_upper(transport), pa.array(["RDMA", "SDMA"])), False)
     bw = comm_bandwidth.filter(wanted)
@@ -60,9 +56,6 @@ def _bandwidth_transit(comm_bandwidth):
 def _bw_transit_of(keys, comm_bandwidth):
     """Per row of ``keys`` (:func:`_op_keys` of COMM_OPS): the op's summed RDMA + SDMA transit
     (float64 ns; null when it has no such bandwidth row)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     rows = keys.append_column("__row", pa.array(np.arange(keys.num_rows)))
     joined = rows.join(_bandwidth_transit(comm_bandwidth), _BW_KEY, join_type="left outer",
                        use_threads=False)
@@ -90,9 +83,6 @@ def op_rows(comm_ops, comm_bandwidth=None):
     transit is used: some profiles report no master-plane transit while still recording the
     transfer per transport. Either is capped at the elapse.
     """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     if comm_ops is None:
         return None
     keys = _op_keys(comm_ops)  # the same keys find the op's bandwidth rows
@@ -450,8 +440,6 @@ _BATCH_ROWS = 1 << 13
 def _grouped(tables):
     """Consecutive tables of ``tables`` concatenated (no copy) into batches of about
     :data:`_BATCH_ROWS` rows, in order."""
-    import pyarrow as pa
-
     held, rows = [], 0
     for t in tables:
         held.append(t)

@@ -5,6 +5,7 @@ or batch of another shape than it handles."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from itertools import chain, repeat
@@ -64,8 +65,6 @@ def _parse_allowing_nan(path: Path, raw: bytes, rank: int, problems: Problems | 
     except InputError:
         if not _NAN_LITERAL.search(raw):
             raise
-    import json
-
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError):

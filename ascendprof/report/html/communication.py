@@ -6,6 +6,8 @@ cluster_communication.json). Links and ranks named by a verdict are outlined in 
 
 from __future__ import annotations
 
+import random
+
 import pandas as pd
 
 from ascendprof.report.html.common import (COLORS, FLAG_COLOR, MAX_BARS, MAX_TABLE_ROWS, PALETTE,
@@ -85,8 +87,6 @@ def bandwidth_strip(links: pd.DataFrame, slow: set, min_mb: float):
     """Every link moving at least ``min_mb`` MB: its bandwidth per transport (jittered), that
     transport's median as a dash. Smaller transfers are latency-bound; their GB/s says nothing
     about the link (the verdicts judge links with the same floor, slow_link_min_mb)."""
-    import random
-
     links = links[(links["Src Rank"] != links["Dst Rank"])
                   & (links["Transport Type"].astype(str).str.upper() != "LOCAL")]
     links = links[pd.to_numeric(links["Transit Size(MB)"], errors="coerce").fillna(0) >= min_mb]
