@@ -1,5 +1,6 @@
-"""Integer codes of text key columns (ascendprof.analyze.codes): every row's code indexes its own
-text in the returned list, -1 for null, whatever the Arrow layout. Expected values by hand."""
+"""Integer codes of text key columns (ascendprof.analyze.verdicts.opsplit.text_codes): every
+row's code indexes its own text in the returned list, -1 for null, whatever the Arrow layout.
+Expected values by hand."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from ascendprof.analyze.codes import text_codes
+from ascendprof.analyze.verdicts.opsplit import text_codes
 
 
 def _decoded(codes: np.ndarray, values: list) -> list:

@@ -14,7 +14,6 @@ import json
 import math
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
@@ -23,7 +22,6 @@ from ascendprof.scan import load_sources
 from ascendprof.engine import pipeline
 from ascendprof.model import schemas as S
 from ascendprof.analyze import cluster_communication as cc
-from ascendprof.analyze.verdicts import _leave_one_out_median
 from ascendprof.model.problems import Problems
 from ascendprof.report.files import write_outputs
 from ascendprof.report.summary import build_summary
@@ -269,18 +267,6 @@ def test_verdicts_same_from_partials_as_from_full_tables(qwen3):
         V.op_rows(t[S.COMM_OPS].filter(pa.compute.equal(t[S.COMM_OPS].column("rank"), r)),
                   t[S.COMM_BANDWIDTH]) for r in range(4))
     pd.testing.assert_frame_equal(V.split_op_time(per_rank)[cols], full[cols])
-
-
-@pytest.mark.parametrize("n", [2, 3, 4, 7, 10])
-def test_leave_one_out_median_is_the_median_of_the_others(n):
-    rng = np.random.default_rng(n)
-    for values in (rng.random(n), rng.integers(0, 3, n).astype(float)):
-        got = _leave_one_out_median(values)
-        for i in range(n):
-            others = sorted(np.delete(values, i))
-            mid = len(others) // 2
-            want = others[mid] if len(others) % 2 else (others[mid - 1] + others[mid]) / 2
-            assert got[i] == want
 
 
 def _comm_tables(ops: list[dict], bw: list[dict], dist: list[dict]):

@@ -25,15 +25,12 @@ from __future__ import annotations
 
 import inspect
 
-from ascendprof.analyze.cluster_communication import double_hash
 from ascendprof.analyze.verdicts import rules, story
-from ascendprof.analyze.verdicts.facts import (_leave_one_out_median, Facts, group_directory,
-                                               link_table, rank_means, ranks_text, stages,
-                                               step_frame)
-from ascendprof.analyze.verdicts.model import (make_verdict, SEVERITY_ORDER, symptom, SYMPTOM_KEYS,
+from ascendprof.analyze.verdicts.facts import (Facts, group_directory, link_table, ranks_text,
+                                               stages, step_frame)
+from ascendprof.analyze.verdicts.model import (make_verdict, SEVERITY_ORDER, SYMPTOM_KEYS,
                                                VERDICT_KEYS)
-from ascendprof.analyze.verdicts.opsplit import (OP_ROWS, op_rows, op_totals, OpInstances, OpTotals,
-                                                 split_op_time)
+from ascendprof.analyze.verdicts.opsplit import OP_ROWS, op_rows, op_totals, split_op_time
 from ascendprof.analyze.verdicts.thresholds import (BLAME_RATIO, COMM_SHARE_PCT, CONTRIBUTED,
                                                     CRITICAL_FACTOR, EXCESS_OF_STEP_PCT,
                                                     MAX_SEPARATE_VERDICTS, MIN_EXCESS_MS,
@@ -175,8 +172,7 @@ def derive(ca, th: dict, contributed: dict | None = None) -> list[dict]:
     return _finish(out)
 
 
-__all__ = ["thresholds", "derive", "make_verdict", "symptom", "register_rule",
-           "registered_rules", "VERDICT_KEYS", "SYMPTOM_KEYS", "Facts", "double_hash",
-           "group_directory", "stages", "step_frame", "rank_means", "link_table", "ranks_text",
-           "OpInstances", "OpTotals", "op_rows", "op_totals", "split_op_time", "OP_ROWS",
-           "_leave_one_out_median"] + list(_NAMES)
+__all__ = ["thresholds", "derive", "make_verdict", "register_rule", "registered_rules",
+           "VERDICT_KEYS", "SYMPTOM_KEYS", "Facts", "group_directory", "stages", "step_frame",
+           "link_table", "ranks_text", "op_rows", "op_totals", "split_op_time",
+           "OP_ROWS"] + list(_NAMES)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 import pandas as pd
 
 from ascendprof.analyze.cluster_communication import double_hash
@@ -165,26 +164,6 @@ def link_table(comm_links, directory: dict[str, dict]) -> pd.DataFrame:
     g["dst_rank"] = [to_global(a, b) for a, b in zip(g["group"], g["dst_local"])]
     g["group_name"] = g["group"].map(lambda x: directory.get(x, {}).get("name", x))
     return g[cols]
-
-
-
-def _leave_one_out_median(values: np.ndarray) -> np.ndarray:
-    """``out[i]`` = median of ``values`` without element ``i`` (mean of the two middle values
-    when n - 1 is even, like pandas' median), for all i from one sort. Needs n >= 2."""
-    n = len(values)
-    order = np.argsort(values, kind="stable")
-    ordered = values[order]
-    pos = np.empty(n, dtype=np.int64)
-    pos[order] = np.arange(n)
-
-    def nth_of_rest(k: int) -> np.ndarray:  # k-th smallest once element i is removed
-        idx = np.full(n, k, dtype=np.int64)
-        return ordered[idx + (idx >= pos)]
-
-    rest = n - 1
-    if rest % 2:
-        return nth_of_rest(rest // 2)
-    return (nth_of_rest(rest // 2 - 1) + nth_of_rest(rest // 2)) / 2
 
 
 def group_sizes_from_links(comm_links) -> dict[str, int]:
