@@ -40,7 +40,7 @@ import orjson
 
 from ascendprof._version import __version__
 from ascendprof.engine import resultfile
-from ascendprof.engine.entrycheck import expected_rank, safe_name
+from ascendprof.engine.resultfile import expected_rank, safe_name
 from ascendprof.model.errors import AscendProfError
 from ascendprof.model.problems import printable, Problem, Problems
 from ascendprof.sysio.atomic import ensure_dir

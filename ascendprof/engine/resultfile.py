@@ -21,11 +21,11 @@ mismatch raises :class:`BadResult` (the caller treats it as a cache miss).
 from __future__ import annotations
 
 import hashlib
+import re
 import struct
 
 import orjson
 
-from ascendprof.engine.entrycheck import expected_rank, safe_name
 from ascendprof.model.problems import Problem, Problems
 
 MAGIC = b"ASCENDPROF-RANKRESULT\x00v2\n"
@@ -40,6 +40,23 @@ _MAX_HEADER = 256 << 20
 
 class BadResult(ValueError):
     """The file is not a result ascendprof wrote for this fingerprint."""
+
+
+# What a cache entry must be before any of it is used (the cache is untrusted input), here and
+# in engine.cache: table names that may become file names, and the rank an entry must carry.
+_NAME = re.compile(r"[A-Za-z0-9_]{1,64}\Z")
+
+
+def safe_name(name) -> bool:
+    """True for a table name the cache may turn into a file name (``[A-Za-z0-9_]``, at most 64
+    characters): no separator, no ``..``, nothing hidden."""
+    return isinstance(name, str) and _NAME.match(name) is not None
+
+
+def expected_rank(source) -> int:
+    """The rank a cached entry of ``source`` must carry (the readers' rule: the scanned rank,
+    -1 for a db export whose rank is unknown)."""
+    return int(source.rank) if source.rank is not None else -1
 
 
 # ------------------------------------------------------------------------------ encode
