@@ -14,7 +14,7 @@ from ascendprof.engine.executors import dask_map
 from ascendprof.engine.outdir import check_not_in_sources, check_output_dir, OutputDir
 from ascendprof.model.errors import EXIT_NOTHING, EXIT_OK, OutputError, UsageError
 from ascendprof.model.options import RunOptions
-from ascendprof.model.outputs import OUTPUT_FILES
+from ascendprof.model.outputs import OUTPUT_FILES, REPORT_FILE, SUMMARY_FILE
 from ascendprof.model.problems import printable, Problems
 from ascendprof.report.files import EarlyWrite, write_outputs
 from ascendprof.report.html import write_report
@@ -65,7 +65,7 @@ def run_analyse(directory: Path, out: Path, options: RunOptions | None = None, *
     with OutputDir(out, OUTPUT_FILES, tables=o.tables) as target:
         summary, skipped = _analyse_into(target, directory, out, sources, problems, o)
     with stdout_may_close():
-        _show(summary, given, o.fmt, given / "report.html" if o.html else None)
+        _show(summary, given, o.fmt, given / REPORT_FILE if o.html else None)
     return EXIT_NOTHING if o.strict and skipped else EXIT_OK
 
 
@@ -81,8 +81,8 @@ def _analyse_into(target, directory: Path, out: Path, sources, problems: Problem
         [orjson.dumps(p.as_dict()) for p in problems], o.read)
     restored = run_cache.restore_run(cache_dir, key, stage)
     if restored is not None:  # inputs, code and options unchanged: the outputs are the same
-        summary = orjson.loads((stage / "summary.json").read_bytes())
-        if o.html and not (stage / "report.html").is_file():
+        summary = orjson.loads((stage / SUMMARY_FILE).read_bytes())
+        if o.html and not (stage / REPORT_FILE).is_file():
             _html(out, stage)
         _commit(target)
         return summary, bool(restored.get("skipped"))
@@ -114,8 +114,8 @@ def _analyse_into(target, directory: Path, out: Path, sources, problems: Problem
     table_dir = stage / "tables"
     summary["outputs"] = [printable(out / p.relative_to(stage)) for p in written] + (
         [printable(out / "tables")] if o.tables else []) + (
-        [printable(out / "report.html")] if o.html else [])
-    written.append(_output_side(out, write_json, stage / "summary.json", summary))
+        [printable(out / REPORT_FILE)] if o.html else [])
+    written.append(_output_side(out, write_json, stage / SUMMARY_FILE, summary))
     if o.html:  # from the files just staged, as `ascendprof report` builds it
         written.append(_html(out, stage))
     if o.tables and table_dir.exists():

@@ -6,11 +6,19 @@ Arrow or pandas. A new output file adds its name here.
 
 from __future__ import annotations
 
+#: the names other modules read or write by name (the writers, report.readback, the page)
+STEP_TRACE_FILE = "cluster_step_trace_time.csv"
+COMMUNICATION_FILE = "cluster_communication.json"
+MATRIX_FILE = "cluster_communication_matrix.json"
+GROUPS_FILE = "communication_group.json"
+OP_STATISTICS_FILE = "op_statistics.csv"
+SUMMARY_FILE = "summary.json"
+REPORT_FILE = "report.html"
+
 #: the cluster files (msprof-analyze names) and ascendprof's own, in the order written
-CLUSTER_FILES = ("cluster_step_trace_time.csv", "cluster_communication.json",
-                 "cluster_communication_matrix.json", "communication_group.json",
-                 "op_statistics.csv", "top_kernels.csv", "step_trace_check.csv",
-                 "iteration_trace.csv", "verdicts.json", "problems.csv", "summary.json")
+CLUSTER_FILES = (STEP_TRACE_FILE, COMMUNICATION_FILE, MATRIX_FILE, GROUPS_FILE,
+                 OP_STATISTICS_FILE, "top_kernels.csv", "step_trace_check.csv",
+                 "iteration_trace.csv", "verdicts.json", "problems.csv", SUMMARY_FILE)
 
 #: files of the pipeline, memory, data preparation, expert-load and efficiency analyses
 #: (analyze.registry), in the order they are written
@@ -25,7 +33,7 @@ ANALYSIS_FILES = ("pipeline.csv", "pipeline_stages.csv", "memory_summary.csv",
 ADVICE_FILES = ("advice.json", "advice.csv")
 
 #: the page of all of them (report.html), written by the analyse flow after the others
-REPORT_FILES = ("report.html",)
+REPORT_FILES = (REPORT_FILE,)
 
 #: every output file besides tables/
 OUTPUT_FILES = CLUSTER_FILES + ANALYSIS_FILES + ADVICE_FILES + REPORT_FILES

@@ -19,7 +19,9 @@ from pathlib import Path
 
 import orjson
 
-from ascendprof.model.outputs import OUTPUT_FILES  # noqa: F401 - the registry, re-exported
+from ascendprof.model.outputs import (  # noqa: F401 - OUTPUT_FILES: the registry, re-exported
+    COMMUNICATION_FILE, GROUPS_FILE, MATRIX_FILE, OP_STATISTICS_FILE, OUTPUT_FILES,
+    STEP_TRACE_FILE, SUMMARY_FILE)
 from ascendprof.sysio.atomic import write_csv, write_frame_csv, write_json
 from ascendprof.sysio.jsonstream import write_json_items
 from ascendprof.sysio.lifetime import die_with_parent
@@ -64,7 +66,6 @@ def not_written(ca) -> dict[str, str]:
     return why
 
 
-COMMUNICATION_FILE = "cluster_communication.json"
 #: the smallest cluster_communication.json (its OPINFO bytes) written by a child process: the
 #: fork costs the parent ~0.1 s at LLM-size memory; the file takes ~0.1 s per 50 MB to write
 #: (measured: 62 MB at 64 ranks gain 0.15 s, 15 MB at 16 ranks neither gain nor lose)
@@ -194,13 +195,13 @@ def write_outputs(ca, out: Path, summary: dict, early: EarlyWrite | None = None)
             items = ((k, orjson.dumps(v, option=opt)) for k, v in obj.items())
         written.append(write_json_items(out / name, items))
 
-    frame("cluster_step_trace_time.csv", ca.cluster_step_trace)
+    frame(STEP_TRACE_FILE, ca.cluster_step_trace)
     communication_at = len(written)  # its place in the list, wherever it was written
     if early is None:
         js(COMMUNICATION_FILE, ca.communication)
-    js("cluster_communication_matrix.json", ca.communication_matrix)
-    js("communication_group.json", ca.communication_group)
-    frame("op_statistics.csv", ca.op_statistics)
+    js(MATRIX_FILE, ca.communication_matrix)
+    js(GROUPS_FILE, ca.communication_group)
+    frame(OP_STATISTICS_FILE, ca.op_statistics)
     frame("top_kernels.csv", ca.top_kernels)
     frame("step_trace_check.csv", ca.step_trace_check)
     frame("iteration_trace.csv", ca.iteration_trace)
@@ -217,7 +218,7 @@ def write_outputs(ca, out: Path, summary: dict, early: EarlyWrite | None = None)
     written.append(write_csv(out / "problems.csv", PROBLEM_COLUMNS, [
         ["" if p.rank is None else p.rank, p.severity, p.path, p.where, p.reason,
          ";".join(p.affects)] for p in ca.problems]))
-    written.append(write_json(out / "summary.json", summary))
+    written.append(write_json(out / SUMMARY_FILE, summary))
     if early is not None:
         written[communication_at:communication_at] = early.finish()
     return written

@@ -35,15 +35,12 @@ import pyarrow.parquet as pq
 
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError
+from ascendprof.model.outputs import (COMMUNICATION_FILE, GROUPS_FILE,  # noqa: F401 - re-exported
+                                      MATRIX_FILE, OP_STATISTICS_FILE, STEP_TRACE_FILE)
 from ascendprof.model.units import us_column_to_ns
 from ascendprof.sysio.csvsafe import csv_unsafe
 from ascendprof.sysio.textio import read_csv, read_json
 
-STEP_TRACE_FILE = "cluster_step_trace_time.csv"
-COMMUNICATION_FILE = "cluster_communication.json"
-MATRIX_FILE = "cluster_communication_matrix.json"
-GROUPS_FILE = "communication_group.json"
-OP_STATISTICS_FILE = "op_statistics.csv"
 #: the folder of the normalised tables (``tables/rank<r>/<table>.parquet``)
 TABLES_DIR = "tables"
 

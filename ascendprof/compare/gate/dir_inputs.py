@@ -24,6 +24,7 @@ from ascendprof.engine import pipeline
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError, NothingAnalysable
 from ascendprof.model.options import ReadOptions
+from ascendprof.model.outputs import SUMMARY_FILE
 from ascendprof.model.problems import Problems
 from ascendprof.readers.communication import KINDS, op_kind, tables_from_json
 from ascendprof.readers.values import first_odd_comm_value
@@ -43,7 +44,7 @@ _SMALL = (S.STEP_TRACE, S.COMM_OPS, S.COMM_BANDWIDTH, S.OP_STATISTIC, S.COMM_LIN
 def is_output_dir(path: Path) -> bool:
     """True for an ``ascendprof analyse`` output directory (or a directory of its CSVs)."""
     path = Path(path)
-    return (path / readback.TABLES_DIR).is_dir() or (path / "summary.json").is_file() or (
+    return (path / readback.TABLES_DIR).is_dir() or (path / SUMMARY_FILE).is_file() or (
         any((path / n).is_file() for n in (readback.STEP_TRACE_FILE,
                                             readback.OP_STATISTICS_FILE, COMMUNICATION_FILE))
         and not any(p.name.endswith(("_ascend_pt", "_ascend_ms")) or p.name.startswith("PROF_")

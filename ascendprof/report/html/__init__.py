@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-REPORT_NAME = "report.html"
+from ascendprof.model.outputs import REPORT_FILE as REPORT_NAME  # noqa: F401 - re-exported
 #: marks a page ascendprof wrote (only such a file is ever replaced or removed)
 GENERATOR = b'<meta name="generator" content="ascendprof'
 

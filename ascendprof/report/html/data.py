@@ -21,6 +21,7 @@ import orjson
 import pandas as pd
 
 from ascendprof.model.errors import UsageError
+from ascendprof.model.outputs import SUMMARY_FILE
 from ascendprof.report import readback
 # the layouts of the files read back, re-exported for the page's sections
 from ascendprof.report.readback import (LINK_COLUMNS, TOTAL_COLUMNS,  # noqa: F401
@@ -36,7 +37,7 @@ FILES = {
     "top_kernels": "top_kernels.csv",
     "verdicts": "verdicts.json",
     "problems": "problems.csv",
-    "summary": "summary.json",
+    "summary": SUMMARY_FILE,
     "step_check": "step_trace_check.csv",
     "pipeline": "pipeline.csv",
     "pipeline_stages": "pipeline_stages.csv",
