@@ -27,8 +27,8 @@ Public API (``__all__``), by module; all take tables and return plain dicts, non
 :func:`first_memberships` (per rank, in the workers), :func:`group_membership`,
 :func:`build_groups` (communication_group.json). ``fragments``: :func:`rank_fragments`
 serialises and compresses a rank's OPINFOs in the worker into :class:`OpFragments`
-(:data:`RECORDS_PER_CHUNK` per chunk); ``fragments_builder``: :class:`FragmentsBuilder`, the
-same from tables read batch by batch. ``communication_file``: :class:`CommunicationFile`,
+(:data:`RECORDS_PER_CHUNK` per chunk), :class:`FragmentsBuilder` the same from tables read
+batch by batch. ``communication_file``: :class:`CommunicationFile`,
 cluster_communication.json streamed one group at a time. ``matrix``: :func:`matrix_groups`
 (cluster_communication_matrix.json), :func:`unmapped_links` (the links it leaves out).
 Internal: ``opinfo`` (an OPINFO's fields, built from rows), ``totals`` ('Total Op Info' sums).
@@ -37,9 +37,9 @@ Internal: ``opinfo`` (an OPINFO's fields, built from rows), ``totals`` ('Total O
 from __future__ import annotations
 
 from ascendprof.analyze.cluster_communication.communication_file import CommunicationFile
-from ascendprof.analyze.cluster_communication.fragments import (RECORDS_PER_CHUNK, OpFragments,
+from ascendprof.analyze.cluster_communication.fragments import (RECORDS_PER_CHUNK,
+                                                                FragmentsBuilder, OpFragments,
                                                                 rank_fragments)
-from ascendprof.analyze.cluster_communication.fragments_builder import FragmentsBuilder
 from ascendprof.analyze.cluster_communication.groups import (build_groups, double_hash,
                                                              first_memberships, group_membership,
                                                              parallel_groups)
