@@ -34,45 +34,21 @@ Modules (each imports only those above it in this list):
 - :mod:`.result` — :func:`load_side` (any input), :func:`run_gate` and :class:`GateResult`,
   and how changes and rank sets are worded.
 
-The names below are the public API; import them from here.
+The names below are the public API (what the command, the API and the tests use); import them
+from here.
 """
 
 from __future__ import annotations
 
-from ascendprof.compare.gate.csv_inputs import (CLUSTER_STEP_TRACE, KERNEL_DETAILS, OP_STATISTIC,
-                                                OP_STATISTICS, STEP_TRACE_TIME, check_csv_cells,
-                                                check_duplicates, csv_kind, load_csv,
-                                                read_cluster_step_trace, read_op_statistics)
-from ascendprof.compare.gate.dir_inputs import (PEER_OUTPUT, is_output_dir, load_output_dir,
-                                                load_profiling_dir, load_run,
-                                                read_cluster_communication)
+from ascendprof.compare.gate.csv_inputs import read_op_statistics
+from ascendprof.compare.gate.dir_inputs import load_run
 from ascendprof.compare.gate.errors import GateInputError, GateUsageError
-from ascendprof.compare.gate.evaluate import (CHECK_COLUMNS, FAIL, NO_KEY, PASS, SKIP, STATISTIC,
-                                              evaluate)
-from ascendprof.compare.gate.observe import OBS_COLUMNS, observations
-from ascendprof.compare.gate.result import (MODEL_OVERLAP, GateResult, fmt_change, load_side,
-                                            run_gate, shape_differences)
-from ascendprof.compare.gate.rules import (BANDWIDTH, DEFAULT_RULES, GROUP_METRICS, METRICS,
-                                           OP_TIME, SCOPES, STEP_METRIC_NAMES, Rule,
-                                           canonical_metric, load_rules_toml, make_rule,
-                                           merge_rules, metric_unit, parse_rule)
-from ascendprof.report.readback import COMMUNICATION_FILE
+from ascendprof.compare.gate.evaluate import CHECK_COLUMNS, FAIL, NO_KEY, PASS, SKIP, evaluate
+from ascendprof.compare.gate.result import GateResult, fmt_change, load_side, run_gate
+from ascendprof.compare.gate.rules import (DEFAULT_RULES, Rule, load_rules_toml, merge_rules,
+                                           parse_rule)
 
-__all__ = [
-    # rules
-    "Rule", "DEFAULT_RULES", "METRICS", "STEP_METRIC_NAMES", "GROUP_METRICS", "OP_TIME",
-    "BANDWIDTH", "SCOPES", "canonical_metric", "metric_unit", "make_rule", "parse_rule",
-    "load_rules_toml", "merge_rules",
-    # inputs
-    "load_side", "load_csv", "load_run", "load_profiling_dir", "load_output_dir",
-    "is_output_dir", "csv_kind", "check_csv_cells", "check_duplicates",
-    "read_cluster_step_trace", "read_op_statistics", "read_cluster_communication",
-    "CLUSTER_STEP_TRACE", "STEP_TRACE_TIME", "KERNEL_DETAILS", "OP_STATISTIC", "OP_STATISTICS",
-    "COMMUNICATION_FILE", "PEER_OUTPUT",
-    # evaluation and result
-    "OBS_COLUMNS", "observations", "CHECK_COLUMNS", "STATISTIC", "NO_KEY", "PASS", "FAIL",
-    "SKIP", "evaluate", "shape_differences", "MODEL_OVERLAP", "GateResult", "run_gate",
-    "fmt_change",
-    # errors
-    "GateUsageError", "GateInputError",
-]
+__all__ = ["Rule", "DEFAULT_RULES", "parse_rule", "load_rules_toml", "merge_rules", "load_side",
+           "load_run", "read_op_statistics", "CHECK_COLUMNS", "NO_KEY", "PASS", "FAIL", "SKIP",
+           "evaluate", "GateResult", "run_gate", "fmt_change", "GateUsageError",
+           "GateInputError"]
