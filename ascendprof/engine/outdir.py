@@ -37,9 +37,8 @@ import orjson
 from ascendprof.model.errors import OutputError, UsageError
 from ascendprof.sysio.atomic import write_bytes
 from ascendprof.sysio.lifetime import deferred_signals
-from ascendprof.sysio.ownership import (  # noqa: F401 - the names of the managed set, used here and re-exported
-    CACHE_DIRNAME, is_managed, LOCK, managed_names, MANIFEST, MANIFEST_MAX_BYTES, read_manifest,
-    STAGING_PREFIX, TABLES, TRASH_PREFIX)
+from ascendprof.sysio.ownership import (is_managed, LOCK, MANIFEST, read_manifest, STAGING_PREFIX,
+                                        TABLES, TRASH_PREFIX)
 
 JOURNAL = ".commit"
 FORMAT = 1

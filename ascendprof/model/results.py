@@ -8,16 +8,12 @@ and crosses a process pool or a Dask cluster.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from ascendprof.model import schemas as S
 from ascendprof.model.problems import Problems
 from ascendprof.model.source import Source
-
-if TYPE_CHECKING:  # the contract is read by the light restore path too: pyarrow only when used
-    import pyarrow as pa
 
 #: Tables small enough to send back from a worker and concatenate over ranks. COMM_OPS,
 #: COMM_BANDWIDTH and COMM_SIZE_DIST stay in the worker: what the cluster step needs of them

@@ -28,8 +28,7 @@ from pathlib import Path
 
 from ascendprof.model.errors import InputError, NothingAnalysable, UsageError
 from ascendprof.model.problems import Problems
-from ascendprof.model.source import (DB, KIND_LABELS, LEGACY_MS, MS_TEXT, PROF, RAW_CANN, Source,
-                                     TORCH_TEXT)
+from ascendprof.model.source import DB, LEGACY_MS, MS_TEXT, PROF, RAW_CANN, Source, TORCH_TEXT
 from ascendprof.scan.runs import group_runs, pick
 from ascendprof.sysio.ownership import CACHE_DIRNAME, LOCK, MANIFEST, STAGING_PREFIX
 from ascendprof.sysio.textio import file_kind, int_text, METADATA_MAX_BYTES, read_json, read_regular

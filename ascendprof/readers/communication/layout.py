@@ -17,7 +17,7 @@ from pathlib import Path
 
 import orjson
 
-from ascendprof.model.tasks import P2P_PREFIXES, op_kind  # noqa: F401 - one definition, re-exported
+from ascendprof.model.tasks import op_kind  # noqa: F401 - one definition, re-exported
 from ascendprof.model.errors import InputError
 from ascendprof.model.problems import Problems
 

@@ -269,8 +269,6 @@ def reconcile_html(v: dict, d) -> str:
             break
     if not waits:
         return ""
-    import pandas as pd
-
     pp = tot[tot["Group"].astype(str) == "pp"]
     if not len(pp):
         return ""
