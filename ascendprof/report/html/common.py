@@ -104,6 +104,24 @@ def numbers_table(df, file: str) -> Table:
                        if len(df) > MAX_TABLE_ROWS else ""))
 
 
+def files_section(key: str, title: str, files: dict, missing: str, intro: str,
+                  chart: "Chart | None" = None) -> Section:
+    """A section of CSV outputs: ``chart`` (None: none) above the "Numbers" table of each of
+    ``files`` ({file name: frame read back, or None}) that has rows; ``missing`` when none
+    has."""
+    sec = Section(key, title)
+    if not any(df is not None and len(df) for df in files.values()):
+        sec.missing = missing
+        return sec
+    sec.intro = intro
+    if chart is not None:
+        sec.chart(chart)
+    for name, df in files.items():
+        if df is not None and len(df):
+            sec.table(numbers_table(df, name))
+    return sec
+
+
 def cell(v) -> str:
     """A file's value as text, unchanged: integers without '.0', floats as Python prints them
     (the shortest text that reads back to the same number), NaN/None as ''."""

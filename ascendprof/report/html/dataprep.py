@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ascendprof.report.html.common import MAX_BARS, PALETTE, Chart, Section, numbers_table
+from ascendprof.report.html.common import MAX_BARS, PALETTE, Chart, Section, files_section
 
 
 def wait_chart(dp: pd.DataFrame) -> Chart:
@@ -38,15 +38,10 @@ def wait_chart(dp: pd.DataFrame) -> Chart:
 
 
 def build(d, ctx) -> Section:
-    sec = Section("dataprep", "Data preparation")
-    dp, pipe = d.data_preparation, d.dataset_pipeline
-    if (dp is None or not len(dp)) and (pipe is None or not len(pipe)):
-        sec.missing = "no data_preparation.csv (no step timing to judge data loading by)"
-        return sec
-    sec.intro = "How long each step waits for its input data, and where the input pipeline stalls."
-    if dp is not None and len(dp) and "Data Wait(ms)" in dp:
-        sec.chart(wait_chart(dp))
-    for df, name in ((dp, "data_preparation.csv"), (pipe, "dataset_pipeline.csv")):
-        if df is not None and len(df):
-            sec.table(numbers_table(df, name))
-    return sec
+    dp = d.data_preparation
+    return files_section(
+        "dataprep", "Data preparation",
+        {"data_preparation.csv": dp, "dataset_pipeline.csv": d.dataset_pipeline},
+        "no data_preparation.csv (no step timing to judge data loading by)",
+        "How long each step waits for its input data, and where the input pipeline stalls.",
+        wait_chart(dp) if dp is not None and len(dp) and "Data Wait(ms)" in dp else None)

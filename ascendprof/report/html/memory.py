@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ascendprof.report.html.common import MAX_BARS, PALETTE, Chart, Section, numbers_table
+from ascendprof.report.html.common import MAX_BARS, PALETTE, Chart, Section, files_section
 
 _BARS = [("Peak Allocated(MB)", PALETTE[0]), ("Peak Reserved(MB)", PALETTE[3])]
 
@@ -40,15 +40,9 @@ def peaks(ms: pd.DataFrame) -> Chart:
 
 
 def build(d, ctx) -> Section:
-    sec = Section("memory", "Memory")
-    ms, top = d.memory_summary, d.memory_top_ops
-    if (ms is None or not len(ms)) and (top is None or not len(top)):
-        sec.missing = "no memory_summary.csv (the profiler recorded no memory)"
-        return sec
-    sec.intro = "Peak device memory per rank and the operators holding the most."
-    if ms is not None and len(ms) and "Component" in ms:
-        sec.chart(peaks(ms))
-    for df, name in ((ms, "memory_summary.csv"), (top, "memory_top_ops.csv")):
-        if df is not None and len(df):
-            sec.table(numbers_table(df, name))
-    return sec
+    ms = d.memory_summary
+    return files_section(
+        "memory", "Memory", {"memory_summary.csv": ms, "memory_top_ops.csv": d.memory_top_ops},
+        "no memory_summary.csv (the profiler recorded no memory)",
+        "Peak device memory per rank and the operators holding the most.",
+        peaks(ms) if ms is not None and len(ms) and "Component" in ms else None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ascendprof.report.html.common import MAX_BARS, PALETTE, Chart, Section, numbers_table
+from ascendprof.report.html.common import MAX_BARS, PALETTE, Chart, Section, files_section
 
 
 def load_chart(ml: pd.DataFrame) -> Chart:
@@ -33,15 +33,12 @@ def load_chart(ml: pd.DataFrame) -> Chart:
 
 
 def build(d, ctx) -> Section:
-    sec = Section("moe", "Expert load")
     ml = d.moe_expert_load
-    if ml is None or not len(ml):
-        sec.missing = ("no moe_expert_load.csv (no GroupedMatmul operators: not a mixture-of-"
-                       "experts model, or no kernel input shapes)")
-        return sec
-    sec.intro = ("Tokens each rank's experts receive per step, over the mean of its "
-                 "expert-parallel group; 1.0 is a perfectly even load.")
-    if {"Rank", "Load / Mean", "Tokens", "EP Group"} <= set(ml.columns):
-        sec.chart(load_chart(ml))
-    sec.table(numbers_table(ml, "moe_expert_load.csv"))
-    return sec
+    return files_section(
+        "moe", "Expert load", {"moe_expert_load.csv": ml},
+        "no moe_expert_load.csv (no GroupedMatmul operators: not a mixture-of-experts model, "
+        "or no kernel input shapes)",
+        "Tokens each rank's experts receive per step, over the mean of its expert-parallel "
+        "group; 1.0 is a perfectly even load.",
+        load_chart(ml) if ml is not None and len(ml)
+        and {"Rank", "Load / Mean", "Tokens", "EP Group"} <= set(ml.columns) else None)
