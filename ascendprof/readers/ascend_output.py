@@ -237,6 +237,15 @@ def _build(path: Path, raw: pa.Table, rank: int, columns: dict[str, tuple[str, s
     return S.conform(table, pa.table(arrays) if arrays else pa.table({}))
 
 
+def _read_table(path: Path, rank: int, columns: dict[str, tuple[str, str]], table: str,
+                required: tuple, bad_rows: list | None, lossy: list | None) -> pa.Table:
+    """A CSV whose ``columns`` all convert as they are, ``required`` ones present -> ``table``
+    (the simple parsers below). Raises InputError."""
+    path = Path(path)
+    raw = read_csv(path, bad_rows=bad_rows, required=required, types=_read_types(columns))
+    return _build(path, raw, rank, columns, table, lossy=lossy)
+
+
 # ----------------------------------------------------------------------------- kernel_details
 
 #: Older CANN / MindSpore spellings -> kernel_details names (spec §A.2, §C.1). The op_summary
@@ -459,10 +468,8 @@ def read_step_trace_time(path: Path, rank: int, bad_rows: list | None = None,
     empty / ``None`` Step is null. Columns newer than the required ones (Stage, Bubble, …,
     Preparing) may be absent and are then null. Raises InputError.
     """
-    path = Path(path)
-    raw = read_csv(path, bad_rows=bad_rows, required=STEP_TRACE_REQUIRED,
-                   types=_read_types(STEP_TRACE_COLUMNS))
-    return _build(path, raw, rank, STEP_TRACE_COLUMNS, S.STEP_TRACE, lossy=lossy)
+    return _read_table(path, rank, STEP_TRACE_COLUMNS, S.STEP_TRACE, STEP_TRACE_REQUIRED,
+                       bad_rows, lossy)
 
 
 # ----------------------------------------------------------------------------- statistics
@@ -480,11 +487,8 @@ def read_op_statistic(path: Path, rank: int, bad_rows: list | None = None,
 
     ``Device_id`` is optional (older torch_npu omits it). Raises InputError.
     """
-    path = Path(path)
     req = tuple(c for c in OP_STATISTIC_COLUMNS if c != "Device_id")
-    raw = read_csv(path, bad_rows=bad_rows, required=req,
-                   types=_read_types(OP_STATISTIC_COLUMNS))
-    return _build(path, raw, rank, OP_STATISTIC_COLUMNS, S.OP_STATISTIC, lossy=lossy)
+    return _read_table(path, rank, OP_STATISTIC_COLUMNS, S.OP_STATISTIC, req, bad_rows, lossy)
 
 
 API_STATISTIC_COLUMNS = {
@@ -501,10 +505,8 @@ def read_api_statistic(path: Path, rank: int, bad_rows: list | None = None,
     The ``Device_id`` column (literally ``host``) is dropped; Variance stays in us². Raises
     InputError.
     """
-    path = Path(path)
-    raw = read_csv(path, bad_rows=bad_rows, required=("Level", "API Name", "Time(us)", "Count"),
-                   types=_read_types(API_STATISTIC_COLUMNS))
-    return _build(path, raw, rank, API_STATISTIC_COLUMNS, S.API_STATISTIC, lossy=lossy)
+    return _read_table(path, rank, API_STATISTIC_COLUMNS, S.API_STATISTIC,
+                       ("Level", "API Name", "Time(us)", "Count"), bad_rows, lossy)
 
 
 # ----------------------------------------------------------------------------- memory
@@ -523,10 +525,8 @@ def read_memory_record(path: Path, rank: int, bad_rows: list | None = None,
     """memory_record.csv (spec §A.8) -> :data:`~ascendprof.model.schemas.MEMORY_RECORD` (MB = 2^20 B).
 
     Raises InputError."""
-    path = Path(path)
-    raw = read_csv(path, bad_rows=bad_rows, required=("Component", "Timestamp(us)"),
-                   types=_read_types(MEMORY_RECORD_COLUMNS))
-    return _build(path, raw, rank, MEMORY_RECORD_COLUMNS, S.MEMORY_RECORD, lossy=lossy)
+    return _read_table(path, rank, MEMORY_RECORD_COLUMNS, S.MEMORY_RECORD,
+                       ("Component", "Timestamp(us)"), bad_rows, lossy)
 
 
 OPERATOR_MEMORY_COLUMNS = {
@@ -547,10 +547,8 @@ def read_operator_memory(path: Path, rank: int, bad_rows: list | None = None,
 
     Release time / duration are null for blocks not released inside the collection. Raises
     InputError."""
-    path = Path(path)
-    raw = read_csv(path, bad_rows=bad_rows, required=("Name", "Size(KB)", "Allocation Time(us)"),
-                   types=_read_types(OPERATOR_MEMORY_COLUMNS))
-    return _build(path, raw, rank, OPERATOR_MEMORY_COLUMNS, S.OPERATOR_MEMORY, lossy=lossy)
+    return _read_table(path, rank, OPERATOR_MEMORY_COLUMNS, S.OPERATOR_MEMORY,
+                       ("Name", "Size(KB)", "Allocation Time(us)"), bad_rows, lossy)
 
 
 NPU_MODULE_MEM_COLUMNS = {
@@ -570,12 +568,8 @@ def read_npu_module_mem(path: Path, rank: int, bad_rows: list | None = None,
     raw = read_csv(path, bad_rows=bad_rows, required=("Component", "Timestamp(us)"),
                    types={**_read_types(NPU_MODULE_MEM_COLUMNS),
                           "Total Reserved(KB)": pa.float64()})
-    extra = {}
-    if "Total Reserved(MB)" not in raw.column_names:
-        if "Total Reserved(KB)" not in raw.column_names:
-            raise InputError(path, "missing column(s) Total Reserved(MB)")
-        kb = _convert(path, "Total Reserved(KB)", raw.column("Total Reserved(KB)"), FLOAT)
-        extra["total_reserved_mb"] = pc.divide(kb, 1024.0)
+    extra = _in_other_unit(path, raw, "Total Reserved(MB)", "total_reserved_mb",
+                           "Total Reserved(KB)", 1 / 1024)
     return _build(path, raw, rank, NPU_MODULE_MEM_COLUMNS, S.NPU_MODULE_MEM, extra, lossy=lossy)
 
 
@@ -584,6 +578,18 @@ STATIC_OP_MEM_COLUMNS = {
     "Graph ID": ("graph_id", STR), "Node Index Start": ("node_start", INT),
     "Node Index End": ("node_end", INT), "Size(KB)": ("size_kb", FLOAT),
 }
+
+
+def _in_other_unit(path: Path, raw: pa.Table, column: str, out: str, other: str,
+                   scale: float) -> dict[str, pa.Array]:
+    """``{out: column other x scale}`` when ``raw`` has the quantity of ``column`` in the
+    other unit of an older version (column ``other``) instead, else ``{}``. Raises InputError
+    when it has neither."""
+    if column in raw.column_names:
+        return {}
+    if other not in raw.column_names:
+        raise InputError(path, f"missing column(s) {column}")
+    return {out: pc.multiply(_convert(path, other, raw.column(other), FLOAT), scale)}
 
 
 def _device_numbers(col) -> pa.Array:
@@ -608,14 +614,9 @@ def read_static_op_mem(path: Path, rank: int, bad_rows: list | None = None,
     raw = read_csv(path, bad_rows=bad_rows, required=("Op Name",),
                    types={**_read_types(STATIC_OP_MEM_COLUMNS), "Device_id": pa.string(),
                           "Size(MB)": pa.float64()})
-    extra = {}
+    extra = _in_other_unit(path, raw, "Size(KB)", "size_kb", "Size(MB)", 1024.0)
     if "Device_id" in raw.column_names:
         extra["device_id"] = _device_numbers(raw.column("Device_id"))
-    if "Size(KB)" not in raw.column_names:
-        if "Size(MB)" not in raw.column_names:
-            raise InputError(path, "missing column(s) Size(KB)")
-        mb = _convert(path, "Size(MB)", raw.column("Size(MB)"), FLOAT)
-        extra["size_kb"] = pc.multiply(mb, 1024.0)
     return _build(path, raw, rank, STATIC_OP_MEM_COLUMNS, S.STATIC_OP_MEM, extra, lossy=lossy)
 
 
