@@ -11,8 +11,11 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pyarrow as pa
 
+from ascendprof.analyze.verdicts.opsplit import OpInstances, text_codes
 from ascendprof.model import schemas as S
 from ascendprof.model.problems import Problems
 
@@ -125,3 +128,20 @@ class FakeCluster:
 
 def fake_cluster(root: Path) -> FakeCluster:
     return FakeCluster(tables(root), metadata(root))
+
+
+def split_op_time(rows, sizes: dict | None = None) -> pd.DataFrame:
+    """The op-time split of all ``rows`` (verdicts.op_rows of every rank, concatenated) at once:
+    one row per op instance and rank with the columns of OpInstances.split, ``rank`` int32 and
+    ``step_key``, ``kind``, ``group``, ``op`` as Categoricals. (op_totals runs the same two
+    passes over batches of ranks and keeps only the sums the verdicts need.)"""
+    if rows is None or rows.num_rows == 0:
+        return pd.DataFrame()
+    inst = OpInstances()
+    cols = inst.split(rows, inst.add(rows), sizes)
+    cats = {c: pd.Categorical.from_codes(*text_codes(rows.column(c)), validate=False)
+            for c in ("step_key", "kind", "op", "group")}
+    out = {"rank": cols.pop("rank").astype(np.int32), "step_key": cats["step_key"],
+           "kind": cats["kind"], "group": cats["group"], "op": cats["op"]}
+    out.update(cols)
+    return pd.DataFrame(out, copy=False)

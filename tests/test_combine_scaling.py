@@ -18,6 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from _verdict_tables import split_op_time
 from ascendprof.scan import load_sources
 from ascendprof.engine import pipeline
 from ascendprof.model import schemas as S
@@ -260,13 +261,13 @@ def test_verdicts_same_from_partials_as_from_full_tables(qwen3):
     from ascendprof.analyze import verdicts as V
 
     t, _ = _all_tables(qwen3)
-    full = V.split_op_time(V.op_rows(t[S.COMM_OPS], t[S.COMM_BANDWIDTH]))
+    full = split_op_time(V.op_rows(t[S.COMM_OPS], t[S.COMM_BANDWIDTH]))
     cols = ["rank", "step_key", "op", "group", "transfer_ns", "peer_wait_ns", "waited_for",
             "other_ns"]
     per_rank = pa.concat_tables(
         V.op_rows(t[S.COMM_OPS].filter(pa.compute.equal(t[S.COMM_OPS].column("rank"), r)),
                   t[S.COMM_BANDWIDTH]) for r in range(4))
-    pd.testing.assert_frame_equal(V.split_op_time(per_rank)[cols], full[cols])
+    pd.testing.assert_frame_equal(split_op_time(per_rank)[cols], full[cols])
 
 
 def _comm_tables(ops: list[dict], bw: list[dict], dist: list[dict]):

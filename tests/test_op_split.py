@@ -1,4 +1,4 @@
-"""The verdicts' split of communication op time (verdicts.op_rows, split_op_time, op_totals).
+"""The verdicts' split of communication op time (verdicts.op_rows, OpInstances, op_totals).
 
 The expected values come from a second method: the per-row definition written out below with
 pandas group-bys on the text keys (how the split was first implemented, before the workers sent
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _verdict_tables import tables as qwen_tables
+from _verdict_tables import split_op_time, tables as qwen_tables
 from ascendprof.scan import load_sources
 from ascendprof.model import schemas as S
 from ascendprof.analyze import verdicts as V
@@ -119,7 +119,7 @@ def _plain(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def check(comm_ops: pa.Table, comm_bandwidth=None, sizes=None) -> pd.DataFrame:
-    got = V.split_op_time(V.op_rows(comm_ops, comm_bandwidth), sizes)
+    got = split_op_time(V.op_rows(comm_ops, comm_bandwidth), sizes)
     pd.testing.assert_frame_equal(_plain(got), _plain(oracle(comm_ops, comm_bandwidth, sizes)),
                                   check_dtype=True)
     return got
@@ -226,9 +226,9 @@ def test_chunked_rows_as_from_workers(chunks):
                  group="g" if i % 2 else f"h{r % 2}", elapse_ns=10 + r + i, transit_ns=1,
                  wait_ns=2, sync_ns=0, idle_ns=0)
             for r in range(3) for i in range(4)]
-    whole = V.split_op_time(V.op_rows(_ops(rows)))
+    whole = split_op_time(V.op_rows(_ops(rows)))
     parts = [V.op_rows(_ops(rows[i::chunks])) for i in range(chunks)]
-    got = V.split_op_time(pa.concat_tables(parts))
+    got = split_op_time(pa.concat_tables(parts))
     order = [j for i in range(chunks) for j in range(i, len(rows), chunks)]
     pd.testing.assert_frame_equal(_plain(got), _plain(whole.iloc[order]))
 
@@ -257,7 +257,7 @@ def _expected_totals(frame: pd.DataFrame, flagged: dict):
 
 def _check_totals(batches: list, flagged: dict) -> None:
     totals = V.op_totals(lambda: iter(batches), flagged)
-    comp, blame, op_elapse = _expected_totals(V.split_op_time(pa.concat_tables(batches)),
+    comp, blame, op_elapse = _expected_totals(split_op_time(pa.concat_tables(batches)),
                                               flagged)
     got = totals.components({}).drop(columns="group_name")
     got["rank"] = got["rank"].astype("int64")
@@ -337,7 +337,7 @@ def test_real_data_parallel_ops_by_hand(qwen3):
                                                               e[r] - tr[r] - peer)
     assert len(want) == 8 and sum(v[2] >= 0 for v in want.values()) >= 3
     t = qwen_tables(qwen3)
-    got = V.split_op_time(V.op_rows(t[S.COMM_OPS], t[S.COMM_BANDWIDTH]))
+    got = split_op_time(V.op_rows(t[S.COMM_OPS], t[S.COMM_BANDWIDTH]))
     got = got[got["group"].astype(str) == group]
     mine = {(int(r.rank), str(r.step_key), str(r.op)): (r.transfer_ns, r.peer_wait_ns,
                                                          r.waited_for, r.other_ns)

@@ -20,9 +20,14 @@ from hypothesis import strategies as st
 from ascendprof.model import schemas as S
 from ascendprof.analyze import intervals as I
 from ascendprof.analyze.step_breakdown import (METRICS, breakdown, check_table, compute_mask,
-                                               is_compute, recompute)
+                                               recompute)
 from ascendprof.readers.trace_view import read_trace_view
 from ascendprof.model.units import ms_to_ns, us_text_to_ns
+
+def is_compute(task_type, name) -> bool:
+    """compute_mask of one task (a falsy task type counts as none)."""
+    return bool(compute_mask([task_type or None], [name])[0])
+
 
 LEVELS = "torch_npu-2rank-levels/text/level{}/rank{}_ascend_pt/ASCEND_PROFILER_OUTPUT"
 CHECKED = ("Computing", "Communication(Not Overlapped)", "Free")

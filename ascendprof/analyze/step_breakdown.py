@@ -153,11 +153,6 @@ def classify_hardware(hw: pa.Table, kernels: pa.Table | None) -> tuple[np.ndarra
                   f"of other or unknown types left out")
 
 
-def is_compute(task_type, name) -> bool:
-    """:func:`compute_mask` of one task (a falsy task type counts as none)."""
-    return bool(compute_mask([task_type or None], [name])[0])
-
-
 def _comm_mask(cores, names) -> np.ndarray:
     """kernel_details rows that are communication big ops (:func:`ascendprof.model.tasks.comm_rows`)."""
     return _mask(tasks.comm_rows(_text(cores), _text(names)))

@@ -30,7 +30,7 @@ from ascendprof.analyze.verdicts.facts import (Facts, group_directory, link_tabl
                                                stages, step_frame)
 from ascendprof.analyze.verdicts.model import (make_verdict, SEVERITY_ORDER, SYMPTOM_KEYS,
                                                VERDICT_KEYS)
-from ascendprof.analyze.verdicts.opsplit import OP_ROWS, op_rows, op_totals, split_op_time
+from ascendprof.analyze.verdicts.opsplit import OP_ROWS, op_rows, op_totals
 from ascendprof.analyze.verdicts.thresholds import (BLAME_RATIO, COMM_SHARE_PCT, CONTRIBUTED,
                                                     CRITICAL_FACTOR, EXCESS_OF_STEP_PCT,
                                                     MAX_SEPARATE_VERDICTS, MIN_EXCESS_MS,
@@ -174,5 +174,4 @@ def derive(ca, th: dict, contributed: dict | None = None) -> list[dict]:
 
 __all__ = ["thresholds", "derive", "make_verdict", "register_rule", "registered_rules",
            "VERDICT_KEYS", "SYMPTOM_KEYS", "Facts", "group_directory", "stages", "step_frame",
-           "link_table", "ranks_text", "op_rows", "op_totals", "split_op_time",
-           "OP_ROWS"] + list(_NAMES)
+           "link_table", "ranks_text", "op_rows", "op_totals", "OP_ROWS"] + list(_NAMES)

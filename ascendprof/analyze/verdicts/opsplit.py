@@ -86,7 +86,6 @@ def _bw_transit_of(keys, comm_bandwidth):
 
 # OP_ROWS (model.results) names the per-rank table :func:`op_rows` makes; the worker puts it in
 # RankResult.tables in place of COMM_OPS, so the cluster step holds ~80 bytes per op.
-_OP_ROWS_TEXT = ("step_key", "kind", "op", "group")
 
 
 def op_rows(comm_ops, comm_bandwidth=None):
@@ -300,28 +299,6 @@ class OpInstances:
                 "other_ns": np.where(complete, rest, 0),
                 "unattributed_ns": np.where(complete, 0, rest - absent), "late_ns": late,
                 "complete": complete}
-
-
-def split_op_time(rows, sizes: dict | None = None) -> pd.DataFrame:
-    """One row per communication op instance and rank (the rows of :func:`op_rows`, all ranks
-    concatenated) with its time split (module doc, :meth:`OpInstances.split`).
-
-    Columns: ``rank`` int32; ``step_key``, ``kind``, ``group``, ``op`` as pandas Categoricals;
-    ``elapse_ns``, ``wait_ns``, ``idle_ns``, ``transfer_ns``, ``waited_for`` (global rank, -1
-    when none), ``peer_wait_ns``, ``absent_wait_ns``, ``other_ns``, ``unattributed_ns`` (int64
-    ns) and ``complete`` (bool). :func:`op_totals` runs the same two passes over batches of
-    ranks and keeps only the sums the verdicts need.
-    """
-    if rows is None or rows.num_rows == 0:
-        return pd.DataFrame()
-    inst = OpInstances()
-    cols = inst.split(rows, inst.add(rows), sizes)
-    cats = {c: pd.Categorical.from_codes(*text_codes(rows.column(c)), validate=False)
-            for c in _OP_ROWS_TEXT}
-    out = {"rank": cols.pop("rank").astype(np.int32), "step_key": cats["step_key"],
-           "kind": cats["kind"], "group": cats["group"], "op": cats["op"]}
-    out.update(cols)
-    return pd.DataFrame(out, copy=False)
 
 
 class OpTotals:
