@@ -128,7 +128,6 @@ def _write_all(out: Path, result, inputs=()) -> None:
     before any is written."""
     import orjson
 
-
     tables = result.tables()
 
     def ours_for(name: str):
@@ -193,7 +192,6 @@ def _r(v) -> str:
 def _print(result, top: int) -> None:
     from rich.console import Console
     from rich.table import Table
-
 
     con = Console(highlight=False)
     if not con.is_terminal:

@@ -102,7 +102,6 @@ def command(baseline, current, rules_file, rule_texts, no_defaults, fmt, junit_f
     if not rules:
         raise G.GateUsageError("no rules: --no-defaults needs --rules or --rule")
 
-
     if junit_file is not None and markdown_file is not None and _same_file(junit_file,
                                                                             markdown_file):
         raise G.GateUsageError(f"--junit {junit_file} and --markdown {markdown_file} name one "

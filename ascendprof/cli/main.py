@@ -107,7 +107,6 @@ def scan(directory, fmt):
         if fmt == "json":
             import orjson
 
-
             doc = {"root": printable(directory), "sources": [s.as_dict() for s in sources],
                    "runs": [r.as_dict() for r in runs],
                    "problems": [p.as_dict() for p in problems]}

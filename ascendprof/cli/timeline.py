@@ -118,7 +118,6 @@ def command(directory, out, fmt, ranks_text, steps_text, window, align_clocks, m
     console = _console()
 
     def echo(*args, **kwargs):  # a reader that went away (| head) does not stop the work
-
         with stdout_may_close():
             console.print(*args, **kwargs)
     echo(f"{tl.events.num_rows} slices on {n_ranks} rank(s), {len(tl.joined)} collective "

@@ -799,7 +799,6 @@ def read_output_dir(source, options=None) -> RankData:
     present = {p.name for p in out.iterdir() if p.is_file()}
     data.missing = [f for f in ANALYSIS_INPUTS if f not in present]
 
-
     for fname, (table, parse) in CSV_PARSERS.items():
         if fname not in present:
             continue

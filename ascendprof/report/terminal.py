@@ -441,7 +441,6 @@ def _print_analyses(con, a: dict, compact: bool = False) -> None:
     def ms(v):
         return "-" if v is None else f"{v:.1f} ms"
 
-
     stages = a.get("pipeline") or []
     for st in stages[:MAX_STAGE_LINES]:
         mb = f", 1F1B with {st['micro_batches']} micro-batches" if st.get("micro_batches") else ""
