@@ -155,37 +155,34 @@ def first_odd_comm_value(tables: dict) -> str | None:
     (the gate): they are refused instead of corrected."""
     for name, cols, nan_too in _COMM_CHECKS:
         t = tables.get(name)
-        if t is None or not t.num_rows:
-            continue
-        for label, col, unit, div in cols:
-            if col not in t.column_names:
-                continue
+        if t is not None and t.num_rows:
+            for label, _, _, n, shown, where in _bad_values(name, t, cols, nan_too):
+                return f"{n} {label} value(s) that cannot be (e.g. {shown}; {where})"
+    return None
+
+
+def _bad_values(name: str, t: pa.Table, cols, nan_too: bool):
+    """Per column of ``cols`` ((label, column, unit, divisor)) with negative (and NaN,
+    ``nan_too``) values in ``t``: (label, column, mask, count, the first value shown, where
+    it is)."""
+    for label, col, unit, div in cols:
+        if col in t.column_names:
             bad = _is_bad(t[col], nan_too)
             n = _count(bad)
             if n:
                 i, row = _first(t, bad)
-                return (f"{n} {label} value(s) that cannot be (e.g. "
-                        f"{_shown(row[col], unit, div)}; {_where(i, label, row, name)})")
-    return None
+                yield label, col, bad, n, _shown(row[col], unit, div), _where(i, label, row, name)
 
 
 def _null_bad(data, name: str, t: pa.Table, cols, affects, *, nan_too: bool) -> pa.Table:
     """``t`` with the negative (and NaN, ``nan_too``) values of ``cols`` ((label, column, unit,
     divisor)) made null, one problem per column."""
-    for label, col, unit, div in cols:
-        if col not in t.column_names:
-            continue
-        bad = _is_bad(t[col], nan_too)
-        n = _count(bad)
-        if not n:
-            continue
-        i, row = _first(t, bad)
+    what = "negative or NaN" if nan_too else "negative"
+    for label, col, bad, n, shown, where in list(_bad_values(name, t, cols, nan_too)):
         t = t.set_column(t.schema.get_field_index(col), t.schema.field(col),
                          pc.if_else(bad, pa.scalar(None, t.schema.field(col).type), t[col]))
-        what = "negative or NaN" if nan_too else "negative"
-        _report(data, name, f"{n} {what} {label} value(s) left out (e.g. "
-                            f"{_shown(row[col], unit, div)}); this value cannot be negative",
-                affects, _where(i, label, row, name))
+        _report(data, name, f"{n} {what} {label} value(s) left out (e.g. {shown}); this value "
+                            f"cannot be negative", affects, where)
     return t
 
 
