@@ -20,6 +20,7 @@ import click
 from ascendprof import api
 from ascendprof._version import __version__
 from ascendprof.api import rebuild_report, verdict_thresholds
+from ascendprof.cli import diff as diff_cli, gate as gate_cli, timeline as timeline_cli
 from ascendprof.model.errors import AscendProfError, EXIT_NOTHING, UsageError
 from ascendprof.model.problems import printable, Problems
 from ascendprof.report.terminal import print_scan
@@ -47,7 +48,6 @@ class _Group(click.Group):
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort, SystemExit):
             raise
         except BrokenPipeError:  # stdout's reader left (`… | head`): not an error of ours
-
             silence_stdout()
             sys.exit(EXIT_BROKEN_PIPE)
         except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (lifetime.Terminated)
@@ -245,18 +245,11 @@ main.add_command(click.Command("analyze", callback=analyse.callback, params=anal
                                help=analyse.help, hidden=True))
 
 
-def _register_optional():
-    """diff and gate live in their own modules; register them when present."""
-    for mod, name in (("ascendprof.cli.diff", "diff"), ("ascendprof.cli.gate", "gate"),
-                      ("ascendprof.cli.timeline", "timeline")):
-        try:
-            m = __import__(mod, fromlist=["command"])
-        except ImportError:
-            continue
-        main.add_command(m.command, name=name)
+# diff, gate and timeline live in their own modules
+main.add_command(diff_cli.command, name="diff")
+main.add_command(gate_cli.command, name="gate")
+main.add_command(timeline_cli.command, name="timeline")
 
-
-_register_optional()
 
 def run() -> None:
     """The console entry point: :func:`main`, and when a process pool was stopped mid-run
