@@ -54,50 +54,31 @@ FILES = {
 }
 
 
-
 @dataclass
 class ReportData:
     """Everything the page shows, as read from ``out``.
 
-    - ``step_trace``: cluster_step_trace_time.csv (``Index`` as text: rank number or the stage's
-      rank tuple);
     - ``links``: :data:`LINK_COLUMNS`, from cluster_communication_matrix.json;
     - ``comm_totals``: :data:`TOTAL_COLUMNS`, from cluster_communication.json;
     - ``group_names``: group id (the profiler's hash, as after ``@`` in op keys) ->
       parallel-group name (``pp``, ``dp`` …; the group id when the profiler wrote none);
-    - the other CSVs as DataFrames, the JSONs as parsed.
+    - every other file of :data:`FILES` by its attribute name (``d.step_trace``,
+      ``d.verdicts`` …), None when absent: a CSV as a DataFrame (cluster_step_trace_time.csv's
+      ``Index`` as text: rank number or the stage's rank tuple), a JSON as parsed.
     """
 
     out: Path
     present: dict[str, Path] = field(default_factory=dict)
-    step_trace: pd.DataFrame | None = None
     links: pd.DataFrame | None = None
     comm_totals: pd.DataFrame | None = None
-    groups: dict | None = None
     group_names: dict[str, str] = field(default_factory=dict)
-    op_stats: pd.DataFrame | None = None
-    top_kernels: pd.DataFrame | None = None
-    verdicts: dict | None = None
-    problems: pd.DataFrame | None = None
-    summary: dict | None = None
-    step_check: pd.DataFrame | None = None
-    pipeline: pd.DataFrame | None = None
-    pipeline_stages: pd.DataFrame | None = None
-    memory_summary: pd.DataFrame | None = None
-    memory_top_ops: pd.DataFrame | None = None
-    advice: dict | None = None
-    iteration_trace: pd.DataFrame | None = None
-    data_preparation: pd.DataFrame | None = None
-    dataset_pipeline: pd.DataFrame | None = None
-    moe_expert_load: pd.DataFrame | None = None
-    op_efficiency: pd.DataFrame | None = None
-    op_efficiency_steps: pd.DataFrame | None = None
-    idle_breakdown: pd.DataFrame | None = None
-    dispatch: pd.DataFrame | None = None
-    dispatch_steps: pd.DataFrame | None = None
-    late_arrivals: pd.DataFrame | None = None
-    collective_bandwidth: pd.DataFrame | None = None
-    link_bandwidth: pd.DataFrame | None = None
+    #: the other files read back, by attribute name
+    files: dict = field(default_factory=dict)
+
+    def __getattr__(self, name: str):
+        if name in FILES:
+            return self.__dict__.get("files", {}).get(name)
+        raise AttributeError(name)
 
     def has(self, attr: str) -> bool:
         v = getattr(self, attr)
@@ -150,9 +131,9 @@ def load(out: Path) -> ReportData:
             elif attr == "communication":
                 d.comm_totals = communication_totals(path)
             elif path.suffix == ".json":
-                setattr(d, attr, orjson.loads(path.read_bytes()))
+                d.files[attr] = orjson.loads(path.read_bytes())
             else:
-                setattr(d, attr, readback.read_frame(path))
+                d.files[attr] = readback.read_frame(path)
         except (orjson.JSONDecodeError, json.JSONDecodeError, ValueError, KeyError,
                 TypeError, AttributeError, UnicodeDecodeError) as e:
             raise UsageError(f"{path}: cannot be read for the report ({type(e).__name__}: "
