@@ -156,27 +156,25 @@ def _write_all(out: Path, result, inputs=()) -> None:
                  ours=ours_for("diff.json"), inputs=inputs)
 
 
+def _missing(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
 def _f(v, digits: int = 3) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "-"
-    return f"{v:,.{digits}f}"
+    return "-" if _missing(v) else f"{v:,.{digits}f}"
 
 
 def _m(us, digits: int = 3) -> str:
     """µs as ms (3 decimals: the files' µs resolution)."""
-    if us is None or (isinstance(us, float) and math.isnan(us)):
-        return "-"
-    return _f(us / 1000, digits)
+    return "-" if _missing(us) else _f(us / 1000, digits)
 
 
 def _dm(us) -> str:
-    if us is None or (isinstance(us, float) and math.isnan(us)):
-        return "-"
-    return _d(us / 1000)
+    return "-" if _missing(us) else _d(us / 1000)
 
 
 def _d(v) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
+    if _missing(v):
         return "-"
     style = "red" if v > 0 else "green" if v < 0 else ""
     txt = f"{v:+,.3f}"
@@ -184,9 +182,7 @@ def _d(v) -> str:
 
 
 def _r(v) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "-"
-    return f"{v:.3f}"
+    return "-" if _missing(v) else f"{v:.3f}"
 
 
 def _print(result, top: int) -> None:
