@@ -1,6 +1,6 @@
 """``ascendprof diff A B`` / ``ascendprof diff DIR --ranks 0,3`` (logic in :mod:`ascendprof.compare.diff`).
 
-Only click is imported at module level so ``ascendprof --help`` stays fast.
+Arrow, pandas and rich are imported inside the functions so ``ascendprof --help`` stays fast.
 """
 
 from __future__ import annotations
