@@ -9,6 +9,7 @@ output directory is given. :func:`combine` builds the cluster results from the p
 from __future__ import annotations
 
 import gc
+from importlib import import_module
 from pathlib import Path
 
 import pyarrow as pa
@@ -202,19 +203,12 @@ def run_ranks(sources: list[Source], tables_dir: Path | None = None, *, workers:
 
 
 def preload(sources) -> None:
-    """Import what :func:`process_rank` needs for ``sources`` (their readers, the per-rank
-    analyses, pandas) before the pool forks: the workers then start with it loaded and share
-    those pages instead of each importing it again (~0.5 s and ~40 MB per worker); the
-    cluster step needs most of it afterwards anyway."""
-    from importlib import import_module
-
-
+    """Import what :func:`process_rank` needs for ``sources`` before the pool forks: their
+    readers (the per-rank analyses and pandas come with this module's own imports). The
+    workers then start with it loaded and share those pages instead of each importing it
+    again (~0.5 s and ~40 MB per worker); the cluster step needs most of it afterwards anyway."""
     for kind in sorted({s.kind for s in sources}):
         import_module(reader_module(kind))
-    for name in ("engine.cache", "analyze.cluster_communication", "analyze.op_stats",
-                 "analyze.step_breakdown", "analyze.verdicts", "analyze.registry",
-                 "sysio.atomic"):
-        import_module(f"ascendprof.{name}")
 
 
 def combine(root: str, sources: list[Source], results: list[RankResult], problems: Problems,
