@@ -34,7 +34,8 @@ from ascendprof.model.errors import InputError, UsageError
 from ascendprof.model.options import ReadOptions
 from ascendprof.model.problems import Problem, Problems
 from ascendprof.readers import read_source
-from ascendprof.report.html import ours, REPORT_NAME, write_report
+from ascendprof.model.outputs import REPORT_FILE
+from ascendprof.report.html import ours, write_report
 from ascendprof.scan import load_sources
 
 if TYPE_CHECKING:  # imported lazily: `import ascendprof` stays light
@@ -351,9 +352,9 @@ def rebuild_report(out: str | os.PathLike, dest: str | os.PathLike | None = None
     out = Path(out)
     if dest is not None:
         return write_report(out, Path(dest))
-    page = out / REPORT_NAME
+    page = out / REPORT_FILE
     manifest = outdir.read_manifest(out)
-    listed = manifest is not None and REPORT_NAME in manifest["files"]
+    listed = manifest is not None and REPORT_FILE in manifest["files"]
     if os.path.islink(page) or (os.path.lexists(page) and not _regular(page)):
         raise outdir.OutputConflict(
             f"{page}: a symbolic link, FIFO or device is never replaced; move it away or give "
@@ -363,7 +364,7 @@ def rebuild_report(out: str | os.PathLike, dest: str | os.PathLike | None = None
             f"{page} exists and ascendprof did not write it; move it away or give -o FILE")
     path = write_report(out)
     if manifest is not None and not listed:
-        outdir.adopt(out, REPORT_NAME)
+        outdir.adopt(out, REPORT_FILE)
     return path
 
 

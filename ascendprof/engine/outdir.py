@@ -18,7 +18,7 @@ nothing removed that ascendprof did not write.
   run that died earlier) is removed by the next run, with the leftovers of older versions
   (``.<output>.<pid>.early``, ``.<output>.*.tmp``).
 
-Which names are outputs comes from one registry, :data:`ascendprof.report.files.OUTPUT_FILES`
+Which names are outputs comes from one registry, :data:`ascendprof.model.outputs.OUTPUT_FILES`
 plus ``tables/``: an analysis that adds an output file adds its name there.
 """
 

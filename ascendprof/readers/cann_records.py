@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from ascendprof.model.errors import RecordError
-from ascendprof.sysio.textio import int_text, is_digits, read_regular
+from ascendprof.model.numtext import int_text, is_digits
+from ascendprof.sysio.textio import read_regular
 
 HOST_MAGIC = 0x5A5A
 STARS_MAGIC = 0x6BD3

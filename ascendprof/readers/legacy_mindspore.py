@@ -49,9 +49,10 @@ import pyarrow as pa
 
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError, shielded
+from ascendprof.model.numtext import int_text
 from ascendprof.model.rankdata import RankData
 from ascendprof.readers import minddata
-from ascendprof.sysio.textio import int_text, METADATA_MAX_BYTES, read_json, read_regular
+from ascendprof.sysio.textio import METADATA_MAX_BYTES, read_json, read_regular
 
 #: One HWTS cycle of the legacy step trace in ns (100 MHz; MindInsight: value / 1e5 = ms).
 TICK_NS = 10

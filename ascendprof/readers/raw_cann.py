@@ -48,9 +48,10 @@ import pyarrow as pa
 from ascendprof.analyze import hccl_tasks
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError, RecordError
+from ascendprof.model.numtext import int_text
 from ascendprof.model.rankdata import RankData
 from ascendprof.readers import cann_records as C
-from ascendprof.sysio.textio import int_text, METADATA_MAX_BYTES, read_json, read_regular
+from ascendprof.sysio.textio import METADATA_MAX_BYTES, read_json, read_regular
 
 #: legacy HWTS cycle length in ns (100 MHz)
 LEGACY_TICK_NS = 10

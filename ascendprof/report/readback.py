@@ -35,8 +35,7 @@ import pyarrow.parquet as pq
 
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError
-from ascendprof.model.outputs import (COMMUNICATION_FILE, GROUPS_FILE,  # noqa: F401 - re-exported
-                                      MATRIX_FILE, OP_STATISTICS_FILE, STEP_TRACE_FILE)
+from ascendprof.model.outputs import GROUPS_FILE
 from ascendprof.model.units import us_column_to_ns
 from ascendprof.sysio.csvsafe import csv_unsafe
 from ascendprof.sysio.textio import read_csv, read_json

@@ -27,11 +27,12 @@ import re
 from pathlib import Path
 
 from ascendprof.model.errors import InputError, NothingAnalysable, UsageError
+from ascendprof.model.numtext import int_text
 from ascendprof.model.problems import Problems
 from ascendprof.model.source import DB, LEGACY_MS, MS_TEXT, PROF, RAW_CANN, Source, TORCH_TEXT
 from ascendprof.scan.runs import group_runs, pick
 from ascendprof.sysio.ownership import CACHE_DIRNAME, LOCK, MANIFEST, STAGING_PREFIX
-from ascendprof.sysio.textio import file_kind, int_text, METADATA_MAX_BYTES, read_json, read_regular
+from ascendprof.sysio.textio import file_kind, METADATA_MAX_BYTES, read_json, read_regular
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 _TEXT_FILES = ("kernel_details.csv", "step_trace_time.csv", "trace_view.json",

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import orjson
 
-from ascendprof.model.numtext import int_text, is_digits  # noqa: F401 - used by the readers
 from ascendprof.model.errors import InputError
 
 

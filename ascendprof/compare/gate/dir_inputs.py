@@ -24,12 +24,12 @@ from ascendprof.engine import pipeline
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError, NothingAnalysable
 from ascendprof.model.options import ReadOptions
-from ascendprof.model.outputs import SUMMARY_FILE
+from ascendprof.model.outputs import (COMMUNICATION_FILE, MATRIX_FILE, OP_STATISTICS_FILE,
+                                      STEP_TRACE_FILE, SUMMARY_FILE)
 from ascendprof.model.problems import Problems
 from ascendprof.readers.communication import KINDS, op_kind, tables_from_json
 from ascendprof.readers.values import first_odd_comm_value
 from ascendprof.report import readback
-from ascendprof.report.readback import COMMUNICATION_FILE
 from ascendprof.scan import load_sources
 from ascendprof.sysio.textio import read_json
 
@@ -45,8 +45,8 @@ def is_output_dir(path: Path) -> bool:
     """True for an ``ascendprof analyse`` output directory (or a directory of its CSVs)."""
     path = Path(path)
     return (path / readback.TABLES_DIR).is_dir() or (path / SUMMARY_FILE).is_file() or (
-        any((path / n).is_file() for n in (readback.STEP_TRACE_FILE,
-                                            readback.OP_STATISTICS_FILE, COMMUNICATION_FILE))
+        any((path / n).is_file() for n in (STEP_TRACE_FILE, OP_STATISTICS_FILE,
+                                            COMMUNICATION_FILE))
         and not any(p.name.endswith(("_ascend_pt", "_ascend_ms")) or p.name.startswith("PROF_")
                     for p in path.iterdir() if p.is_dir()))
 
@@ -146,12 +146,12 @@ def load_output_dir(path: Path) -> Side:
              for rank, rdir in readback.rank_table_dirs(path / readback.TABLES_DIR)]
     side = _side_from_parts(str(path), parts, _groups_from_json(path)) if parts else \
         Side(label=str(path), ranks=[])
-    steps_csv = path / readback.STEP_TRACE_FILE
+    steps_csv = path / STEP_TRACE_FILE
     if side.steps is None and steps_csv.is_file():
         check_csv_cells(steps_csv, CLUSTER_STEP_TRACE)
         side.steps = readback.cluster_step_trace(steps_csv)
         check_duplicates(Side("", [], steps=side.steps), steps_csv)
-    ops_csv = path / readback.OP_STATISTICS_FILE
+    ops_csv = path / OP_STATISTICS_FILE
     if side.kernels is None and side.op_stats is None and ops_csv.is_file():
         check_csv_cells(ops_csv, OP_STATISTICS)
         side.op_stats = readback.op_statistics(ops_csv)
@@ -159,7 +159,7 @@ def load_output_dir(path: Path) -> Side:
     if side.comm_ops is None and (path / COMMUNICATION_FILE).is_file():
         side.comm_ops, side.comm_bw, seen = read_cluster_communication(path / COMMUNICATION_FILE)
         side.groups = {**seen, **_groups_from_json(path)}
-    matrix = path / readback.MATRIX_FILE
+    matrix = path / MATRIX_FILE
     if side.links is None and matrix.is_file():
         side.links = L.from_matrix(readback.matrix_links(read_json(matrix)))
     side.ranks = ranks_of(side)

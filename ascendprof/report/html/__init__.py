@@ -16,8 +16,6 @@ page, so the page opens offline); Jinja2 lays out the page.
 from __future__ import annotations
 
 from pathlib import Path
-
-from ascendprof.model.outputs import REPORT_FILE as REPORT_NAME  # noqa: F401 - re-exported
 #: marks a page ascendprof wrote (only such a file is ever replaced or removed)
 GENERATOR = b'<meta name="generator" content="ascendprof'
 

@@ -21,7 +21,8 @@ import orjson
 import pandas as pd
 
 from ascendprof.model.errors import UsageError
-from ascendprof.model.outputs import SUMMARY_FILE
+from ascendprof.model.outputs import (COMMUNICATION_FILE, GROUPS_FILE, MATRIX_FILE,
+                                      OP_STATISTICS_FILE, STEP_TRACE_FILE, SUMMARY_FILE)
 from ascendprof.report import readback
 # the layouts of the files read back, re-exported for the page's sections
 from ascendprof.report.readback import (LINK_COLUMNS, TOTAL_COLUMNS,  # noqa: F401
@@ -29,11 +30,11 @@ from ascendprof.report.readback import (LINK_COLUMNS, TOTAL_COLUMNS,  # noqa: F4
 
 #: what each attribute of :class:`ReportData` is read from
 FILES = {
-    "step_trace": readback.STEP_TRACE_FILE,
-    "matrix": readback.MATRIX_FILE,
-    "communication": readback.COMMUNICATION_FILE,
-    "groups": readback.GROUPS_FILE,
-    "op_stats": readback.OP_STATISTICS_FILE,
+    "step_trace": STEP_TRACE_FILE,
+    "matrix": MATRIX_FILE,
+    "communication": COMMUNICATION_FILE,
+    "groups": GROUPS_FILE,
+    "op_stats": OP_STATISTICS_FILE,
     "top_kernels": "top_kernels.csv",
     "verdicts": "verdicts.json",
     "problems": "problems.csv",

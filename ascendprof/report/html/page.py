@@ -15,9 +15,9 @@ import json
 from pathlib import Path
 
 from ascendprof._version import __version__
+from ascendprof.model.outputs import REPORT_FILE
 from ascendprof.report.html import (communication, data as data_mod, dataprep, diagnosis, memory,
-                                    moe, operators, ours, pipeline, problems, REPORT_NAME, steps,
-                                    why)
+                                    moe, operators, ours, pipeline, problems, steps, why)
 from ascendprof.report.html.common import Section
 from ascendprof.sysio.atomic import check_report_path, write_bytes, write_report as write_named
 
@@ -87,6 +87,6 @@ def write_report(out: Path, dest: Path | None = None) -> Path:
     never inside ``out`` (the input here), never replacing what ascendprof did not write."""
     out = Path(out)
     if dest is None:
-        return write_bytes(out / REPORT_NAME, build_page(out).encode("utf-8"))
+        return write_bytes(out / REPORT_FILE, build_page(out).encode("utf-8"))
     check_report_path(Path(dest), [out], ours=ours)
     return write_named(Path(dest), build_page(out).encode("utf-8"), ours=ours, inputs=[out])
