@@ -44,7 +44,7 @@ def _analyse(root: Path, out: Path):
     problems = Problems()
     sources = load_sources(root, problems)
     results = pipeline.run_ranks(sources, None, workers=2)
-    ca = pipeline.combine(str(root), sources, results, problems)
+    ca = pipeline.conclude(pipeline.gather(str(root), sources, results, problems))
     write_outputs(ca, out, build_summary(ca))
     return ca, results
 

@@ -141,8 +141,9 @@ def test_spilled_results_give_the_same_cluster_results(cluster, tmp_path):
 
     sources = load_sources(cluster)
     in_memory = local_map(process_rank, sources, workers=1)
-    kept = pipeline.combine(str(cluster), sources, local_map(process_rank, sources, workers=1),
-                            Problems())
+    kept = pipeline.conclude(pipeline.gather(str(cluster), sources,
+                                             local_map(process_rank, sources, workers=1),
+                                             Problems()))
     spill = ParkingFile(tmp_path)
     results = local_map(process_rank, sources, workers=2, on_result=spill.take)
     for r, m in zip(results, in_memory):  # everything parked, and read back unchanged
@@ -151,7 +152,7 @@ def test_spilled_results_give_the_same_cluster_results(cluster, tmp_path):
         assert unpark(r.tables[OP_ROWS]).equals(m.tables[OP_ROWS])
         assert unpark(r.breakdown).equals(m.breakdown)
         assert all(not isinstance(blob, bytes) for f in r.comm_fragments for _, blob in f.chunks)
-    spilled = pipeline.combine(str(cluster), sources, results, Problems())
+    spilled = pipeline.conclude(pipeline.gather(str(cluster), sources, results, Problems()))
     assert spilled.verdicts == kept.verdicts
     assert spilled.step_trace.equals(kept.step_trace)
     assert spilled.concat(S.COMM_LINKS).equals(kept.concat(S.COMM_LINKS))

@@ -196,7 +196,7 @@ def _mem_verdicts(ca):
 
 
 def test_no_memory_verdict_on_healthy_data(qwen3_ca, shared_data):
-    assert _mem_verdicts(pipeline.combine(*_args(QWEN3))) == []
+    assert _mem_verdicts(pipeline.conclude(pipeline.gather(*_args(QWEN3)))) == []
     for kind in ("text", "db"):
         ca = analysis_of(shared_data / "torch_npu-2rank-levels" / kind / "level1")
         assert _mem_verdicts(ca) == []

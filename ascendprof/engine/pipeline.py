@@ -3,7 +3,8 @@
 :func:`process_rank` is a pure function of one :class:`~ascendprof.scan.Source` (paths in,
 small tables and partial aggregates out), so it can run in a process pool or on a distributed
 engine. Large tables (kernels, timeline) never leave the worker except as Parquet files when an
-output directory is given. :func:`combine` builds the cluster results from the per-rank partials.
+output directory is given. :func:`gather` and :func:`conclude` build the cluster results from
+the per-rank partials.
 """
 
 from __future__ import annotations
@@ -211,17 +212,6 @@ def preload(sources) -> None:
         import_module(reader_module(kind))
 
 
-def combine(root: str, sources: list[Source], results: list[RankResult], problems: Problems,
-            thresholds: dict | None = None) -> ClusterAnalysis:
-    """Build every cluster result from per-rank partials: :func:`gather`, then
-    :func:`conclude`. Raises NothingAnalysable when no rank produced any table.
-
-    Consumes ``results``: once the verdicts are derived each result's per-op rows
-    (verdicts.OP_ROWS) are dropped (the memory is needed for writing the files), so combine a
-    list of results once. Tables a sysio.parking.ParkingFile parked are read back as needed."""
-    return conclude(gather(root, sources, results, problems), thresholds)
-
-
 def gather(root: str, sources: list[Source], results: list[RankResult],
            problems: Problems) -> ClusterAnalysis:
     """The cluster results that do not depend on the verdicts (step trace, step check,
@@ -328,7 +318,7 @@ def conclude(ca: ClusterAnalysis, thresholds: dict | None = None,
     return ca
 
 
-__all__ = ["RankResult", "ClusterAnalysis", "process_rank", "run_ranks", "combine", "gather",
+__all__ = ["RankResult", "ClusterAnalysis", "process_rank", "run_ranks", "gather",
            "conclude", "AscendProfError"]
 
 
