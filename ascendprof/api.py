@@ -43,7 +43,7 @@ if TYPE_CHECKING:  # imported lazily: `import ascendprof` stays light
     import pyarrow as pa
 
     from ascendprof.compare.diff import DiffResult
-    from ascendprof.engine.pipeline import ClusterAnalysis, RankResult
+    from ascendprof.engine.pipeline import ClusterAnalysis
     from ascendprof.engine.timeline import Timeline
     from ascendprof.model.source import Source
 
@@ -97,7 +97,6 @@ class Collection:
         self.thresholds = dict(thresholds or {})
         #: how every rank is read (open's ``timeline``)
         self.read = read
-        self._results: list[RankResult] | None = None
         self._analysis: ClusterAnalysis | None = None
 
     def __repr__(self) -> str:

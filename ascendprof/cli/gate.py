@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from ascendprof.model.errors import EXIT_OK, EXIT_REGRESSION
 from ascendprof.report.junit import write_junit, write_markdown
 from ascendprof.report.terminal import control_safe, term_text
 from ascendprof.sysio.atomic import check_report_path
@@ -129,7 +130,7 @@ def command(baseline, current, rules_file, rule_texts, no_defaults, fmt, junit_f
                                     | orjson.OPT_SERIALIZE_NUMPY).decode())
         else:
             _print_table(result, "all" if all_checks else "failed" if failed_only else "brief")
-    sys.exit(1 if result.regression else 0)
+    sys.exit(EXIT_REGRESSION if result.regression else EXIT_OK)
 
 
 def _same_file(a, b) -> bool:

@@ -24,8 +24,7 @@ LINK_BANDWIDTH = "link bandwidth"
 GROUP_METRICS = tuple(COMM_METRICS)  #: elapse, transit, wait, synchronization, idle per group
 METRICS = STEP_METRIC_NAMES + (OP_TIME, BANDWIDTH) + GROUP_METRICS
 
-SCOPES = ("cluster", "rank", "op_type", "group", "link")
-#: Which scopes each metric kind allows.
+#: Which scopes (cluster, rank, op_type, group, link) each metric kind allows.
 _SCOPES_OF = {**{m: ("cluster", "rank") for m in STEP_METRIC_NAMES},
               OP_TIME: ("op_type", "rank", "cluster"),
               BANDWIDTH: ("group", "link", "rank", "cluster"),
