@@ -33,7 +33,6 @@ from ascendprof.engine.run import run_analyse
 from ascendprof.model.errors import InputError, UsageError
 from ascendprof.model.options import ReadOptions
 from ascendprof.model.problems import Problem, Problems
-from ascendprof.readers import read_source
 from ascendprof.model.outputs import REPORT_FILE
 from ascendprof.report.html import ours, write_report
 from ascendprof.scan import load_sources
@@ -131,7 +130,7 @@ class Collection:
         kernels, step_trace, steps, comm_ops, comm_bandwidth, comm_links, timeline,
         op_statistic, api_statistic, memory_record, …) of ``ranks`` (default: all),
         concatenated in rank order, with exactly that schema (int64 ns times, unit-named
-        columns; spec formats.md). A rank without that data contributes no rows. The same
+        columns). A rank without that data contributes no rows. The same
         table ``analyse`` writes as tables/rank<r>/<name>.parquet. Raises UsageError for an
         unknown name or rank."""
         import pyarrow as pa
@@ -151,17 +150,17 @@ class Collection:
         return pa.concat_tables(parts, promote_options="permissive")
 
     def _rank_data(self, source: "Source"):
-        """One rank's RankData from the cache when it holds it, else read now (and stored)."""
-        data = (cache.load(source, self.cache_dir, self.read) if self.cache_dir is not None
-                else None)
-        if data is not None:
-            return data
+        """One rank's RankData through the worker's reading step (engine.pipeline.read_rank:
+        from the cache when it holds it, else read now and stored), so the tables the API
+        returns and the cache entries it leaves are the ones ``analyse`` reads and leaves."""
+        from ascendprof.engine.pipeline import read_rank
+
         try:
-            data = read_source(source, self.read)
+            data, fresh = read_rank(source, self.read, self.cache_dir)
         except InputError as e:
             self._scan_problems.add_error(e, rank=source.rank, affects=("all",))
             return None
-        if self.cache_dir is not None:
+        if fresh and self.cache_dir is not None:
             cache.store(data, self.cache_dir, read=self.read)
         return data
 
