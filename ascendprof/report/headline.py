@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from ascendprof.model.ranks import ranks_phrase
+from ascendprof.report.bounded import is_bounded, items, total
 
 #: the three parts a step splits into (Computing + Communication(Not Overlapped) + Free = step)
 SPLIT = (("Computing", "computing_us"), ("Communication(Not Overlapped)", "comm_not_overlapped_us"),
@@ -49,8 +50,11 @@ def headline(s: dict) -> dict:
     rank, the cause (the first warning or critical verdict, in one sentence, with its ranks)
     and what to look at next. Built from the summary's own rows (``s`` as
     :func:`build_summary` returns it)."""
+    rows = s.get("ranks")
+    if is_bounded(rows):  # an older page of a bounded summary: each rank's mean row
+        rows = (rows.get("per_rank_mean") or {}).get("items") or items(rows)
     per_rank: dict[int, list[dict]] = {}
-    for r in s.get("ranks") or []:
+    for r in rows or []:
         per_rank.setdefault(r["rank"], []).append(r)
     means = {}
     for rank, rows in per_rank.items():
@@ -58,9 +62,11 @@ def headline(s: dict) -> dict:
         if all(v is None for v in parts.values()):
             continue
         means[rank] = parts
-    out: dict = {"ranks": len({x["rank"] for x in s.get("sources") or [] if x["rank"] is not None})
-                 or len(per_rank),
-                 "steps": sorted({r["step"] for r in s.get("ranks") or [] if r["step"] is not None}),
+    srcs = s.get("sources")
+    src_ranks = ((srcs.get("columns") or {}).get("rank") or [] if is_bounded(srcs)
+                 else [x["rank"] for x in srcs or []])
+    out: dict = {"ranks": len({r for r in src_ranks if r is not None}) or len(per_rank),
+                 "steps": sorted({r["step"] for r in rows or [] if r["step"] is not None}),
                  "step_ms": None, "split": {}, "slowest_rank": None, "slowest_step_ms": None,
                  "definitions": DEFINITIONS}
     if means:
@@ -74,7 +80,10 @@ def headline(s: dict) -> dict:
         slow = max(step, key=lambda k: (step[k], -k))
         out["slowest_rank"], out["slowest_step_ms"] = slow, round(step[slow] / 1000, 3)
     elif s.get("iterations"):  # graph mode: the iteration trace only
-        out["step_ms"] = round(_mean([i["total_ms"] for i in s["iterations"]]), 3)
+        its = s["iterations"]
+        its = ((its.get("per_rank_mean") or {}).get("items") or items(its) if is_bounded(its)
+               else its)
+        out["step_ms"] = round(_mean([i["total_ms"] for i in its]), 3)
     vs = [v for v in s.get("verdicts") or [] if v.get("severity") in ("critical", "warning")]
     if vs:
         v = vs[0]
@@ -109,8 +118,8 @@ def headline_lines(h: dict) -> list[str]:
     """The headline as a few lines of plain text (terminal and page)."""
     lines = []
     if h.get("step_ms") is not None:
-        steps = h.get("steps") or []
-        st = (f"step {steps[0]}" if len(steps) == 1 else f"{len(steps)} steps") if steps else ""
+        steps, n_steps = items(h.get("steps")), total(h.get("steps"))
+        st = (f"step {steps[0]}" if n_steps == 1 else f"{n_steps:,} steps") if steps else ""
         slow = ("" if h.get("slowest_rank") is None or h["ranks"] < 2 else
                 f"; slowest rank {h['slowest_rank']}: {h['slowest_step_ms']:,.1f} ms")
         lines.append(f"Step time {h['step_ms']:,.1f} ms (mean of {h['ranks']} rank"

@@ -28,6 +28,8 @@ from ascendprof.analyze import memory
 from ascendprof.model import schemas as S
 from ascendprof.model.problems import printable
 from ascendprof.report.files import not_written
+from ascendprof.report.bounded import MAX_ROWS, NAMED, SHOWN, is_bounded, marker, runs
+from ascendprof.report.bounded import items as bounded_items
 from ascendprof.report.headline import group_problems, headline
 
 METRICS = [(col, name) for name, col in S.STEP_METRICS]  # (STEP_TRACE column, display name)
@@ -80,11 +82,14 @@ def advice_summary(doc: dict | None) -> dict | None:
 
 def build_summary(ca, outputs: list[str] | None = None, top: int = 10) -> dict:
     """Summarise ``ca`` (pipeline.ClusterAnalysis). Per-rank rows prefer the profiler's reported
-    breakdown and fall back to ascendprof's recomputation (``origin`` says which)."""
-    reported = _rows(ca.step_trace, "reported")
-    have = {(r["rank"], r["step"]) for r in reported}
-    recomputed = [r for r in _rows(ca.breakdown, "recomputed") if (r["rank"], r["step"]) not in have]
-    ranks = sorted(reported + recomputed, key=lambda r: (r["rank"], r["step"] or -1))
+    breakdown and fall back to ascendprof's recomputation (``origin`` says which).
+
+    A list longer than :data:`~ascendprof.report.bounded.MAX_ROWS` rows is written in its
+    bounded form (:mod:`ascendprof.report.bounded`: the rows that matter, a marker with the
+    counts and the file that holds every row), and each bounded list is said in problems.csv
+    (a warning added to ``ca.problems``); the headline and the notes are computed from the
+    whole lists first."""
+    ranks, per_rank, bounded_steps = _step_rows(ca)
     tops = []
     ops = ca.op_statistics
     if ops is not None and len(ops):
@@ -110,7 +115,7 @@ def build_summary(ca, outputs: list[str] | None = None, top: int = 10) -> dict:
         "iterations": _iterations(ca),
         "verdicts": ca.verdicts,
         "advice": advice_summary(ca.advice),
-        "problems": [p.as_dict() for p in ca.problems],
+        "problems": [],
         "missing": {r.rank: r.missing for r in ca.ranks if r.missing},
         "not_read": {r.rank: r.meta["not_read"] for r in ca.ranks
                      if (r.meta or {}).get("not_read")},
@@ -118,8 +123,386 @@ def build_summary(ca, outputs: list[str] | None = None, top: int = 10) -> dict:
         "not_written": not_written(ca),
         "analyses": _analyses(ca),
     }
+    if per_rank is None:  # every row is here: the headline reads them
+        head = headline(s)
+    else:  # the headline from each rank's mean over its steps (the same numbers)
+        head = headline({**s, "ranks": per_rank})
+        head["steps"] = bounded_steps
+    notices = _bound_lists(s, ca, head)
+    said = {(p.where, p.reason) for p in ca.problems}
+    for label, text, rank in notices:  # once, however often the summary is built
+        if ("summary.json", text) not in said:
+            ca.problems.warn(ca.root, text, where="summary.json", rank=rank)
+    s["problems"] = [p.as_dict() for p in ca.problems]
     s["notes"] = group_problems(s["problems"])
-    return {"headline": headline(s), **s}
+    if len(s["problems"]) > MAX_ROWS:
+        s["problems"] = _bound_problems(s["problems"])
+    return {"headline": head, **s}
+
+
+# ------------------------------------------------------------------------------ bounded lists
+# (see ascendprof.report.bounded for the form; a list up to MAX_ROWS rows is written whole)
+
+_SPLIT_NS = ("computing_ns", "comm_not_overlapped_ns", "free_ns")
+
+
+def _step_rows(ca):
+    """The per-rank step rows: (rows or their bounded form, each rank's mean row over its steps
+    or None when every row is kept, the headline's steps or None). Up to MAX_ROWS rows, the
+    rows as ever (list of dicts, sorted by rank and step); above, computed on the Arrow tables
+    without making one Python object per row (10^6 steps are 10^6 rows)."""
+    rep, rec = ca.step_trace, ca.breakdown
+    n = (rep.num_rows if rep is not None else 0) + (rec.num_rows if rec is not None else 0)
+    if n > MAX_ROWS:
+        t = _step_table(rep, rec)
+        if t.num_rows > MAX_ROWS:
+            return _bounded_step_rows(t, _named_ranks(ca))
+    reported = _rows(rep, "reported")
+    have = {(r["rank"], r["step"]) for r in reported}
+    recomputed = [r for r in _rows(rec, "recomputed") if (r["rank"], r["step"]) not in have]
+    return sorted(reported + recomputed, key=lambda r: (r["rank"], r["step"] or -1)), None, None
+
+
+def _step_table(rep, rec):
+    """The reported rows and the recomputed ones of the (rank, step)s not reported, one Arrow
+    table with ``origin`` and ``_total`` (Computing + Communication(Not Overlapped) + Free, ns,
+    a missing part as 0)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    cols = [c for c, _ in METRICS]
+    parts = []
+    for t, origin in ((rep, "reported"), (rec, "recomputed")):
+        if t is None or not t.num_rows:
+            continue
+        t = pa.table({"rank": t["rank"].cast(pa.int64()), "step": t["step"].cast(pa.int64()),
+                      **{c: (t[c].cast(pa.float64()) if c in t.column_names
+                             else pa.nulls(t.num_rows, pa.float64())) for c in cols}})
+        t = t.append_column("_key", pc.fill_null(t["step"], -(1 << 62)))
+        if parts:  # the recomputed rows of (rank, step)s the profiler did not report
+            t = t.join(parts[0].select(["rank", "_key"]), keys=["rank", "_key"],
+                       join_type="left anti")
+        parts.append(t.append_column("origin", pa.repeat(pa.scalar(origin), t.num_rows)))
+    t = pa.concat_tables(parts)
+    total = pc.add(pc.add(pc.fill_null(t["computing_ns"], 0.0),
+                          pc.fill_null(t["comm_not_overlapped_ns"], 0.0)),
+                   pc.fill_null(t["free_ns"], 0.0))
+    return t.append_column("_total", total)
+
+
+def _row_of(r: dict) -> dict:
+    row = {"rank": r["rank"], "step": r["step"], "origin": r["origin"]}
+    for col, _ in METRICS:
+        v = r.get(col)
+        row[col[:-3] + "_us"] = None if v is None else v / 1000
+    return row
+
+
+def _bounded_step_rows(t, named: set[int]):
+    """``ranks`` above MAX_ROWS rows: the SHOWN longest steps, the shortest, the longest of
+    each rank a verdict names; each rank's mean over its steps (all of them up to MAX_ROWS
+    ranks, else the SHOWN ranks with the longest mean step); the spread of every metric."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = t.num_rows
+    order = pc.sort_indices(t, sort_keys=[("_total", "descending"), ("rank", "ascending"),
+                                          ("_key", "ascending")])
+    keep = set(order[:SHOWN].to_pylist()) | {order[n - 1].as_py()}
+    for r in sorted(named)[:NAMED]:  # the longest step of each named rank
+        mine = pc.filter(order, pc.equal(pc.take(t["rank"], order), r))
+        if len(mine):
+            keep.add(mine[0].as_py())
+    picked = t.take(pa.array(sorted(keep)))
+    rows = sorted((_row_of(r) for r in picked.to_pylist()),
+                  key=lambda r: (r["rank"], r["step"] if r["step"] is not None else -1))
+    agg = t.group_by("rank").aggregate([(c, "mean") for c, _ in METRICS]
+                                       + [("rank", "count"), ("origin", "min"),
+                                          ("origin", "max")])
+    means = []
+    for r in agg.to_pylist():
+        origin = r["origin_min"] if r["origin_min"] == r["origin_max"] else "mixed"
+        means.append(_row_of({"rank": r["rank"], "step": None, "origin": origin,
+                              **{c: r[f"{c}_mean"] for c, _ in METRICS}})
+                     | {"steps": r["rank_count"]})
+    means.sort(key=lambda r: r["rank"])
+    step_ids = pc.unique(t["step"].drop_null()).to_pylist()
+    step_ids.sort()
+    shown_means = means
+    how_means = "each rank's mean over its steps"
+    if len(means) > MAX_ROWS:
+        shown_means = sorted(means, key=lambda r: -sum(r[k[:-3] + "_us"] or 0
+                                                       for k in _SPLIT_NS))[:SHOWN]
+        shown_means.sort(key=lambda r: r["rank"])
+        how_means = f"the mean over its steps of the {SHOWN} ranks with the longest mean step"
+    spread = {"step_us": _spread(t["_total"])}
+    for col, _ in METRICS:
+        spread[col[:-3] + "_us"] = _spread(t[col])
+    named_txt = (f", and the longest step of each rank a warning or critical verdict names "
+                 f"(up to {NAMED})" if named else "")
+    out = {"bounded": marker(n, len(rows), f"the {SHOWN} longest rank-steps (Computing + "
+                             f"Communication(Not Overlapped) + Free), the shortest{named_txt}",
+                             "cluster_step_trace_time.csv"),
+           "items": rows,
+           "per_rank_mean": {"ranks": len(means), "shown": len(shown_means),
+                             "chosen": how_means, "items": shown_means},
+           "spread": spread}
+    return out, [{k: v for k, v in m.items() if k != "steps"} for m in means], _steps_value(step_ids)
+
+
+def _spread(col) -> dict | None:
+    """min / median / p90 / max of a column of ns values, in us (None when all are missing)."""
+    import pyarrow.compute as pc
+
+    col = col.drop_null()
+    if not len(col):
+        return None
+    q = pc.quantile(col, q=[0.5, 0.9]).to_pylist()
+    mm = pc.min_max(col).as_py()
+    return {"min": mm["min"] / 1000, "median": q[0] / 1000, "p90": q[1] / 1000,
+            "max": mm["max"] / 1000}
+
+
+def _steps_value(step_ids: list) -> list | dict:
+    """A list of step ids, bounded above MAX_ROWS (the first and the last SHOWN // 2)."""
+    if len(step_ids) <= MAX_ROWS:
+        return step_ids
+    half = SHOWN // 2
+    shown = step_ids[:half] + step_ids[-half:]
+    return {"bounded": marker(len(step_ids), len(shown), f"the first {half} and the last "
+                              f"{half} steps", "cluster_step_trace_time.csv"),
+            "items": shown}
+
+
+def _named_ranks(ca) -> set[int]:
+    """The ranks that warning or critical verdicts name."""
+    out: set[int] = set()
+    for v in ca.verdicts or []:
+        if v.get("severity") in ("warning", "critical"):
+            out.update(int(r) for r in v.get("ranks") or [] if isinstance(r, int)
+                       or str(r).isdigit())
+    return out
+
+
+def _numeric_spread(rows: list[dict], skip=("rank", "step")) -> dict:
+    """min / median / max of every numeric field of ``rows`` (bools and ids left out)."""
+    fields: dict[str, list] = {}
+    for r in rows:
+        for k, v in r.items():
+            if k in skip or isinstance(v, bool) or not isinstance(v, (int, float)):
+                continue
+            if isinstance(v, float) and v != v:
+                continue
+            fields.setdefault(k, []).append(v)
+    out = {}
+    for k, xs in fields.items():
+        xs.sort()
+        m = len(xs) // 2
+        med = xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
+        out[k] = {"min": xs[0], "median": med, "max": xs[-1]}
+    return out
+
+
+def _bound_rows(rows: list[dict], *, score: str, label: str, full_table: str,
+                named: set[int], low_is_worse: bool = False, rank_key: str = "rank") -> dict:
+    """A list of rows above MAX_ROWS: the SHOWN worst by ``score`` (highest, or lowest with
+    ``low_is_worse``), the best one, the worst of each rank a verdict names (up to NAMED), in
+    their order in the whole list; the spread of every numeric field; each rank's mean over
+    its steps when the rows are per step and there are at most MAX_ROWS ranks."""
+    def key(i):
+        v = rows[i].get(score)
+        bad = v is None or (isinstance(v, float) and v != v)
+        return (bad, (v if low_is_worse else -v) if not bad else 0, i)
+
+    order = sorted(range(len(rows)), key=key)
+    valid = [i for i in order if not key(i)[0]]
+    keep = set(order[:SHOWN]) | ({valid[-1]} if valid else set())
+    seen: set = set()
+    for i in order:
+        r = rows[i].get(rank_key)
+        if r in named and r not in seen and len(seen) < NAMED:
+            seen.add(r)
+            keep.add(i)
+    worst = "lowest" if low_is_worse else "highest"
+    best = "highest" if low_is_worse else "lowest"
+    named_txt = (f", and the {worst} row of each rank a warning or critical verdict names "
+                 f"(up to {NAMED})" if named else "")
+    out = {"bounded": marker(len(rows), len(keep), f"the {SHOWN} rows with the {worst} "
+                             f"{score}, the row with the {best}{named_txt}", full_table),
+           "items": [rows[i] for i in sorted(keep)],
+           "spread": _numeric_spread(rows, skip=("rank", "step", rank_key))}
+    if rows and "step" in rows[0] and rank_key in rows[0]:
+        per: dict = {}
+        for r in rows:
+            per.setdefault(r[rank_key], []).append(r)
+        if len(per) <= MAX_ROWS:
+            means = []
+            for rank in sorted(per, key=lambda x: (x is None, x)):
+                m = {rank_key: rank, "steps": len(per[rank])}
+                for k, sp in out["spread"].items():
+                    xs = [r.get(k) for r in per[rank]
+                          if isinstance(r.get(k), (int, float)) and r.get(k) == r.get(k)]
+                    m[k] = sum(xs) / len(xs) if xs else None
+                means.append(m)
+            out["per_rank_mean"] = {"ranks": len(means), "shown": len(means),
+                                    "chosen": "each rank's mean over its steps",
+                                    "items": means}
+    return out
+
+
+def _group_rank_map(m: dict, label: str) -> dict:
+    """A rank map above MAX_ROWS ranks as groups of ranks with the same value (lossless)."""
+    groups: list[dict] = []
+    index: dict = {}
+    for rank, value in m.items():
+        k = orjson_key(value)
+        if k not in index:
+            index[k] = len(groups)
+            groups.append({"value": value, "ranks": []})
+        groups[index[k]]["ranks"].append(rank)
+    for g in groups:
+        g["ranks"] = runs(g["ranks"])
+    return {"bounded": marker(len(m), len(m), f"grouped: the ranks with the same {label} are "
+                              "one group (value, ranks as [first, last] runs); every rank is "
+                              "in one group", None),
+            "groups": groups}
+
+
+def orjson_key(value) -> str:
+    import json
+
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _bound_sources(sources: list[dict], named: set[int]) -> dict:
+    """``sources`` above MAX_ROWS ranks: one source of each (kind, framework, CANN, level,
+    analyses), then the sources of the ranks verdicts name, up to SHOWN; every rank's device
+    id (columns); how many sources of each kind, version and profiler level; their steps."""
+    from collections import Counter
+
+    keep: list[int] = []
+    seen: set = set()
+    for i, s in enumerate(sources):
+        k = (s["kind"], s.get("framework_version"), s.get("cann_version"),
+             s.get("profiler_level"), tuple(s.get("analyses") or []))
+        if k not in seen and len(keep) < SHOWN:
+            seen.add(k)
+            keep.append(i)
+    for i, s in enumerate(sources):
+        if s.get("rank") in named and i not in keep and len(keep) < SHOWN + NAMED:
+            keep.append(i)
+    keep.sort()
+    steps = sorted({st for s in sources for st in bounded_items(s.get("steps"))})
+    versions = Counter(" / ".join(x for x in (s.get("framework_version"),
+                                             s.get("cann_version")) if x) or None
+                       for s in sources)
+    return {"bounded": marker(len(sources), len(keep),
+                              "one source of each kind, version, profiler level and set of "
+                              "analyses, then those of the ranks warning or critical verdicts "
+                              f"name (up to {NAMED}); `ascendprof scan` lists every source",
+                              None),
+            "items": [sources[i] for i in keep],
+            "columns": {"rank": [s.get("rank") for s in sources],
+                        "device_id": [s.get("device_id") for s in sources]},
+            "counts": {"kind": dict(Counter(s["kind"] for s in sources)),
+                       "versions": {str(k): n for k, n in versions.items()},
+                       "profiler_level": {str(k): n for k, n in Counter(
+                           s.get("profiler_level") for s in sources).items()}},
+            "steps": _steps_value(steps)}
+
+
+def _bound_problems(problems: list[dict]) -> dict:
+    """``problems`` above MAX_ROWS: the first SHOWN by severity (skipped, critical, warning,
+    then the others), each severity's count; every one is in problems.csv (``notes`` groups
+    them all by kind)."""
+    from collections import Counter
+
+    rank = {"skipped": 0, "critical": 1, "warning": 2}
+    order = sorted(range(len(problems)), key=lambda i: (rank.get(problems[i].get("severity"),
+                                                                 3), i))
+    keep = sorted(order[:SHOWN])
+    return {"bounded": marker(len(problems), len(keep),
+                              f"the first {SHOWN} by severity (skipped, critical, warning, "
+                              "others), in their order; `notes` groups every problem by kind",
+                              "problems.csv"),
+            "items": [problems[i] for i in keep],
+            "counts": dict(Counter(p.get("severity") for p in problems))}
+
+
+#: analyses lists: (key, the field that ranks the rows, lowest is worse, rank field, file)
+_ANALYSIS_LISTS = (
+    ("pipeline", "bubble_ms", False, "stage", "pipeline_stages.csv"),
+    ("memory", "peak_allocated_mb", False, "rank", "memory_summary.csv"),
+    ("data_preparation", "data_wait_pct", False, "rank", "data_preparation.csv"),
+    ("op_efficiency", "mfu_pct", True, "rank", "op_efficiency_steps.csv"),
+    ("idle", "free_ms", False, "rank", "idle_breakdown.csv"),
+    ("dispatch", "idle_before_launch_ms", False, "rank", "dispatch_steps.csv"),
+    ("late_arrivals", "max_wait_ms", False, "late_rank", "late_arrivals.csv"),
+    ("moe", "max_over_mean", False, "group", "moe_expert_load.csv"),
+)
+
+
+def _bound_lists(s: dict, ca, head: dict) -> list[tuple]:
+    """Replace, in ``s``, every list above MAX_ROWS rows by its bounded form; returns
+    (label, sentence for problems.csv, rank or None) for each."""
+    named = _named_ranks(ca)
+    said: list[tuple] = []
+
+    def note(label: str, v: dict, rank=None):
+        b = v["bounded"]
+        where = (f"every row is in {b['full_table']}" if b["full_table"] else
+                 "nothing left out" if b["shown"] == b["rows"] else "")
+        said.append((label, f"{label}: {b['rows']:,} rows, more than {MAX_ROWS}, summarised "
+                            f"in summary.json: {b['shown']:,} shown ({b['chosen']})"
+                            + (f"; {where}" if where else ""), rank))
+
+    if is_bounded(s["ranks"]):
+        note("ranks", s["ranks"])
+    if is_bounded(head.get("steps")):
+        note("headline steps", head["steps"])
+    for src in s["sources"]:
+        if len(src.get("steps") or []) > MAX_ROWS:
+            src["steps"] = _steps_value(sorted(src["steps"]))
+            note("sources: the steps of this rank", src["steps"], src.get("rank"))
+    if len(s["sources"]) > MAX_ROWS:
+        s["sources"] = _bound_sources(s["sources"], named)
+        note("sources", s["sources"])
+    for key, label in (("breakdown_methods", "step breakdown method"),
+                       ("missing", "missing files"), ("not_read", "files not read")):
+        if len(s[key]) > MAX_ROWS:
+            s[key] = _group_rank_map(s[key], label)
+            note(key, s[key])
+    if len(s["breakdown_check"]) > MAX_ROWS:
+        checks = [dict(c, largest_deviation_pct=_largest_deviation(c))
+                  for c in s["breakdown_check"]]
+        v = _bound_rows(checks, score="largest_deviation_pct", label="breakdown_check",
+                        full_table="step_trace_check.csv", named=named)
+        v["items"] = [{k: x for k, x in c.items() if k != "largest_deviation_pct"}
+                      for c in v["items"]]
+        from collections import Counter
+
+        v["counts"] = {"status": dict(Counter(c.get("status") for c in checks))}
+        s["breakdown_check"] = v
+        note("breakdown_check", v)
+    if len(s["iterations"]) > MAX_ROWS:
+        s["iterations"] = _bound_rows(s["iterations"], score="total_ms", label="iterations",
+                                      full_table="iteration_trace.csv", named=named)
+        note("iterations", s["iterations"])
+    an = s["analyses"]
+    for key, score, low, rank_key, full in _ANALYSIS_LISTS:
+        rows = an.get(key)
+        if isinstance(rows, list) and len(rows) > MAX_ROWS:
+            an[key] = _bound_rows(rows, score=score, label=key, full_table=full,
+                                  named=named if rank_key in ("rank", "late_rank") else set(),
+                                  low_is_worse=low, rank_key=rank_key)
+            note(f"analyses.{key}", an[key])
+    return said
+
+
+def _largest_deviation(c: dict):
+    xs = [abs(m["deviation_pct"]) for m in (c.get("metrics") or {}).values()
+          if isinstance(m, dict) and isinstance(m.get("deviation_pct"), (int, float))]
+    return max(xs) if xs else None
 
 
 def _analyses(ca) -> dict:

@@ -8,6 +8,7 @@ import sys
 
 from ascendprof.model.problems import printable
 from ascendprof.model.ranks import rank_ranges, ranks_phrase
+from ascendprof.report.bounded import is_bounded, items, rank_map, total
 from ascendprof.report.headline import first_sentence, group_problems, headline, headline_lines
 
 #: C0 and C1 control characters but TAB and LF: an ESC or BEL from a name in the data would
@@ -185,19 +186,25 @@ def _percentile(xs: list[float], q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (i - lo)
 
 
-def _breakdown_table(rows: list[dict]):
+def _breakdown_table(ranks):
     """The step breakdown: every row up to MAX_BREAKDOWN_ROWS, else the TOP_RANKS longest
-    steps then min / median / p90 / max of each column over all rows. Numbers are never cut:
-    each column is as wide as its widest number."""
+    steps then min / median / max of each column over all rows (summary.json's spread when
+    its rows are bounded). Numbers are never cut: each column is as wide as its widest
+    number."""
     from rich import box
     from rich.table import Table
 
-    cols = [(c[:-3] + "_us", short) for c, short in _SHORT
-            if any(r.get(c[:-3] + "_us") for r in rows)]
-    big = len(rows) > MAX_BREAKDOWN_ROWS
+    rows, n = items(ranks), total(ranks)
+    spread = ranks.get("spread") or {} if is_bounded(ranks) else None
+    def shown(col):
+        sp = (spread or {}).get(col) or {}
+        return any(r.get(col) for r in rows) or bool(sp.get("max") or sp.get("min"))
+
+    cols = [(c[:-3] + "_us", short) for c, short in _SHORT if shown(c[:-3] + "_us")]
+    big = n > MAX_BREAKDOWN_ROWS
     if big:
         keep = sorted(rows, key=_step_us, reverse=True)[:TOP_RANKS]
-        title = f"Step breakdown (ms): {len(keep)} longest of {len(rows)} rank-steps, spread"
+        title = f"Step breakdown (ms): {len(keep)} longest of {n:,} rank-steps, spread"
     else:
         keep = rows
         title = "Step breakdown per rank (ms)"
@@ -207,7 +214,13 @@ def _breakdown_table(rows: list[dict]):
                      _ms(_step_us(r))] + [_ms(r.get(c)) for c, _ in cols]
                     + ["rep" if r["origin"] == "reported" else "re"])
     dist = []
-    if big:
+    if spread is not None:  # over every row, as summary.json gives it
+        for name in ("min", "median", "max"):
+            vals = [(spread.get("step_us") or {}).get(name)]
+            for c, _ in cols:
+                vals.append((spread.get(c) or {}).get(name))
+            dist.append([name, "", *[_ms(v) for v in vals], ""])
+    elif big:
         for name, q in (("min", 0.0), ("median", 0.5), ("max", 1.0)):
             vals = [_percentile([_step_us(r) for r in rows], q)]
             for c, _ in cols:
@@ -250,7 +263,9 @@ def print_summary(summary: dict, out_dir) -> None:
     kind with their rank ranges, where the results are."""
     con = _console()
     kinds = {}
-    for s in summary["sources"]:
+    if is_bounded(summary["sources"]):  # more sources than summary.json lists: their counts
+        kinds = dict(summary["sources"].get("counts", {}).get("kind") or {})
+    for s in items(summary["sources"]) if not kinds else []:
         kinds[s["kind"]] = kinds.get(s["kind"], 0) + 1
     head = (f"ascendprof {summary['version']}: "
             + ", ".join(f"{n} {k}" for k, n in kinds.items()) + " in ")
@@ -262,9 +277,9 @@ def print_summary(summary: dict, out_dir) -> None:
     h = summary.get("headline") or headline(summary)
     for i, line in enumerate(headline_lines(h)):
         con.print(_bold(line) if i == 0 else _esc(line))
-    compact = len(summary["sources"]) > MAX_BREAKDOWN_ROWS
+    compact = total(summary["sources"]) > MAX_BREAKDOWN_ROWS
     _print_verdicts(con, summary.get("verdicts") or [], h, compact)
-    if summary["ranks"]:
+    if items(summary["ranks"]):
         con.print(_breakdown_table(summary["ranks"]))
     if summary.get("iterations"):  # graph mode: the profiler's own per-step trace
         from rich import box
@@ -274,8 +289,8 @@ def print_summary(summary: dict, out_dir) -> None:
                   box=box.SIMPLE_HEAD, show_edge=False)
         for c in ("Rank", "Steps", "Interval", "FP+BP", "Tail", "Total"):
             t.add_column(c, justify="right", no_wrap=True)
-        its = summary["iterations"]
-        if len(its) > MAX_BREAKDOWN_ROWS:
+        its = items(summary["iterations"])  # bounded: the longest ones
+        if len(its) > MAX_BREAKDOWN_ROWS or is_bounded(summary["iterations"]):
             its = sorted(its, key=lambda r: -r["total_ms"])[:TOP_RANKS]
         for r in its:
             t.add_row(str(r["rank"]), str(r["steps"]), f"{r['iteration_interval_ms']:.3f}",
@@ -301,7 +316,7 @@ def print_summary(summary: dict, out_dir) -> None:
         con.print(t)
     _print_analyses(con, summary.get("analyses") or {}, compact)
     not_read: dict[str, list] = {}
-    for rank, files in (summary.get("not_read") or {}).items():
+    for rank, files in rank_map(summary.get("not_read")).items():
         for f in files:
             not_read.setdefault(f, []).append(int(rank))
     for f, ranks in not_read.items():
@@ -310,8 +325,8 @@ def print_summary(summary: dict, out_dir) -> None:
     _print_advice(con, summary.get("advice"), 5, compact)
     notes = summary.get("notes")
     if notes is None:
-        notes = group_problems(summary["problems"])
-    _print_notes(con, notes, len(summary["problems"]), rank_ranges, compact)
+        notes = group_problems(items(summary["problems"]))
+    _print_notes(con, notes, total(summary["problems"]), rank_ranges, compact)
     for name, why in summary.get("not_written", {}).items():
         con.print(f"  [dim]not written:[/dim] {_esc(name)}: {_esc(why)}")
     con.print(f"Results written to [bold]{_esc(printable(out_dir))}[/bold]")
@@ -441,7 +456,7 @@ def _print_analyses(con, a: dict, compact: bool = False) -> None:
     def ms(v):
         return "-" if v is None else f"{v:.1f} ms"
 
-    stages = a.get("pipeline") or []
+    stages, n_stages = items(a.get("pipeline")), total(a.get("pipeline"))
     for st in stages[:MAX_STAGE_LINES]:
         mb = f", 1F1B with {st['micro_batches']} micro-batches" if st.get("micro_batches") else ""
         pct = "" if st.get("bubble_pct") is None else f", {st['bubble_pct']:.1f}% of the stage"
@@ -454,9 +469,10 @@ def _print_analyses(con, a: dict, compact: bool = False) -> None:
         con.print(_esc(f"Pipeline stage {st['stage']} (ranks {ranks}): compute "
                        f"{ms(st.get('computing_ms'))}, pipeline bubble "
                        f"{ms(st.get('bubble_ms'))} (recomputed{pct}){mb} (pipeline.csv)"))
-    if len(stages) > MAX_STAGE_LINES:
-        con.print(f"  ... and {len(stages) - MAX_STAGE_LINES} more stages in pipeline.csv")
-    mem = [m for m in a.get("memory") or [] if m.get("peak_allocated_mb") is not None]
+    if n_stages > MAX_STAGE_LINES:
+        con.print(f"  ... and {n_stages - MAX_STAGE_LINES} more stages in pipeline.csv")
+    # a bounded list (summary.json) holds its highest and its lowest row: max / min hold
+    mem = [m for m in items(a.get("memory")) if m.get("peak_allocated_mb") is not None]
     if mem:
         hi = max(mem, key=lambda m: m["peak_allocated_mb"])
         lo = min(mem, key=lambda m: m["peak_allocated_mb"])
@@ -464,7 +480,7 @@ def _print_analyses(con, a: dict, compact: bool = False) -> None:
         con.print(f"Memory: peak allocated {hi['peak_allocated_mb']:.0f} MB on rank {hi['rank']} "
                   f"({hi['component']}{cap}), lowest {lo['peak_allocated_mb']:.0f} MB on rank "
                   f"{lo['rank']} (memory_summary.csv)")
-    dp = [d for d in a.get("data_preparation") or [] if d.get("data_wait_pct") is not None]
+    dp = [d for d in items(a.get("data_preparation")) if d.get("data_wait_pct") is not None]
     if dp:
         w = max(dp, key=lambda d: d["data_wait_pct"])
         extra = ""
@@ -489,10 +505,10 @@ def _print_analyses(con, a: dict, compact: bool = False) -> None:
 
 
 def _print_moe(con, a: dict, compact: bool = False) -> None:
-    groups = a.get("moe") or []
-    if compact and len(groups) > 2:
+    groups = items(a.get("moe"))
+    if compact and total(a.get("moe")) > 2 or is_bounded(a.get("moe")):
         worst = max(groups, key=lambda g: g["max_over_mean"])
-        con.print(f"Expert load: {len(groups)} EP groups, max / mean tokens up to "
+        con.print(f"Expert load: {total(a.get('moe'))} EP groups, max / mean tokens up to "
                   f"{worst['max_over_mean']:.2f} (group {_esc(worst['group'])})")
         return
     for g in groups:

@@ -24,6 +24,7 @@ from ascendprof.model.errors import UsageError
 from ascendprof.model.outputs import (COMMUNICATION_FILE, GROUPS_FILE, MATRIX_FILE,
                                       OP_STATISTICS_FILE, STEP_TRACE_FILE, SUMMARY_FILE)
 from ascendprof.report import readback
+from ascendprof.report.bounded import source_column
 # the layouts of the files read back, re-exported for the page's sections
 from ascendprof.report.readback import (LINK_COLUMNS, TOTAL_COLUMNS,  # noqa: F401
                                         communication_totals, group_names, matrix_links)
@@ -104,10 +105,7 @@ class ReportData:
 
     def ranks(self) -> list[int]:
         """Every rank the analysis read (summary.json sources, else the step trace's ranks)."""
-        got = set()
-        for s in (self.summary or {}).get("sources", []):
-            if s.get("rank") is not None:
-                got.add(int(s["rank"]))
+        got = {int(r) for r in source_column(self.summary, "rank") if r is not None}
         rows = self.rank_rows()
         if rows is not None:
             got.update(int(r) for r in rows["Rank"])

@@ -9,6 +9,7 @@ from collections import Counter
 from markupsafe import Markup, escape
 
 from ascendprof.model.ranks import rank_ranges
+from ascendprof.report.bounded import is_bounded, items, rank_map
 from ascendprof.report.html.common import COLORS, Section
 from ascendprof.report.headline import DEFINITIONS, headline
 
@@ -33,7 +34,8 @@ def facts(d) -> list[tuple[str, str]]:
     """(label, text) pairs describing the run, each read off an output file."""
     out: list[tuple[str, str]] = []
     summary = d.summary or {}
-    sources = summary.get("sources", [])
+    sources = items(summary.get("sources"))  # bounded: one of each kind, plus counts
+    counts = summary["sources"].get("counts") or {} if is_bounded(summary.get("sources")) else {}
     ranks = d.ranks()
     if summary.get("root"):
         out.append(("input", summary["root"]))
@@ -53,27 +55,41 @@ def facts(d) -> list[tuple[str, str]]:
             f"{n} ×{len(s)} ({'/'.join(map(str, sorted(set(s))))} "
             f"rank{'' if set(s) == {1} else 's'})"
             for n, s in sorted(sizes.items()))))
-    steps = sorted({st for s in sources for st in (s.get("steps") or [])})
+    step_lists = ([summary["sources"].get("steps")] if counts else
+                  [s.get("steps") for s in sources])
+    steps = sorted({st for sl in step_lists for st in items(sl)})
+    many = any(is_bounded(sl) for sl in step_lists)  # more steps than summary.json lists
     if rows is not None and not steps:
         steps = list(dict.fromkeys(rows["Step"].astype(str)))
     if steps:
-        out.append(("steps", ", ".join(map(str, steps[:20])) + (" …" if len(steps) > 20 else "")))
-    kinds = Counter(s.get("kind", "?") for s in sources)
+        out.append(("steps", ", ".join(map(str, steps[:20]))
+                    + (" …" if len(steps) > 20 or many else "")))
+    kinds = Counter(counts.get("kind") or {}) or Counter(s.get("kind", "?") for s in sources)
     if kinds:
         out.append(("profilers", ", ".join(f"{n} × {k}" for k, n in kinds.items())))
-    vers = Counter(" / ".join(x for x in (s.get("framework_version"), s.get("cann_version"))
-                              if x) or "not recorded" for s in sources)
-    if vers and any(s.get("framework_version") or s.get("cann_version") for s in sources):
+    if counts:
+        vers = Counter({("not recorded" if k == "None" else k): n
+                        for k, n in (counts.get("versions") or {}).items()})
+    else:
+        vers = Counter(" / ".join(x for x in (s.get("framework_version"), s.get("cann_version"))
+                                  if x) or "not recorded" for s in sources)
+    if vers and (any(v != "not recorded" for v in vers) if counts else
+                 any(s.get("framework_version") or s.get("cann_version") for s in sources)):
         out.append(("framework / CANN version", ", ".join(f"{v} ({n} ranks)"
                                                           for v, n in vers.items())))
-    levels = Counter(s.get("profiler_level") or "not recorded" for s in sources)
-    if levels and any(s.get("profiler_level") for s in sources):
+    if counts:
+        levels = Counter({("not recorded" if k == "None" else k): n
+                          for k, n in (counts.get("profiler_level") or {}).items()})
+    else:
+        levels = Counter(s.get("profiler_level") or "not recorded" for s in sources)
+    if levels and (any(v != "not recorded" for v in levels) if counts else
+                   any(s.get("profiler_level") for s in sources)):
         out.append(("profiler level", ", ".join(f"{v} ({n} ranks)" for v, n in levels.items())))
     nw = summary.get("not_written") or {}
     if nw:
         out.append(("not written", "; ".join(f"{k}: {v}" for k, v in nw.items())))
     nr: dict[str, list] = {}
-    for rank, files in (summary.get("not_read") or {}).items():
+    for rank, files in rank_map(summary.get("not_read")).items():
         for f in files:
             nr.setdefault(f, []).append(rank)
     if nr:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ascendprof.model.ranks import rank_ranges
+from ascendprof.report.bounded import source_column
 from ascendprof.report.html.common import (cell, Chart, COLORS, FLAG_COLOR, MAX_BARS,
                                            MAX_TABLE_ROWS, node_layout, Section, Table, Tabs,
                                            tabs_or_one)
@@ -192,8 +193,9 @@ def build(d, ctx) -> Section:
             charts = [stage_bars(st_rows[st_rows["Step"].astype(str) == s], f"steps_stage_{i}")
                       for i, s in enumerate(shown)]
             sec.chart(tabs_or_one(charts, [f"step {s}" for s in shown], "steps_stages"))
-        device_of = {int(s["rank"]): s.get("device_id") for s in (d.summary or {}).get(
-            "sources", []) if s.get("rank") is not None}
+        device_of = {int(r): dev for r, dev in zip(source_column(d.summary, "rank"),
+                                                   source_column(d.summary, "device_id"))
+                     if r is not None}
         charts = [heatmaps(rows[rows["Step"].astype(str) == s], device_of, flags,
                            f"steps_heat_{i}") for i, s in enumerate(shown)]
         sec.chart(tabs_or_one(charts, [f"step {s}" for s in shown], "steps_heatmaps"),

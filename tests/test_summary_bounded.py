@@ -1,0 +1,146 @@
+"""summary.json stays small at any size: a per-rank or per-step list longer than 128 rows is
+written in its bounded form (the rows that matter, how many there were, how they were chosen,
+the file with every row), said in problems.csv; the full table stays in the CSV.
+
+Before: summary.json's ``ranks`` held one object per rank and step (78 MB at 2 x 10^5 step
+rows, ~0.8 GB at 2 x 10^6), and at 1024 ranks every per-rank list passed 1 MB together.
+
+Input: ranks 1 and 3 of the real Qwen3 sample (pipeline stages 0 and 1), each rank's
+step_trace_time.csv repeated over many steps with a Free that grows with the step, so the
+expected rows are known from the generator alone.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ascendprof.report import bounded
+
+ROOT = Path(__file__).resolve().parents[1]
+QWEN = ROOT / "fixtures" / "qwen3-4rank-pp2dp2"
+N = 50_000  # steps per rank: 10^5 step rows in all
+COLS = ("Computing", "Communication(Not Overlapped)", "Free")
+
+
+def _make(dst: Path) -> dict:
+    """Ranks 1 and 3 with steps 1..N; Free of step s = 100,000 + 0.1 * s us. Returns
+    {rank: {column: value of step 1 as the profiler wrote it (us)}}."""
+    base = {}
+    for r in (1, 3):
+        d = dst / f"rank_{r}_ascend_pt"
+        shutil.copytree(QWEN / d.name, d)
+        st = d / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv"
+        with open(st, newline="") as f:
+            rows = list(csv.reader(f))
+        head, row = rows[0], rows[1]
+        base[r] = {c: float(row[head.index(c)]) for c in COLS}
+        with open(st, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(head)
+            for s in range(1, N + 1):
+                row[head.index("Step")] = str(s)
+                row[head.index("Free")] = repr(100000 + 0.1 * s)
+                w.writerow(row)
+    return base
+
+
+def _free(s: int) -> float:
+    return 100000 + 0.1 * s
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("many-steps")
+    base = _make(tmp / "in")
+    out = tmp / "out"
+    p = subprocess.run([sys.executable, "-m", "ascendprof", "analyse", str(tmp / "in"), "-o",
+                        str(out), "--workers", "1", "--no-html", "--no-cache"],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    return base, out, p.stdout
+
+
+def test_many_step_rows_give_a_small_summary_with_the_rows_that_matter(run):
+    base, out, _ = run
+    size = (out / "summary.json").stat().st_size
+    assert size < 1_000_000, size
+    s = json.loads((out / "summary.json").read_text())
+    ranks = s["ranks"]
+    assert bounded.is_bounded(ranks)
+    b = ranks["bounded"]
+    assert b["rows"] == 2 * N and b["full_table"] == "cluster_step_trace_time.csv"
+    # every row is still in the CSV
+    with open(out / "cluster_step_trace_time.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["Type"] == "rank"]
+    assert len(rows) == 2 * N
+    # the rows shown, from the generator: step time = Computing + CommNO + Free
+    def total(r, st):
+        return base[r]["Computing"] + base[r]["Communication(Not Overlapped)"] + _free(st)
+
+    assert total(1, 1) > total(3, N)  # rank 1's steps are all longer than rank 3's
+    want = {(1, st) for st in range(N - 19, N + 1)}  # the 20 longest
+    want.add((3, 1))  # the shortest
+    verdicts = json.loads((out / "verdicts.json").read_text())["verdicts"]
+    named = {int(x) for v in verdicts if v["severity"] in ("warning", "critical")
+             for x in v["ranks"]}
+    assert 3 in named  # stage 1 (rank 3) is the heavier stage
+    want |= {(r, N) for r in named & {1, 3}}  # the longest step of each named rank
+    got = {(r["rank"], r["step"]) for r in ranks["items"]}
+    assert got == want
+    assert b["shown"] == len(ranks["items"]) == len(want)
+    for r in ranks["items"]:
+        assert r["free_us"] == pytest.approx(_free(r["step"]))
+        assert r["computing_us"] == pytest.approx(base[r["rank"]]["Computing"])
+    # each rank's mean over its steps, and the spread over all rows
+    means = {m["rank"]: m for m in ranks["per_rank_mean"]["items"]}
+    assert set(means) == {1, 3}
+    for r in (1, 3):
+        assert means[r]["steps"] == N
+        assert means[r]["free_us"] == pytest.approx(100000 + 0.1 * (N + 1) / 2)
+        assert means[r]["computing_us"] == pytest.approx(base[r]["Computing"])
+    sp = ranks["spread"]["step_us"]
+    assert sp["max"] == pytest.approx(total(1, N)) and sp["min"] == pytest.approx(total(3, 1))
+    # the headline's numbers come from every row, its step ids are bounded
+    h = s["headline"]
+    mean_step = sum(base[r]["Computing"] + base[r]["Communication(Not Overlapped)"]
+                    + 100000 + 0.1 * (N + 1) / 2 for r in (1, 3)) / 2
+    assert h["step_ms"] == pytest.approx(mean_step / 1000, abs=1e-3)
+    assert h["slowest_rank"] == 1
+    assert bounded.total(h["steps"]) == N
+    assert bounded.items(h["steps"]) == list(range(1, 11)) + list(range(N - 9, N + 1))
+    for src in s["sources"]:
+        assert bounded.total(src["steps"]) == N
+
+
+def test_the_bounding_is_said_in_problems_csv(run):
+    _, out, stdout = run
+    with open(out / "problems.csv", newline="") as f:
+        said = [p for p in csv.DictReader(f) if p["Where"] == "summary.json"]
+    ranks = [p for p in said if p["Reason"].startswith("ranks:")]
+    assert len(ranks) == 1, said
+    assert f"{2 * N:,} rows" in ranks[0]["Reason"]
+    assert "cluster_step_trace_time.csv" in ranks[0]["Reason"]
+    assert len([p for p in said if p["Rank"] in ("1", "3")]) == 2  # each source's step ids
+    # the terminal's breakdown reads the bounded rows and their spread
+    assert f"5 longest of {2 * N:,} rank-steps" in stdout
+
+
+def test_small_runs_list_everything(tmp_path):
+    """The shipped sample: every list whole, nothing said about summary.json."""
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, "-m", "ascendprof", "analyse", str(QWEN), "-o",
+                        str(out), "-q", "--no-html", "--no-cache"],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    s = json.loads((out / "summary.json").read_text())
+    assert isinstance(s["ranks"], list) and isinstance(s["sources"], list)
+    assert len(s["sources"]) == 4 and {r["rank"] for r in s["ranks"]} == {0, 1, 2, 3}
+    with open(out / "problems.csv", newline="") as f:
+        assert not [p for p in csv.DictReader(f) if p["Where"] == "summary.json"]
