@@ -123,11 +123,12 @@ def test_the_bounding_is_said_in_problems_csv(run):
     _, out, stdout = run
     with open(out / "problems.csv", newline="") as f:
         said = [p for p in csv.DictReader(f) if p["Where"] == "summary.json"]
-    ranks = [p for p in said if p["Reason"].startswith("ranks:")]
-    assert len(ranks) == 1, said
-    assert f"{2 * N:,} rows" in ranks[0]["Reason"]
-    assert "cluster_step_trace_time.csv" in ranks[0]["Reason"]
-    assert len([p for p in said if p["Rank"] in ("1", "3")]) == 2  # each source's step ids
+    assert len(said) == 1, said  # one note naming every list
+    why = said[0]["Reason"]
+    assert f"ranks: {2 * N:,} rows, 22 shown, all in cluster_step_trace_time.csv" in why
+    assert f"headline steps: {N:,} rows, 20 shown" in why
+    for r in (1, 3):
+        assert f"step ids of the source of rank {r}: {N:,} rows, 20 shown" in why
     # the terminal's breakdown reads the bounded rows and their spread
     assert f"5 longest of {2 * N:,} rank-steps" in stdout
 

@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import orjson
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
@@ -313,7 +315,10 @@ def diagnose(root: Path, workers: int = 1) -> tuple[list, list, dict]:
     sizes = {"verdicts.json": len(json.dumps({
         "verdicts": ca.verdicts, "thresholds": ca.thresholds,
         "problems": [p.as_dict() for p in ca.problems]}, default=str).encode()),
-        "summary.json": len(json.dumps(build_summary(ca), default=str).encode()),
+        # as analyse writes it (indented; sysio.atomic.write_json)
+        "summary.json": len(orjson.dumps(build_summary(ca), option=orjson.OPT_INDENT_2
+                                         | orjson.OPT_SERIALIZE_NUMPY
+                                         | orjson.OPT_NON_STR_KEYS)),
         "summary.json verdicts": len(json.dumps(ca.verdicts, default=str).encode())}
     return got, out, sizes
 

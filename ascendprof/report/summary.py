@@ -16,7 +16,10 @@ Shape::
      "problems": [...], "notes": [problems grouped by kind, see group_problems], "missing": {rank: [files]},
      "not_read": {rank: {file: why it was not needed}}, "outputs": [...]}
 
-Times are microseconds (keys end in ``_us``).
+Times are microseconds (keys end in ``_us``). A list longer than 128 rows (a step id list
+too) is written in its bounded form, ``{"bounded": {rows, shown, chosen, full_table}, "items":
+[...], ...}`` (rank maps: ``{"bounded": ..., "groups": [{value, ranks}]}``); see
+:mod:`ascendprof.report.bounded`.
 """
 
 from __future__ import annotations
@@ -86,9 +89,9 @@ def build_summary(ca, outputs: list[str] | None = None, top: int = 10) -> dict:
 
     A list longer than :data:`~ascendprof.report.bounded.MAX_ROWS` rows is written in its
     bounded form (:mod:`ascendprof.report.bounded`: the rows that matter, a marker with the
-    counts and the file that holds every row), and each bounded list is said in problems.csv
-    (a warning added to ``ca.problems``); the headline and the notes are computed from the
-    whole lists first."""
+    counts and the file that holds every row), said in problems.csv (one warning added to
+    ``ca.problems`` naming every bounded list); the headline and the notes are computed from
+    the whole lists first."""
     ranks, per_rank, bounded_steps = _step_rows(ca)
     tops = []
     ops = ca.op_statistics
@@ -128,11 +131,17 @@ def build_summary(ca, outputs: list[str] | None = None, top: int = 10) -> dict:
     else:  # the headline from each rank's mean over its steps (the same numbers)
         head = headline({**s, "ranks": per_rank})
         head["steps"] = bounded_steps
-    notices = _bound_lists(s, ca, head)
-    said = {(p.where, p.reason) for p in ca.problems}
-    for label, text, rank in notices:  # once, however often the summary is built
-        if ("summary.json", text) not in said:
-            ca.problems.warn(ca.root, text, where="summary.json", rank=rank)
+    bounded_lists = _bound_lists(s, ca, head)
+    n = sum(p.where != "summary.json" for p in ca.problems)  # this note aside
+    if n + bool(bounded_lists) > MAX_ROWS:
+        bounded_lists.append(("problems", f"{n + 1:,} rows, {SHOWN} shown, all in problems.csv"))
+    if bounded_lists:  # one note for all of them, once however often the summary is built
+        text = (f"{len(bounded_lists)} list(s) longer than {MAX_ROWS} rows summarised (the "
+                "rows that matter, and in each list's 'bounded' how many there were, how "
+                "they were chosen and the file with every row): "
+                + "; ".join(f"{label}: {how}" for label, how in bounded_lists))
+        if ("summary.json", text) not in {(p.where, p.reason) for p in ca.problems}:
+            ca.problems.warn(ca.root, text, where="summary.json")
     s["problems"] = [p.as_dict() for p in ca.problems]
     s["notes"] = group_problems(s["problems"])
     if len(s["problems"]) > MAX_ROWS:
@@ -442,19 +451,18 @@ _ANALYSIS_LISTS = (
 )
 
 
-def _bound_lists(s: dict, ca, head: dict) -> list[tuple]:
+def _bound_lists(s: dict, ca, head: dict) -> list[tuple[str, str]]:
     """Replace, in ``s``, every list above MAX_ROWS rows by its bounded form; returns
-    (label, sentence for problems.csv, rank or None) for each."""
+    (which list, how many rows it had and shows) for each."""
     named = _named_ranks(ca)
     said: list[tuple] = []
 
     def note(label: str, v: dict, rank=None):
         b = v["bounded"]
-        where = (f"every row is in {b['full_table']}" if b["full_table"] else
-                 "nothing left out" if b["shown"] == b["rows"] else "")
-        said.append((label, f"{label}: {b['rows']:,} rows, more than {MAX_ROWS}, summarised "
-                            f"in summary.json: {b['shown']:,} shown ({b['chosen']})"
-                            + (f"; {where}" if where else ""), rank))
+        where = (f"all in {b['full_table']}" if b["full_table"] else
+                 "grouped, nothing left out" if b["shown"] == b["rows"] else "")
+        said.append((label if rank is None else f"{label} {rank}",
+                     f"{b['rows']:,} rows, {b['shown']:,} shown" + (f", {where}" if where else "")))
 
     if is_bounded(s["ranks"]):
         note("ranks", s["ranks"])
@@ -463,7 +471,7 @@ def _bound_lists(s: dict, ca, head: dict) -> list[tuple]:
     for src in s["sources"]:
         if len(src.get("steps") or []) > MAX_ROWS:
             src["steps"] = _steps_value(sorted(src["steps"]))
-            note("sources: the steps of this rank", src["steps"], src.get("rank"))
+            note("step ids of the source of rank", src["steps"], src.get("rank"))
     if len(s["sources"]) > MAX_ROWS:
         s["sources"] = _bound_sources(s["sources"], named)
         note("sources", s["sources"])
