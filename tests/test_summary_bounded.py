@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -145,3 +146,50 @@ def test_small_runs_list_everything(tmp_path):
     assert len(s["sources"]) == 4 and {r["rank"] for r in s["ranks"]} == {0, 1, 2, 3}
     with open(out / "problems.csv", newline="") as f:
         assert not [p for p in csv.DictReader(f) if p["Where"] == "summary.json"]
+
+
+def test_many_ranks_give_bounded_lists_the_terminal_and_the_page_read(tmp_path,
+                                                                       generated_cluster):
+    """160 ranks (above the 128-row limit), the page on: sources, ranks and the rank maps are
+    bounded; every rank and device id is still in summary.json (sources' columns, the rank
+    maps' groups), the page's facts count every rank, the terminal names 160 sources."""
+    root = generated_cluster(160, "--kernels-per-rank", "20", "--comm-ops-per-rank", "10")
+    rank_dirs = sorted(root.glob("rank_*_ascend_pt"))
+    want = sorted(int(d.name.split("_")[1]) for d in rank_dirs)
+    assert len(want) == 160
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, "-m", "ascendprof", "analyse", str(root), "-o",
+                        str(out), "--no-cache"], capture_output=True, text=True, timeout=900,
+                       env={**os.environ, "COLUMNS": "120", "ASCENDPROF_HTML": "1"})
+    assert p.returncode in (0, 1), p.stderr
+    assert "160 torch_npu text in" in p.stdout.splitlines()[0]
+    s = json.loads((out / "summary.json").read_text())
+    src = s["sources"]
+    assert bounded.is_bounded(src) and src["bounded"]["rows"] == 160
+    assert sorted(src["columns"]["rank"]) == want
+    assert sum(src["counts"]["kind"].values()) == 160
+    assert len(src["items"]) == src["bounded"]["shown"] < 160
+    # each rank's device id as the profiler wrote it (step_trace_time.csv's Device_id)
+    devices = {}
+    for d in rank_dirs:
+        with open(d / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv", newline="",
+                  encoding="utf-8-sig") as f:
+            devices[int(d.name.split("_")[1])] = int(next(csv.DictReader(f))["Device_id"])
+    assert dict(zip(src["columns"]["rank"], src["columns"]["device_id"])) == devices
+    # the step rows: every one counted, the longest shown (from cluster_step_trace_time.csv)
+    with open(out / "cluster_step_trace_time.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["Type"] == "rank"]
+    assert s["ranks"]["bounded"]["rows"] == len(rows) > 128
+    total = {(int(r["Index"]), int(r["Step"])): sum(float(r[c]) for c in COLS) for r in rows}
+    longest = max(total.values())
+    got = {(r["rank"], r["step"]) for r in s["ranks"]["items"]}
+    assert any(abs(total[k] - longest) < 1e-6 for k in got)
+    assert s["ranks"]["spread"]["step_us"]["max"] == pytest.approx(longest)
+    assert s["ranks"]["spread"]["step_us"]["min"] == pytest.approx(min(total.values()))
+    # a rank map: every rank back from the groups
+    methods = bounded.rank_map(s["breakdown_methods"])
+    assert sorted(int(r) for r in methods) == want
+    # the page counts every rank, not the sources shown
+    page = (out / "report.html").read_text()
+    assert "160: 0-159" in page
+    assert "160 × torch_npu text" in page

@@ -24,7 +24,12 @@ too) is written in its bounded form, ``{"bounded": {rows, shown, chosen, full_ta
 
 from __future__ import annotations
 
+import json
 import math
+from collections import Counter
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ascendprof._version import __version__
 from ascendprof.analyze import memory
@@ -176,9 +181,6 @@ def _step_table(rep, rec):
     """The reported rows and the recomputed ones of the (rank, step)s not reported, one Arrow
     table with ``origin`` and ``_total`` (Computing + Communication(Not Overlapped) + Free, ns,
     a missing part as 0)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     cols = [c for c, _ in METRICS]
     parts = []
     for t, origin in ((rep, "reported"), (rec, "recomputed")):
@@ -211,15 +213,13 @@ def _bounded_step_rows(t, named: set[int]):
     """``ranks`` above MAX_ROWS rows: the SHOWN longest steps, the shortest, the longest of
     each rank a verdict names; each rank's mean over its steps (all of them up to MAX_ROWS
     ranks, else the SHOWN ranks with the longest mean step); the spread of every metric."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     n = t.num_rows
     order = pc.sort_indices(t, sort_keys=[("_total", "descending"), ("rank", "ascending"),
                                           ("_key", "ascending")])
     keep = set(order[:SHOWN].to_pylist()) | {order[n - 1].as_py()}
+    ranks_in_order = pc.take(t["rank"], order)
     for r in sorted(named)[:NAMED]:  # the longest step of each named rank
-        mine = pc.filter(order, pc.equal(pc.take(t["rank"], order), r))
+        mine = pc.filter(order, pc.equal(ranks_in_order, r))
         if len(mine):
             keep.add(mine[0].as_py())
     picked = t.take(pa.array(sorted(keep)))
@@ -261,8 +261,6 @@ def _bounded_step_rows(t, named: set[int]):
 
 def _spread(col) -> dict | None:
     """min / median / p90 / max of a column of ns values, in us (None when all are missing)."""
-    import pyarrow.compute as pc
-
     col = col.drop_null()
     if not len(col):
         return None
@@ -312,7 +310,7 @@ def _numeric_spread(rows: list[dict], skip=("rank", "step")) -> dict:
     return out
 
 
-def _bound_rows(rows: list[dict], *, score: str, label: str, full_table: str,
+def _bound_rows(rows: list[dict], *, score: str, full_table: str,
                 named: set[int], low_is_worse: bool = False, rank_key: str = "rank") -> dict:
     """A list of rows above MAX_ROWS: the SHOWN worst by ``score`` (highest, or lowest with
     ``low_is_worse``), the best one, the worst of each rank a verdict names (up to NAMED), in
@@ -348,7 +346,7 @@ def _bound_rows(rows: list[dict], *, score: str, label: str, full_table: str,
             means = []
             for rank in sorted(per, key=lambda x: (x is None, x)):
                 m = {rank_key: rank, "steps": len(per[rank])}
-                for k, sp in out["spread"].items():
+                for k in out["spread"]:
                     xs = [r.get(k) for r in per[rank]
                           if isinstance(r.get(k), (int, float)) and r.get(k) == r.get(k)]
                     m[k] = sum(xs) / len(xs) if xs else None
@@ -364,7 +362,7 @@ def _group_rank_map(m: dict, label: str) -> dict:
     groups: list[dict] = []
     index: dict = {}
     for rank, value in m.items():
-        k = orjson_key(value)
+        k = _value_key(value)
         if k not in index:
             index[k] = len(groups)
             groups.append({"value": value, "ranks": []})
@@ -377,9 +375,7 @@ def _group_rank_map(m: dict, label: str) -> dict:
             "groups": groups}
 
 
-def orjson_key(value) -> str:
-    import json
-
+def _value_key(value) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
@@ -387,8 +383,6 @@ def _bound_sources(sources: list[dict], named: set[int]) -> dict:
     """``sources`` above MAX_ROWS ranks: one source of each (kind, framework, CANN, level,
     analyses), then the sources of the ranks verdicts name, up to SHOWN; every rank's device
     id (columns); how many sources of each kind, version and profiler level; their steps."""
-    from collections import Counter
-
     keep: list[int] = []
     seen: set = set()
     for i, s in enumerate(sources):
@@ -401,7 +395,7 @@ def _bound_sources(sources: list[dict], named: set[int]) -> dict:
         if s.get("rank") in named and i not in keep and len(keep) < SHOWN + NAMED:
             keep.append(i)
     keep.sort()
-    steps = sorted({st for s in sources for st in bounded_items(s.get("steps"))})
+    steps = sorted({st for s in sources for st in s.get("steps") or []})
     versions = Counter(" / ".join(x for x in (s.get("framework_version"),
                                              s.get("cann_version")) if x) or None
                        for s in sources)
@@ -424,8 +418,6 @@ def _bound_problems(problems: list[dict]) -> dict:
     """``problems`` above MAX_ROWS: the first SHOWN by severity (skipped, critical, warning,
     then the others), each severity's count; every one is in problems.csv (``notes`` groups
     them all by kind)."""
-    from collections import Counter
-
     rank = {"skipped": 0, "critical": 1, "warning": 2}
     order = sorted(range(len(problems)), key=lambda i: (rank.get(problems[i].get("severity"),
                                                                  3), i))
@@ -468,13 +460,13 @@ def _bound_lists(s: dict, ca, head: dict) -> list[tuple[str, str]]:
         note("ranks", s["ranks"])
     if is_bounded(head.get("steps")):
         note("headline steps", head["steps"])
-    for src in s["sources"]:
+    if len(s["sources"]) > MAX_ROWS:  # first: its step ids are every source's
+        s["sources"] = _bound_sources(s["sources"], named)
+        note("sources", s["sources"])
+    for src in bounded_items(s["sources"]):
         if len(src.get("steps") or []) > MAX_ROWS:
             src["steps"] = _steps_value(sorted(src["steps"]))
             note("step ids of the source of rank", src["steps"], src.get("rank"))
-    if len(s["sources"]) > MAX_ROWS:
-        s["sources"] = _bound_sources(s["sources"], named)
-        note("sources", s["sources"])
     for key, label in (("breakdown_methods", "step breakdown method"),
                        ("missing", "missing files"), ("not_read", "files not read")):
         if len(s[key]) > MAX_ROWS:
@@ -483,24 +475,22 @@ def _bound_lists(s: dict, ca, head: dict) -> list[tuple[str, str]]:
     if len(s["breakdown_check"]) > MAX_ROWS:
         checks = [dict(c, largest_deviation_pct=_largest_deviation(c))
                   for c in s["breakdown_check"]]
-        v = _bound_rows(checks, score="largest_deviation_pct", label="breakdown_check",
+        v = _bound_rows(checks, score="largest_deviation_pct",
                         full_table="step_trace_check.csv", named=named)
         v["items"] = [{k: x for k, x in c.items() if k != "largest_deviation_pct"}
                       for c in v["items"]]
-        from collections import Counter
-
         v["counts"] = {"status": dict(Counter(c.get("status") for c in checks))}
         s["breakdown_check"] = v
         note("breakdown_check", v)
     if len(s["iterations"]) > MAX_ROWS:
-        s["iterations"] = _bound_rows(s["iterations"], score="total_ms", label="iterations",
+        s["iterations"] = _bound_rows(s["iterations"], score="total_ms",
                                       full_table="iteration_trace.csv", named=named)
         note("iterations", s["iterations"])
     an = s["analyses"]
     for key, score, low, rank_key, full in _ANALYSIS_LISTS:
         rows = an.get(key)
         if isinstance(rows, list) and len(rows) > MAX_ROWS:
-            an[key] = _bound_rows(rows, score=score, label=key, full_table=full,
+            an[key] = _bound_rows(rows, score=score, full_table=full,
                                   named=named if rank_key in ("rank", "late_rank") else set(),
                                   low_is_worse=low, rank_key=rank_key)
             note(f"analyses.{key}", an[key])
