@@ -123,13 +123,15 @@ def test_many_step_rows_give_a_small_summary_with_the_rows_that_matter(run):
 def test_the_bounding_is_said_in_problems_csv(run):
     _, out, stdout = run
     with open(out / "problems.csv", newline="") as f:
-        said = [p for p in csv.DictReader(f) if p["Where"] == "summary.json"]
-    assert len(said) == 1, said  # one note naming every list
-    why = said[0]["Reason"]
-    assert f"ranks: {2 * N:,} rows, 22 shown, all in cluster_step_trace_time.csv" in why
-    assert f"headline steps: {N:,} rows, 20 shown" in why
-    for r in (1, 3):
-        assert f"step ids of the source of rank {r}: {N:,} rows, 20 shown" in why
+        said = [p for p in csv.DictReader(f) if p["Path"] == "summary.json"]
+    assert len(said) == 1, said  # one note; each list, its rows and the rows shown in Affects
+    assert said[0]["Severity"] == "warning"  # 22 rows: the 20 longest, the shortest, rank 3's longest
+    assert said[0]["Reason"].startswith("4 list(s) over 128 rows summarised")
+    assert sorted(said[0]["Affects"].split(";")) == sorted(
+        [f"ranks: {2 * N:,} rows, 22 shown, all in cluster_step_trace_time.csv",
+         f"headline steps: {N:,} rows, 20 shown, all in cluster_step_trace_time.csv"]
+        + [f"step ids of the source of rank {r}: {N:,} rows, 20 shown, all in "
+           "cluster_step_trace_time.csv" for r in (1, 3)])
     # the terminal's breakdown reads the bounded rows and their spread
     assert f"5 longest of {2 * N:,} rank-steps" in stdout
 
@@ -145,7 +147,7 @@ def test_small_runs_list_everything(tmp_path):
     assert isinstance(s["ranks"], list) and isinstance(s["sources"], list)
     assert len(s["sources"]) == 4 and {r["rank"] for r in s["ranks"]} == {0, 1, 2, 3}
     with open(out / "problems.csv", newline="") as f:
-        assert not [p for p in csv.DictReader(f) if p["Where"] == "summary.json"]
+        assert not [p for p in csv.DictReader(f) if p["Path"] == "summary.json"]
 
 
 def test_many_ranks_give_bounded_lists_the_terminal_and_the_page_read(tmp_path,

@@ -137,16 +137,15 @@ def build_summary(ca, outputs: list[str] | None = None, top: int = 10) -> dict:
         head = headline({**s, "ranks": per_rank})
         head["steps"] = bounded_steps
     bounded_lists = _bound_lists(s, ca, head)
-    n = sum(p.where != "summary.json" for p in ca.problems)  # this note aside
+    n = sum(p.path != "summary.json" for p in ca.problems)  # this note aside
     if n + bool(bounded_lists) > MAX_ROWS:
         bounded_lists.append(("problems", f"{n + 1:,} rows, {SHOWN} shown, all in problems.csv"))
-    if bounded_lists:  # one note for all of them, once however often the summary is built
-        text = (f"{len(bounded_lists)} list(s) longer than {MAX_ROWS} rows summarised (the "
-                "rows that matter, and in each list's 'bounded' how many there were, how "
-                "they were chosen and the file with every row): "
-                + "; ".join(f"{label}: {how}" for label, how in bounded_lists))
-        if ("summary.json", text) not in {(p.where, p.reason) for p in ca.problems}:
-            ca.problems.warn(ca.root, text, where="summary.json")
+    if bounded_lists:  # one short note (one line in the terminal), each list in its Affects
+        text = (f"{len(bounded_lists)} list(s) over {MAX_ROWS} rows summarised (see each "
+                "'bounded')")
+        affects = tuple(f"{label}: {how}" for label, how in bounded_lists)
+        if not any(p.path == "summary.json" for p in ca.problems):  # once, however often
+            ca.problems.add("summary.json", text, severity="warning", affects=affects)
     s["problems"] = [p.as_dict() for p in ca.problems]
     s["notes"] = group_problems(s["problems"])
     if len(s["problems"]) > MAX_ROWS:
