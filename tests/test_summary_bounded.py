@@ -195,3 +195,14 @@ def test_many_ranks_give_bounded_lists_the_terminal_and_the_page_read(tmp_path,
     page = (out / "report.html").read_text()
     assert "160: 0-159" in page
     assert "160 × torch_npu text" in page
+
+
+def test_the_page_reads_the_bounded_summary(run):
+    """`ascendprof report` on the many-step output: the run's facts give the number of steps
+    (not the 20 step ids summary.json holds as if they were all)."""
+    _, out, _ = run
+    p = subprocess.run([sys.executable, "-m", "ascendprof", "report", str(out)],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    page = (out / "report.html").read_text()
+    assert f"{N:,}: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 … {N}" in page

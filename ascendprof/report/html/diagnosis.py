@@ -10,6 +10,7 @@ from markupsafe import Markup, escape
 
 from ascendprof.model.ranks import rank_ranges
 from ascendprof.report.bounded import is_bounded, items, rank_map
+from ascendprof.report.bounded import total as bounded_total
 from ascendprof.report.html.common import COLORS, Section
 from ascendprof.report.headline import DEFINITIONS, headline
 
@@ -58,12 +59,14 @@ def facts(d) -> list[tuple[str, str]]:
     step_lists = ([summary["sources"].get("steps")] if counts else
                   [s.get("steps") for s in sources])
     steps = sorted({st for sl in step_lists for st in items(sl)})
-    many = any(is_bounded(sl) for sl in step_lists)  # more steps than summary.json lists
+    many = max((bounded_total(sl) for sl in step_lists if is_bounded(sl)), default=0)
     if rows is not None and not steps:
         steps = list(dict.fromkeys(rows["Step"].astype(str)))
-    if steps:
-        out.append(("steps", ", ".join(map(str, steps[:20]))
-                    + (" …" if len(steps) > 20 or many else "")))
+    if many:  # summary.json holds the first and the last step ids of many
+        out.append(("steps", f"{many:,}: " + ", ".join(map(str, steps[:10]))
+                    + f" … {steps[-1]}"))
+    elif steps:
+        out.append(("steps", ", ".join(map(str, steps[:20])) + (" …" if len(steps) > 20 else "")))
     kinds = Counter(counts.get("kind") or {}) or Counter(s.get("kind", "?") for s in sources)
     if kinds:
         out.append(("profilers", ", ".join(f"{n} × {k}" for k, n in kinds.items())))
