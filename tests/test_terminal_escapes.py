@@ -14,6 +14,10 @@ from click.testing import CliRunner
 import faultgen as FG
 from ascendprof.cli.main import main
 
+#: a terminal wide enough for the op type column not to wrap the name (the test process's own
+#: width depends on how pytest was started: one process or several)
+WIDE = CliRunner(env={"COLUMNS": "200"})
+
 EVIL = "Evil\x1b]0;pwned\x07\x1b[2J[red]X[/red]"
 
 
@@ -33,17 +37,17 @@ def test_analyse_scan_and_diff_escape_names(tmp_path):
     odd = tmp_path / "in" / "job\x1b[2J[bold]x"
     odd.mkdir()
     shutil.move(str(FG.rank_dir(src, "qwen3", 3)), odd / "rank_3_ascend_pt")
-    r = CliRunner().invoke(main, ["analyse", str(src), "-o", str(tmp_path / "out"),
-                                  "--workers", "1", "--no-html", "--run", "."])
+    r = WIDE.invoke(main, ["analyse", str(src), "-o", str(tmp_path / "out"),
+                           "--workers", "1", "--no-html", "--run", "."])
     out = r.output
     if r.exit_code != 0:  # the moved rank is a run of its own: analyse the main one
         raise AssertionError(out)
     _clean(out)
     assert "Evil\\x1b]0;pwned\\x07\\x1b[2J[red]X[/red]" in out, out
-    r = CliRunner().invoke(main, ["scan", str(src)])
+    r = WIDE.invoke(main, ["scan", str(src)])
     _clean(r.output)
     assert "job\\x1b[2J" in r.output.replace("\n", "")
-    r = CliRunner().invoke(main, ["diff", str(src), "--ranks", "0,2", "--top", "40"])
+    r = WIDE.invoke(main, ["diff", str(src), "--ranks", "0,2", "--top", "40"])
     assert r.exit_code == 0, r.output
     _clean(r.output)
     assert "Evil\\x1b]0;pwned\\x07" in r.output
