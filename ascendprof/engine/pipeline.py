@@ -34,22 +34,24 @@ from ascendprof.sysio.atomic import ensure_dir, write_parquet
 from ascendprof.sysio.jsonstream import JsonMembers
 
 
-def _advice_tables(data) -> dict:
-    """The tables the advice rules read from ``data`` (model.rankdata.RankData). A spilled
-    table (bigtables: a large kernel_details.csv or communication.json) is whole on disk but
-    slim or absent in memory; the rules get it read back from its Parquet file, limited to the
-    columns they read (advice.READ_COLUMNS, and the PMU ratios of the kernels), so a large
-    rank gets the same advice as a small one."""
+def _advice_tables(data) -> tuple[dict, dict]:
+    """``(tables, spilled)`` for the advice rules (analyze.advice.rank_advice) from ``data``
+    (model.rankdata.RankData). A spilled kernels table stays as its slim in-memory part, the
+    rules reading any other column from its Parquet file one at a time; another spilled table
+    (bigtables: a large communication.json) is read back limited to the columns the rules read
+    (advice.READ_COLUMNS). So a large rank gets the same advice as a small one, in memory that
+    grows with a few columns of the kernels, not with all of them."""
     if not data.spilled:
-        return data.tables
-
-    tables = dict(data.tables)
+        return data.tables, {}
+    tables, spilled = dict(data.tables), {}
     for name, st in data.spilled.items():
+        if name == S.KERNELS and name in tables:
+            spilled[name] = st
+            continue
         want = READ_COLUMNS.get(name)
-        cols = None if want is None else [c for c in st.schema.names
-                                          if c in want or c.startswith(S.PMU_PREFIX)]
+        cols = None if want is None else [c for c in st.schema.names if c in want]
         tables[name] = st.read(columns=cols)
-    return tables
+    return tables, spilled
 
 
 def _whole_tables(data) -> dict:
@@ -142,7 +144,9 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
                                                               data.tables.get(S.COMM_LINKS))
     res.table_rows = {k: data.num_rows(k) for k in data.names()}
     if read.advice != "off":
-        res.advice = advice_rules.rank_advice(_advice_tables(data), data.meta, data.rank, read.advice)
+        tables, spilled = _advice_tables(data)
+        res.advice = advice_rules.rank_advice(tables, data.meta, data.rank, read.advice, spilled)
+        del tables, spilled
     res.breakdown, res.breakdown_method = step_breakdown.recompute(data.tables, data.rank)
     if partials:  # the analyses' per-rank parts (analyze.registry), for their output files
         res.tables.update(registry.rank_partials(_whole_tables(data), data.rank, res.problems,
