@@ -18,6 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ascendprof.analyze.codes import filled_codes
 from ascendprof.model import schemas as S, tasks
 
 AREAS = ("computation", "schedule", "communication", "memory", "environment")
@@ -353,8 +354,8 @@ class Context:
 
     @staticmethod
     def _karr_of(col) -> dict:
-        core_v, core_c = text_codes(col("accelerator_core"), pc.utf8_upper)
-        name_v, name_c = text_codes(col("name"))
+        core_v, core_c = filled_codes(col("accelerator_core"), fn=pc.utf8_upper)
+        name_v, name_c = filled_codes(col("name"))
         # tasks.comm_rows, on the distinct texts
         comm = _bools(pc.is_in(pc.utf8_upper(_strings(core_v)),
                                value_set=pa.array(tasks.COMM_CORES)))[core_c] | _bools(
@@ -362,7 +363,7 @@ class Context:
         rows = np.flatnonzero(~comm)
         codes = {"core": (core_v, core_c[rows]), "name": (name_v, name_c[rows])}
         for key, c in (("op_type", "op_type"), ("shapes", "input_shapes")):
-            v, k = text_codes(col(c))
+            v, k = filled_codes(col(c))
             codes[key] = (v, k[rows])
         take = pa.array(rows)
         has_core = bool(len(rows)) and bool(pc.any(pc.is_valid(
@@ -411,49 +412,12 @@ class Context:
         return round(100.0 * ns / self.step_ns, 2)
 
 
-def text_codes(col, fn=None) -> tuple[np.ndarray, np.ndarray]:
-    """``(values, codes)`` of an Arrow string column: ``values`` the distinct texts (object
-    array, null as "", then mapped by ``fn``, an Arrow string function such as pc.utf8_upper;
-    in order of first appearance), ``codes`` int32 per row, so that ``values[codes]`` is the
-    column with nulls as "" (and ``fn`` applied) and every distinct text one Python object.
-    Nothing per row is built as text: a kernels table of millions of rows costs its codes."""
-    d = pc.dictionary_encode(col, null_encoding="encode")
-    chunks = d.chunks if isinstance(d, pa.ChunkedArray) else [d]
-    if not chunks:
-        return np.zeros(0, dtype=object), np.zeros(0, np.int32)
-    raw = pc.fill_null(chunks[-1].dictionary, "")
-    raw = (raw if fn is None else fn(raw)).to_pylist()
-    first: dict = {}
-    remap = np.array([first.setdefault(v, len(first)) for v in raw], np.int32)
-    values = np.empty(len(first), dtype=object)
-    values[:] = list(first)
-    codes = np.concatenate([remap[c.indices.to_numpy(zero_copy_only=False)] for c in chunks]) \
-        if remap.size else np.zeros(len(col), np.int32)
-    return values, codes
-
-
 def text_mask(coded: tuple[np.ndarray, np.ndarray], fn) -> np.ndarray:
-    """Bool per row of a :func:`text_codes` pair: ``fn`` (an Arrow function of a string array
+    """Bool per row of a codes.filled_codes pair: ``fn`` (an Arrow function of a string array
     returning booleans, e.g. ``lambda a: pc.match_substring(a, "x")``) applied to the distinct
     texts only."""
     values, codes = coded
     return _bools(fn(_strings(values)))[codes]
-
-
-def group_codes(*codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Groups of rows by several :func:`text_codes` codes at once: ``(keys, inverse)`` with
-    ``keys`` one row per group (its code in each input, groups in order of first appearance,
-    as Arrow's dictionary_encode numbers them) and ``inverse`` the group of each row."""
-    stacked = np.stack([np.asarray(c, np.int64) for c in codes], axis=1) if codes \
-        else np.zeros((0, 0), np.int64)
-    if not len(stacked):
-        return stacked, np.zeros(0, np.int64)
-    _, first, inv = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
-    inv = np.asarray(inv).reshape(-1)
-    order = np.argsort(first, kind="stable")
-    rank = np.empty(len(order), np.int64)
-    rank[order] = np.arange(len(order))
-    return stacked[first[order]], rank[inv]
 
 
 def _strings(values: np.ndarray) -> pa.Array:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ascendprof.analyze.advice.base import (Rule, Skip, finding, group_codes, severity_by_share,
-                                            text_codes, us)
+from ascendprof.analyze.advice.base import Rule, Skip, finding, severity_by_share, us
+from ascendprof.analyze.codes import filled_codes, group_codes
 from ascendprof.model import schemas as S
 
 # ------------------------------------------------------------------------------------ AI CPU
@@ -132,12 +132,12 @@ def _op_compile(ctx):
     compile_calls, compile_ns = _api_totals(ctx, COMPILE_ONLY_API) or (0.0, 0.0)
     dyn_pct, trans = None, ctx.rows_frame(S.KERNELS, np.zeros(0, np.int64), ("dur_ns",))
     if ctx.has(S.KERNELS):  # counted on the distinct texts, not a text per kernel
-        values, codes = text_codes(ctx.column(S.KERNELS, "op_state"))
+        values, codes = filled_codes(ctx.column(S.KERNELS, "op_state"))
         low = np.array([v.lower() for v in values], dtype=object)  # as pandas' str.lower
         n = np.bincount(codes, minlength=len(values))
         dyn, static = int(n[low == "dynamic"].sum()), int(n[low == "static"].sum())
         dyn_pct = round(100.0 * (dyn / (dyn + static)), 1) if dyn + static else None
-        values, codes = text_codes(ctx.column(S.KERNELS, "op_type"))
+        values, codes = filled_codes(ctx.column(S.KERNELS, "op_type"))
         trans = ctx.rows_frame(S.KERNELS, np.flatnonzero((values == "TransData")[codes]),
                                ("dur_ns",))
     evidence = {"aclopCompileAndExecute_calls_per_step": round(calls, 2),
