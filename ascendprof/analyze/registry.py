@@ -128,6 +128,12 @@ ANALYSES = (
              comm_hardware.rank_partial, _comm_hw_files),
 )
 
+#: The KERNELS columns the analyses' per-rank partials read: of a kernels table too large to
+#: hold (sysio.bigtables), the engine gives them only these (a column missing here makes a
+#: large rank's files differ from a small one's: tests/test_spill.py compares them)
+KERNEL_COLUMNS = ("rank", "step", "start_ns", "dur_ns", "name", "op_type", "accelerator_core",
+                  "input_shapes", "input_dtypes", "output_shapes", "output_dtypes")
+
 #: the order the verdict rules run in (their verdicts keep this order among equals)
 _RULE_ORDER = ("memory", "moe", "data")
 

@@ -54,13 +54,27 @@ def _advice_tables(data) -> tuple[dict, dict]:
     return tables, spilled
 
 
-def _whole_tables(data) -> dict:
-    """``data``'s tables with every spilled one read back whole from its Parquet file: the
-    registry's analyses (idle time, launches, late arrivals, efficiency ...) read columns the
-    slim in-memory copy leaves out, and a large rank must give the same files as a small one."""
+def _registry_tables(data) -> dict:
+    """``data``'s tables for the registry's analyses (idle time, launches, late arrivals,
+    efficiency ...): a spilled kernels table as its slim in-memory columns plus the other
+    columns they read (registry.KERNEL_COLUMNS) from its Parquet file, not all of its columns
+    (the PMU ratios alone are ~25 float columns); another spilled table read back whole. A
+    large rank gives the same files as a small one."""
     if not data.spilled:
         return data.tables
-    return {**data.tables, **{name: st.read() for name, st in data.spilled.items()}}
+    tables = dict(data.tables)
+    for name, st in data.spilled.items():
+        t = tables.get(name)
+        if name != S.KERNELS or t is None:
+            tables[name] = st.read()
+            continue
+        extra = [c for c in registry.KERNEL_COLUMNS
+                 if c not in t.column_names and c in st.schema.names]
+        more = st.read(columns=extra) if extra else None
+        for c in extra:
+            t = t.append_column(c, more[c])
+        tables[name] = t
+    return tables
 
 
 def process_rank(source: Source, tables_dir: Path | None = None,
@@ -149,8 +163,8 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
         del tables, spilled
     res.breakdown, res.breakdown_method = step_breakdown.recompute(data.tables, data.rank)
     if partials:  # the analyses' per-rank parts (analyze.registry), for their output files
-        res.tables.update(registry.rank_partials(_whole_tables(data), data.rank, res.problems,
-                                                 data.meta))
+        res.tables.update(registry.rank_partials(_registry_tables(data), data.rank,
+                                                 res.problems, data.meta))
     if data.has(S.KERNELS):
         res.op_partial = op_stats.rank_partial(data.tables[S.KERNELS])
         res.kernel_partial = op_stats.kernel_partial(data.tables[S.KERNELS])
