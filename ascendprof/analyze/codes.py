@@ -52,11 +52,22 @@ def group_codes(*codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     inverse)``, ``keys`` one row per group holding its code in each input, groups numbered in
     order of first appearance (as Arrow's dictionary_encode numbers a joined key), ``inverse``
     the group of each row."""
-    stacked = np.stack([np.asarray(c, np.int64) for c in codes], axis=1)
-    if not len(stacked):
-        return stacked, np.zeros(0, np.int64)
-    _, first, inv = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
+    cols = [np.asarray(c, np.int64) for c in codes]
+    if not len(cols[0]):
+        return np.zeros((0, len(cols)), np.int64), np.zeros(0, np.int64)
+    sizes = [int(c.max()) + 1 for c in cols]
+    if np.prod(np.array(sizes, dtype=float)) < 2.0 ** 62:  # one int64 key per row
+        key = cols[0].copy()
+        for c, n in zip(cols[1:], sizes[1:]):
+            key *= n
+            key += c
+        _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+        del key
+    else:
+        _, first, inv = np.unique(np.stack(cols, axis=1), axis=0, return_index=True,
+                                  return_inverse=True)
     order = np.argsort(first, kind="stable")
     rank = np.empty(len(order), np.int64)
     rank[order] = np.arange(len(order))
-    return stacked[first[order]], rank[np.asarray(inv).reshape(-1)]
+    first = first[order]
+    return np.stack([c[first] for c in cols], axis=1), rank[np.asarray(inv).reshape(-1)]
