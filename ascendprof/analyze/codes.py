@@ -71,3 +71,18 @@ def group_codes(*codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     rank[order] = np.arange(len(order))
     first = first[order]
     return np.stack([c[first] for c in cols], axis=1), rank[np.asarray(inv).reshape(-1)]
+
+
+def distinct_mask(fn, *columns) -> np.ndarray:
+    """``fn(*columns)`` for an elementwise ``fn`` (Arrow string arrays in, one bool per row
+    out, as an Arrow or numpy array; nulls reach it as nulls), evaluated once per distinct tuple
+    of texts and spread back to the rows: a kernels table of millions of rows holds a few
+    thousand distinct names, and upper-/lower-casing each row's text copied whole columns."""
+    coded = [text_codes(c) for c in columns]
+    keys, inv = group_codes(*[codes.astype(np.int64) + 1 for codes, _ in coded])  # null: 0
+    args = [pa.array([None, *values], pa.string()).take(pa.array(keys[:, i]))
+            for i, (_, values) in enumerate(coded)]
+    out = fn(*args)
+    if not isinstance(out, np.ndarray):
+        out = out.to_numpy(zero_copy_only=False)
+    return np.asarray(out, bool)[inv]
