@@ -157,17 +157,25 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
     res.memberships = cluster_communication.first_memberships(data.tables.get(S.COMM_OPS),
                                                               data.tables.get(S.COMM_LINKS))
     res.table_rows = {k: data.num_rows(k) for k in data.names()}
+    # a spilled rank's steps each build and drop hundreds of MB: the heap's free pages go
+    # back between them, or one step's garbage adds to the next one's peak
+    trim = release_free_heap if data.spilled else (lambda: None)
     if read.advice != "off":
         tables, spilled = _advice_tables(data)
         res.advice = advice_rules.rank_advice(tables, data.meta, data.rank, read.advice, spilled)
         del tables, spilled
+        trim()
     res.breakdown, res.breakdown_method = step_breakdown.recompute(data.tables, data.rank)
+    trim()
     if partials:  # the analyses' per-rank parts (analyze.registry), for their output files
         res.tables.update(registry.rank_partials(_registry_tables(data), data.rank,
                                                  res.problems, data.meta))
+        trim()
     if data.has(S.KERNELS):
         res.op_partial = op_stats.rank_partial(data.tables[S.KERNELS])
+        trim()
         res.kernel_partial = op_stats.kernel_partial(data.tables[S.KERNELS])
+        trim()
     entry = None
     if cache_dir is not None and partials:  # tables, entry and result in one directory write
         entry = (cache.store(data, cache_dir, result=res, read=read) if fresh

@@ -374,7 +374,7 @@ class Context:
             v = v.take(take) if fill is None else pc.fill_null(v.take(take), fill)
             return v.to_numpy(zero_copy_only=False)
 
-        out = {key: v[k] for key, (v, k) in codes.items()}
+        out = _Texts(core=core_v[codes["core"][1]])
         out.update({"start": np.asarray(num("start_ns", 0), dtype=np.int64),
                     "dur": np.nan_to_num(np.asarray(num("dur_ns"), dtype=float)),
                     "block": np.asarray(num("block_num"), dtype=float),  # nulls -> NaN
@@ -410,6 +410,18 @@ class Context:
         if ns is None or not self.step_ns:
             return None
         return round(100.0 * ns / self.step_ns, 2)
+
+
+class _Texts(dict):
+    """Context.karr's arrays: "name", "op_type" and "shapes" are made from their codes each
+    time a rule asks (a few rules, on a few rows), not held for the whole advice (24 MB each
+    per million kernels)."""
+
+    def __missing__(self, key):
+        if key not in ("name", "op_type", "shapes"):
+            raise KeyError(key)
+        values, codes = self["codes"][key]
+        return values[codes]
 
 
 def text_mask(coded: tuple[np.ndarray, np.ndarray], fn) -> np.ndarray:

@@ -227,7 +227,7 @@ def _block_dim(ctx):
     if pct is None or pct < BLOCK_DIM_IDLE_PCT:
         return None
     sel = idle_ns > 0
-    names, cores_txt = a["name"][sel], a["core"][sel]
+    names, cores_txt, op_types = a["name"][sel], a["core"][sel], a["op_type"][sel]
     (name_v, name_c), (core_v, core_c) = a["codes"]["name"], a["codes"]["core"]
     pairs, inv = group_codes(name_c[sel], core_c[sel])
     # operators in the order of their text "name\x1fcore" (the text built per operator only)
@@ -243,7 +243,7 @@ def _block_dim(ctx):
     ops = []
     for gi in np.argsort(-g_idle)[:BLOCK_DIM_TOP]:
         i = first[gi]
-        ops.append({"name": names[i], "op_type": a["op_type"][sel][i],
+        ops.append({"name": names[i], "op_type": op_types[i],
                     "accelerator_core": cores_txt[i],
                     "block_dim": sorted({int(x) for x in bd[sel][codes == gi]})[:5],
                     "cores": int(cores[sel][i]), "count": int(g_cnt[gi]),
