@@ -156,10 +156,12 @@ def _timed_kernels(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
 
 
 def rank_partials(tables: dict[str, pa.Table], rank: int, problems=None,
-                  meta: dict | None = None) -> dict[str, pa.Table]:
+                  meta: dict | None = None, between=None) -> dict[str, pa.Table]:
     """{partial name: table} of one rank (absent when the rank has no such data). Kernels
     without a start time or duration (left empty by the reader, e.g. a start time in
-    E-notation, which lost its precision; reported there) take part in none of them."""
+    E-notation, which lost its precision; reported there) take part in none of them.
+    ``between()``, when given, is called after each analysis (the engine gives the heap's free
+    pages back there for a rank of millions of kernels)."""
     out: dict[str, pa.Table] = {}
     tables = _timed_kernels(tables)
     k = tables.get(S.KERNELS)
@@ -175,6 +177,9 @@ def rank_partials(tables: dict[str, pa.Table], rank: int, problems=None,
                                            f"please report this", rank=rank, affects=(a.name,))
             continue
         out.update({k: v for k, v in got.items() if v is not None and v.num_rows})
+        del got, mine
+        if between is not None:
+            between()
     return out
 
 

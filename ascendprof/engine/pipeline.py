@@ -169,7 +169,7 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
     trim()
     if partials:  # the analyses' per-rank parts (analyze.registry), for their output files
         res.tables.update(registry.rank_partials(_registry_tables(data), data.rank,
-                                                 res.problems, data.meta))
+                                                 res.problems, data.meta, between=trim))
         trim()
     if data.has(S.KERNELS):
         res.op_partial = op_stats.rank_partial(data.tables[S.KERNELS])
