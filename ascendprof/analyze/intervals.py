@@ -67,8 +67,8 @@ def union_of(*sets: Intervals) -> Intervals:
     """Union of several sets."""
     if not sets:
         return empty()
-    return union((np.concatenate([x[0] for x in sets]).astype(_I64),
-                  np.concatenate([x[1] for x in sets]).astype(_I64)))
+    return union((np.concatenate([x[0] for x in sets]).astype(_I64, copy=False),
+                  np.concatenate([x[1] for x in sets]).astype(_I64, copy=False)))
 
 
 def _combine(a: Intervals, b: Intervals, keep) -> Intervals:

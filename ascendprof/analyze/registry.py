@@ -139,36 +139,37 @@ ANALYSES = (
              comm_hardware.rank_partial, _comm_hw_files),
 )
 
-#: The KERNELS columns the analyses' per-rank partials read (their ``kernels``): of a kernels
-#: table too large to hold (sysio.bigtables) the engine reads only these
-KERNEL_COLUMNS = tuple(dict.fromkeys(c for a in ANALYSES for c in a.kernels))
-
 #: the order the verdict rules run in (their verdicts keep this order among equals)
 _RULE_ORDER = ("memory", "moe", "data")
 
 
-def _timed_kernels(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
-    k = tables.get(S.KERNELS)
-    if k is None or (k["start_ns"].null_count == 0 and k["dur_ns"].null_count == 0):
-        return tables
-    return {**tables, S.KERNELS: k.filter(pc.and_(pc.is_valid(k["start_ns"]),
-                                                  pc.is_valid(k["dur_ns"])))}
+def _untimed(k: pa.Table):
+    """The filter of KERNELS rows with a start time and a duration, None when all have both."""
+    if k["start_ns"].null_count == 0 and k["dur_ns"].null_count == 0:
+        return None
+    return pc.and_(pc.is_valid(k["start_ns"]), pc.is_valid(k["dur_ns"]))
 
 
 def rank_partials(tables: dict[str, pa.Table], rank: int, problems=None,
-                  meta: dict | None = None, between=None) -> dict[str, pa.Table]:
+                  meta: dict | None = None, between=None, kernels=None) -> dict[str, pa.Table]:
     """{partial name: table} of one rank (absent when the rank has no such data). Kernels
     without a start time or duration (left empty by the reader, e.g. a start time in
     E-notation, which lost its precision; reported there) take part in none of them.
     ``between()``, when given, is called after each analysis (the engine gives the heap's free
-    pages back there for a rank of millions of kernels)."""
+    pages back there for a rank of millions of kernels). ``kernels(columns) -> pa.Table``, when
+    given, supplies KERNELS with those columns (the engine reads the ones a spilled table does
+    not hold in memory from its file, for the one analysis that reads them)."""
     out: dict[str, pa.Table] = {}
-    tables = _timed_kernels(tables)
     k = tables.get(S.KERNELS)
+    timed = None if k is None else _untimed(k)
+    if k is not None and kernels is None:
+        kernels = lambda cols: k.select([c for c in cols if c in k.column_names])  # noqa: E731
     for a in ANALYSES:
         mine = tables
         if k is not None:  # only the kernel columns it reads (none when it reads none)
-            mine = {**tables, S.KERNELS: k.select([c for c in a.kernels if c in k.column_names])}
+            kt = kernels(a.kernels)
+            mine = {**tables, S.KERNELS: kt if timed is None else kt.filter(timed)}
+            del kt
         try:
             got = a.rank_partial(mine, rank, meta or {})
         except Exception as e:  # noqa: BLE001 - one analysis' defect must not lose the rank

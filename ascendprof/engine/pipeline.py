@@ -10,6 +10,7 @@ the per-rank partials.
 from __future__ import annotations
 
 import gc
+from functools import partial
 from importlib import import_module
 from pathlib import Path
 
@@ -54,27 +55,33 @@ def _advice_tables(data) -> tuple[dict, dict]:
     return tables, spilled
 
 
-def _registry_tables(data) -> dict:
-    """``data``'s tables for the registry's analyses (idle time, launches, late arrivals,
-    efficiency ...): a spilled kernels table as its slim in-memory columns plus the other
-    columns they read (registry.KERNEL_COLUMNS) from its Parquet file, not all of its columns
-    (the PMU ratios alone are ~25 float columns); another spilled table read back whole. A
-    large rank gives the same files as a small one."""
+def _registry_tables(data):
+    """``(tables, kernels)`` for the registry's analyses (idle time, launches, late arrivals,
+    efficiency ...: registry.rank_partials): a spilled kernels table stays its slim in-memory
+    columns, ``kernels(columns)`` adding the other columns an analysis reads from its Parquet
+    file while that analysis runs (not all of its columns: the PMU ratios alone are ~25 float
+    columns); another spilled table is read back whole. A large rank gives the same files as a
+    small one. ``kernels`` is None when nothing is spilled."""
     if not data.spilled:
-        return data.tables
-    tables = dict(data.tables)
+        return data.tables, None
+    tables, kernels = dict(data.tables), None
     for name, st in data.spilled.items():
-        t = tables.get(name)
-        if name != S.KERNELS or t is None:
+        if name == S.KERNELS and name in tables:
+            kernels = partial(_with_columns, tables[name], st)
+        else:
             tables[name] = st.read()
-            continue
-        extra = [c for c in registry.KERNEL_COLUMNS
-                 if c not in t.column_names and c in st.schema.names]
-        more = st.read(columns=extra) if extra else None
-        for c in extra:
-            t = t.append_column(c, more[c])
-        tables[name] = t
-    return tables
+    return tables, kernels
+
+
+def _with_columns(slim: pa.Table, spilled, cols) -> pa.Table:
+    """The kernels with columns ``cols`` (those they have, in that order): from the slim
+    in-memory table, the others read from the spilled file."""
+    t = slim.select([c for c in cols if c in slim.column_names])
+    extra = [c for c in cols if c not in slim.column_names and c in spilled.schema.names]
+    more = spilled.read(columns=extra) if extra else None
+    for c in extra:
+        t = t.append_column(c, more[c])
+    return t.select([c for c in cols if c in t.column_names])
 
 
 def process_rank(source: Source, tables_dir: Path | None = None,
@@ -168,8 +175,10 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
     res.breakdown, res.breakdown_method = step_breakdown.recompute(data.tables, data.rank)
     trim()
     if partials:  # the analyses' per-rank parts (analyze.registry), for their output files
-        res.tables.update(registry.rank_partials(_registry_tables(data), data.rank,
-                                                 res.problems, data.meta, between=trim))
+        tables, kernels = _registry_tables(data)
+        res.tables.update(registry.rank_partials(tables, data.rank, res.problems, data.meta,
+                                                 between=trim, kernels=kernels))
+        del tables, kernels
         trim()
     if data.has(S.KERNELS):
         res.op_partial = op_stats.rank_partial(data.tables[S.KERNELS])
