@@ -218,12 +218,17 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
     used = () if bw is None or bw.num_rows == 0 else bw.filter(
         pc.greater(pc.fill_null(bw["size_mb"], 0.0), 0.0))["transport"].to_pylist()
     chip = hw.chip_of(used)
-    d = k.select(["step", "op_type", "dur_ns", "input_shapes", "input_dtypes", "output_shapes",
-                  "output_dtypes"]).to_pandas()
-    d["_step"] = d["step"].fillna(-1).astype(int)
-    rows = []
     keys = ["_step", "op_type", "input_shapes", "input_dtypes", "output_shapes", "output_dtypes"]
-    for key, g in d.groupby(keys, sort=True, dropna=False):
+    # calls and time per key summed in Arrow: pandas grouped a frame of every kernel (millions
+    # on a large rank) only to count and sum; the keys come out of pandas' groupby as before
+    t = k.select(keys[1:]).append_column("_step", pc.cast(pc.fill_null(k["step"], -1),
+                                                           pa.int64()))
+    t = t.append_column("_dur", pc.fill_null(k["dur_ns"], 0))
+    d = t.group_by(keys, use_threads=False).aggregate(
+        [("_dur", "sum"), ("_dur", "count", pc.CountOptions(mode="all"))]).to_pandas()
+    del t
+    rows = []
+    for key, g in d.groupby(keys, sort=True, dropna=False):  # one row per group
         step, op_type, ins, in_t, outs, out_t = key
         fam = family_of(op_type)
         if fam is None:
@@ -231,8 +236,8 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
         first_t = str(in_t or "").strip().strip('"').split(";")[0]
         rows.append({"rank": rank, "step": None if step < 0 else int(step), "family": fam,
                      "op_type": op_type, "input_shapes": None if pd.isna(ins) else str(ins),
-                     "dtype": hw.dtype_name(first_t) or None, "calls": len(g),
-                     "dur_ns": int(g["dur_ns"].fillna(0).sum()),
+                     "dtype": hw.dtype_name(first_t) or None,
+                     "calls": int(g["_dur_count"].iloc[0]), "dur_ns": int(g["_dur_sum"].iloc[0]),
                      "flops": flops_of(fam, ins, outs),
                      "bytes": bytes_of(ins, in_t, outs, out_t), "chip": chip})
     out = {OP_EFFICIENCY: pa.Table.from_pylist(rows, schema=PARTIAL_SCHEMA)}
