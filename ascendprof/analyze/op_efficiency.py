@@ -221,12 +221,18 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
     keys = ["_step", "op_type", "input_shapes", "input_dtypes", "output_shapes", "output_dtypes"]
     # calls and time per key summed in Arrow: pandas grouped a frame of every kernel (millions
     # on a large rank) only to count and sum; the keys come out of pandas' groupby as before
-    t = k.select(keys[1:]).append_column("_step", pc.cast(pc.fill_null(k["step"], -1),
-                                                           pa.int64()))
-    t = t.append_column("_dur", pc.fill_null(k["dur_ns"], 0))
-    d = t.group_by(keys, use_threads=False).aggregate(
-        [("_dur", "sum"), ("_dur", "count", pc.CountOptions(mode="all"))]).to_pandas()
-    del t
+    # grouped on the texts' dictionary codes (Arrow's grouper copies every key text per row)
+    codes, texts = {"_step": pc.cast(pc.fill_null(k["step"], -1), pa.int64())}, {}
+    for c in keys[1:]:
+        enc = pc.dictionary_encode(k[c]).chunks  # one dictionary shared by the chunks
+        texts[c] = enc[0].dictionary
+        codes[c] = pa.chunked_array([e.indices for e in enc], pa.int32())
+    g = pa.table({**codes, "_dur": pc.fill_null(k["dur_ns"], 0)}).group_by(
+        keys, use_threads=False).aggregate([("_dur", "sum"),
+                                            ("_dur", "count", pc.CountOptions(mode="all"))])
+    del codes
+    d = pa.table({c: texts[c].take(g[c]) if c in texts else g[c] for c in g.column_names}
+                 ).to_pandas()
     rows = []
     for key, g in d.groupby(keys, sort=True, dropna=False):  # one row per group
         step, op_type, ins, in_t, outs, out_t = key
