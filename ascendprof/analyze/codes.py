@@ -48,29 +48,34 @@ def filled_codes(column, null: str = "", fn=None) -> tuple[np.ndarray, np.ndarra
 
 
 def group_codes(*codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Groups of rows by several code arrays at once (:func:`filled_codes`): ``(keys,
-    inverse)``, ``keys`` one row per group holding its code in each input, groups numbered in
-    order of first appearance (as Arrow's dictionary_encode numbers a joined key), ``inverse``
-    the group of each row."""
-    cols = [np.asarray(c, np.int64) for c in codes]
-    if not len(cols[0]):
-        return np.zeros((0, len(cols)), np.int64), np.zeros(0, np.int64)
-    sizes = [int(c.max()) + 1 for c in cols]
-    if np.prod(np.array(sizes, dtype=float)) < 2.0 ** 62:  # one int64 key per row
-        key = cols[0].copy()
-        for c, n in zip(cols[1:], sizes[1:]):
-            key *= n
-            key += c
-        _, first, inv = np.unique(key, return_index=True, return_inverse=True)
-        del key
-    else:
+    """Groups of rows by several code arrays at once (:func:`filled_codes`; codes >= 0):
+    ``(keys, inverse)``, ``keys`` one row per group holding its code in each input, groups
+    numbered in order of first appearance (as Arrow's dictionary_encode numbers a joined key),
+    ``inverse`` the group of each row. Hashes one int64 key per row (no sort of the rows)."""
+    if not len(codes[0]):
+        return np.zeros((0, len(codes)), np.int64), np.zeros(0, np.int64)
+    sizes = [int(np.max(c)) + 1 for c in codes]
+    if np.prod(np.array(sizes, dtype=float)) >= 2.0 ** 62:  # no room for one key: sort rows
+        cols = [np.asarray(c, np.int64) for c in codes]
         _, first, inv = np.unique(np.stack(cols, axis=1), axis=0, return_index=True,
                                   return_inverse=True)
-    order = np.argsort(first, kind="stable")
-    rank = np.empty(len(order), np.int64)
-    rank[order] = np.arange(len(order))
-    first = first[order]
-    return np.stack([c[first] for c in cols], axis=1), rank[np.asarray(inv).reshape(-1)]
+        order = np.argsort(first, kind="stable")
+        rank = np.empty(len(order), np.int64)
+        rank[order] = np.arange(len(order))
+        return np.stack([c[first[order]] for c in cols], axis=1), \
+            rank[np.asarray(inv).reshape(-1)]
+    key = np.asarray(codes[0], np.int64).copy()
+    for c, n in zip(codes[1:], sizes[1:]):
+        key *= n
+        key += c
+    enc = pc.dictionary_encode(pa.array(key))  # first-appearance order
+    del key
+    uniq = np.array(enc.dictionary.to_numpy(zero_copy_only=False), np.int64)  # writable
+    keys = np.empty((len(uniq), len(codes)), np.int64)
+    for i in range(len(codes) - 1, -1, -1):
+        keys[:, i] = uniq % sizes[i]
+        uniq //= sizes[i]
+    return keys, np.asarray(enc.indices.to_numpy(zero_copy_only=False))
 
 
 def distinct_mask(fn, *columns) -> np.ndarray:
@@ -79,7 +84,7 @@ def distinct_mask(fn, *columns) -> np.ndarray:
     of texts and spread back to the rows: a kernels table of millions of rows holds a few
     thousand distinct names, and upper-/lower-casing each row's text copied whole columns."""
     coded = [text_codes(c) for c in columns]
-    keys, inv = group_codes(*[codes.astype(np.int64) + 1 for codes, _ in coded])  # null: 0
+    keys, inv = group_codes(*[codes + 1 for codes, _ in coded])  # null: 0
     args = [pa.array([None, *values], pa.string()).take(pa.array(keys[:, i]))
             for i, (_, values) in enumerate(coded)]
     out = fn(*args)
