@@ -35,10 +35,10 @@ def _spilled_advice(monkeypatch, rank_dir, mode):
     reads = []
     real_read = bigtables.SpilledTable.read
 
-    def read(self, columns=None):
+    def read(self, columns=None, **kw):
         if self.path.name.startswith(f".{S.KERNELS}."):
             reads.append(columns)
-        return real_read(self, columns)
+        return real_read(self, columns, **kw)
 
     with monkeypatch.context() as m:
         m.setattr(bigtables, "SPILL_BYTES", 1)

@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ascendprof.analyze import hardware as hw
+from ascendprof.analyze.codes import distinct_mask
 from ascendprof.model import schemas as S
 
 OP_EFFICIENCY = "op_efficiency"
@@ -208,10 +209,10 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
     k = tables.get(S.KERNELS)
     if k is None or k.num_rows == 0:
         return {}
-    types = pc.fill_null(k["op_type"], "")
-    low = pc.utf8_lower(types)
-    keep = pc.or_(pc.match_substring(low, "matmul"), pc.match_substring(low, "flashattention"))
-    k = k.filter(keep)
+    def ours(types):
+        low = pc.utf8_lower(pc.fill_null(types, ""))
+        return pc.or_(pc.match_substring(low, "matmul"), pc.match_substring(low, "flashattention"))
+    k = k.filter(pa.array(distinct_mask(ours, k["op_type"])))  # judged per distinct op type
     if k.num_rows == 0:
         return {}
     bw = tables.get(S.COMM_BANDWIDTH)
@@ -224,9 +225,14 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
     # grouped on the texts' dictionary codes (Arrow's grouper copies every key text per row)
     codes, texts = {"_step": pc.cast(pc.fill_null(k["step"], -1), pa.int64())}, {}
     for c in keys[1:]:
-        enc = pc.dictionary_encode(k[c]).chunks  # one dictionary shared by the chunks
-        texts[c] = enc[0].dictionary
-        codes[c] = pa.chunked_array([e.indices for e in enc], pa.int32())
+        col = k[c]
+        if pa.types.is_dictionary(col.type):  # (a large rank's columns read from its file)
+            col = pa.table({c: col}).unify_dictionaries()[c]
+            enc = col.chunks
+        else:
+            enc = pc.dictionary_encode(col).chunks  # one dictionary shared by the chunks
+        texts[c] = enc[0].dictionary if enc else pa.array([], pa.string())
+        codes[c] = pa.chunked_array([e.indices.cast(pa.int32()) for e in enc], pa.int32())
     g = pa.table({**codes, "_dur": pc.fill_null(k["dur_ns"], 0)}).group_by(
         keys, use_threads=False).aggregate([("_dur", "sum"),
                                             ("_dur", "count", pc.CountOptions(mode="all"))])

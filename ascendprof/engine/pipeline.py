@@ -75,10 +75,11 @@ def _registry_tables(data):
 
 def _with_columns(slim: pa.Table, spilled, cols) -> pa.Table:
     """The kernels with columns ``cols`` (those they have, in that order): from the slim
-    in-memory table, the others read from the spilled file."""
+    in-memory table, the others read from the spilled file, text ones dictionary-encoded
+    (data types and output shapes repeat: codes, not millions of texts)."""
     t = slim.select([c for c in cols if c in slim.column_names])
     extra = [c for c in cols if c not in slim.column_names and c in spilled.schema.names]
-    more = spilled.read(columns=extra) if extra else None
+    more = spilled.read(columns=extra, dictionary=True) if extra else None
     for c in extra:
         t = t.append_column(c, more[c])
     return t.select([c for c in cols if c in t.column_names])

@@ -125,10 +125,17 @@ class SpilledTable:
         for i in range(f.num_row_groups):
             yield f.read_row_group(i, columns=columns)
 
-    def read(self, columns=None) -> pa.Table:
+    def read(self, columns=None, dictionary: bool = False) -> pa.Table:
+        """The table (all columns unless ``columns``); with ``dictionary`` its text columns
+        dictionary-encoded (a few bytes per row instead of the text; one dictionary per row
+        group)."""
         import pyarrow.parquet as pq
 
-        return pq.read_table(self.path, columns=columns)
+        if not dictionary:
+            return pq.read_table(self.path, columns=columns)
+        texts = [f.name for f in self.schema if pa.types.is_string(f.type)
+                 and (columns is None or f.name in columns)]
+        return pq.read_table(self.path, columns=columns, read_dictionary=texts)
 
     def move_to(self, dest: Path) -> None:
         """Put the file at ``dest`` (renamed when on the same file system, else copied); it is
