@@ -48,17 +48,21 @@ def union(a: Intervals) -> Intervals:
     if s.size and (e > s).all() and (s[1:] > e[:-1]).all():
         return s, e
     keep = e > s
-    s, e = s[keep], e[keep]
+    if not keep.all():
+        s, e = s[keep], e[keep]
+    del keep
     if s.size == 0:
         return empty()
     order = np.argsort(s, kind="stable")
-    s, e = s[order], e[order]
-    reach = np.maximum.accumulate(e)
+    s, reach = s[order], e[order]  # (copies: millions of kernels hold few of them at once)
+    del order
+    np.maximum.accumulate(reach, out=reach)
     # A new merged interval starts where a start lies beyond everything reached so far.
     new = np.empty(s.size, dtype=bool)
     new[0] = True
-    new[1:] = s[1:] > reach[:-1]
+    np.greater(s[1:], reach[:-1], out=new[1:])
     first = np.flatnonzero(new)
+    del new
     last = np.append(first[1:] - 1, s.size - 1)
     return s[first], reach[last]
 
