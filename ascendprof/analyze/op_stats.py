@@ -27,6 +27,9 @@ TOP_KERNELS_COLUMNS = ["Name", "Input Shapes", "OP Type", "Accelerator Core", "C
 
 #: the KERNELS columns the partials use (filtering only these, not ~50 PMU columns, is 5x faster)
 _USED = ["rank", "name", "input_shapes", "op_type", "accelerator_core", "dur_ns"]
+#: ... those :func:`rank_partial` and :func:`kernel_partial` read
+RANK_COLUMNS = ("rank", "op_type", "accelerator_core", "dur_ns")
+KERNEL_COLUMNS = tuple(_USED)
 
 
 def _not_comm(kernels: pa.Table) -> pa.Table:

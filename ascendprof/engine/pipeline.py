@@ -73,11 +73,26 @@ def _registry_tables(data):
     return tables, kernels
 
 
+#: the KERNELS columns the step breakdown reads (analyze.step_breakdown)
+_BREAKDOWN_KERNELS = ("rank", "step", "device_id", "start_ns", "dur_ns", "name",
+                      "accelerator_core")
+
+
+def _plain_kernels(data, columns) -> dict:
+    """``data``'s tables; of a spilled rank, its slim kernels as ``columns`` in plain text
+    (the slim table keeps its texts dictionary-encoded: only the columns one step reads are
+    expanded, for that step)."""
+    k = data.tables.get(S.KERNELS)
+    if S.KERNELS not in data.spilled or k is None:
+        return data.tables
+    return {**data.tables, S.KERNELS: bigtables.plain(k, columns)}
+
+
 def _with_columns(slim: pa.Table, spilled, cols) -> pa.Table:
     """The kernels with columns ``cols`` (those they have, in that order): from the slim
     in-memory table, the others read from the spilled file, text ones dictionary-encoded
     (data types and output shapes repeat: codes, not millions of texts)."""
-    t = slim.select([c for c in cols if c in slim.column_names])
+    t = bigtables.plain(slim, cols)
     extra = [c for c in cols if c not in slim.column_names and c in spilled.schema.names]
     more = spilled.read(columns=extra, dictionary=True) if extra else None
     for c in extra:
@@ -173,7 +188,8 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
         res.advice = advice_rules.rank_advice(tables, data.meta, data.rank, read.advice, spilled)
         del tables, spilled
         trim()
-    res.breakdown, res.breakdown_method = step_breakdown.recompute(data.tables, data.rank)
+    res.breakdown, res.breakdown_method = step_breakdown.recompute(
+        _plain_kernels(data, _BREAKDOWN_KERNELS), data.rank)
     trim()
     if partials:  # the analyses' per-rank parts (analyze.registry), for their output files
         tables, kernels = _registry_tables(data)
@@ -182,9 +198,11 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
         del tables, kernels
         trim()
     if data.has(S.KERNELS):
-        res.op_partial = op_stats.rank_partial(data.tables[S.KERNELS])
+        res.op_partial = op_stats.rank_partial(
+            _plain_kernels(data, op_stats.RANK_COLUMNS)[S.KERNELS])
         trim()
-        res.kernel_partial = op_stats.kernel_partial(data.tables[S.KERNELS])
+        res.kernel_partial = op_stats.kernel_partial(
+            _plain_kernels(data, op_stats.KERNEL_COLUMNS)[S.KERNELS])
         trim()
     entry = None
     if cache_dir is not None and partials:  # tables, entry and result in one directory write

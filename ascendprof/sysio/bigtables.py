@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ascendprof.model import schemas as S
 from ascendprof.sysio.parquet import PARQUET_OPTIONS
@@ -33,6 +34,11 @@ SLIM_COLUMNS = {
                 "accelerator_core", "input_shapes"),
     S.COMM_OPS: tuple(f.name for f in S.SCHEMAS[S.COMM_OPS] if f.name != "opinfo_json"),
 }
+
+#: text columns of a slim table kept dictionary-encoded (kernel names, op types, cores and
+#: shapes repeat: ~4 bytes per row instead of the text, ~200 MB of a 1 GB kernel_details.csv);
+#: :func:`plain` gives them back as text to the code that reads them
+SLIM_DICTIONARY = {S.KERNELS: ("name", "op_type", "accelerator_core", "input_shapes")}
 
 _dir: list[Path | None] = [None]
 
@@ -72,7 +78,22 @@ def slim(name: str, table: pa.Table) -> pa.Table | None:
     cols = SLIM_COLUMNS.get(name)
     if not cols:
         return None
-    return table.select([c for c in cols if c in table.column_names])
+    t = table.select([c for c in cols if c in table.column_names])
+    for c in SLIM_DICTIONARY.get(name, ()):
+        if c in t.column_names and pa.types.is_string(t.schema.field(c).type):
+            t = t.set_column(t.schema.get_field_index(c), c, pc.dictionary_encode(t[c]))
+    return t
+
+
+def plain(table: pa.Table, columns=None) -> pa.Table:
+    """``table`` (only ``columns``, those it has, when given) with its dictionary-encoded
+    columns as plain values (a slim table as the analyses read it); unchanged otherwise."""
+    if columns is not None:
+        table = table.select([c for c in columns if c in table.column_names])
+    for i, f in enumerate(table.schema):
+        if pa.types.is_dictionary(f.type):
+            table = table.set_column(i, f.name, table[f.name].cast(f.type.value_type))
+    return table
 
 
 def combine_slim(parts: list[pa.Table]) -> pa.Table:

@@ -190,6 +190,8 @@ class Context:
             if name in self.spilled and t is not None:  # the columns not in memory too
                 t = pa.table({c: self.column(name, c) for c in self.columns(name)
                               if c in (*(READ_COLUMNS.get(name) or self.columns(name)), *extra)})
+                t = pa.table({c: v.cast(v.type.value_type) if pa.types.is_dictionary(v.type)
+                              else v for c, v in zip(t.column_names, t.columns)})
             if t is None:
                 t = S.empty(name) if name in S.SCHEMAS else pa.table({})
             want = READ_COLUMNS.get(name)
@@ -236,7 +238,10 @@ class Context:
         for c in (columns or READ_COLUMNS.get(name) or have):
             if c in have:
                 v = self.column(name, c)
-                out[c] = (v.take(take), v.null_count > 0 and pa.types.is_integer(v.type))
+                got = v.take(take)
+                if pa.types.is_dictionary(got.type):  # (a spilled table's slim texts)
+                    got = got.cast(got.type.value_type)
+                out[c] = (got, v.null_count > 0 and pa.types.is_integer(v.type))
         df = pa.table({c: v for c, (v, _) in out.items()}).to_pandas()
         for c, (_, nulls) in out.items():
             if nulls:
