@@ -39,10 +39,3 @@ def _text(col):
     if isinstance(col, (pa.Array, pa.ChunkedArray)) and pa.types.is_dictionary(col.type):
         return col.cast(col.type.value_type)
     return col
-
-
-def comm_frame_rows(cores, names):
-    """:func:`comm_rows` for pandas Series (bool Series, never NA)."""
-    core = cores.fillna("").astype(str).str.upper()
-    name = names.fillna("").astype(str).str.lower()
-    return core.isin(COMM_CORES) | name.str.startswith(COMM_NAME_PREFIX)

@@ -395,13 +395,6 @@ class Context:
         v = pc.cast(v.take(pa.array(self.karr()["rows"])), pa.float64())
         return np.asarray(v.to_numpy(zero_copy_only=False), float)
 
-    @staticmethod
-    def compute_mask(k: pd.DataFrame) -> pd.Series:
-        """True for KERNELS rows that are compute tasks (not communication big ops)."""
-        if not len(k):
-            return pd.Series([], dtype=bool)
-        return ~tasks.comm_frame_rows(k["accelerator_core"], k["name"])
-
     def compute_kernels(self) -> pd.DataFrame:
         """KERNELS rows that are compute tasks (not communication big ops)."""
         return self._memo("compute_kernels",
