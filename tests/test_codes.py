@@ -1,6 +1,6 @@
-"""Integer codes of text key columns (ascendprof.analyze.verdicts.opsplit.text_codes): every
-row's code indexes its own text in the returned list, -1 for null, whatever the Arrow layout.
-Expected values by hand."""
+"""Integer codes of text key columns (ascendprof.analyze.codes): every row's code indexes its
+own text in the returned list, -1 for null, whatever the Arrow layout; filled codes, groups of
+several codes and per-distinct-text masks. Expected values by hand."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from ascendprof.analyze.verdicts.opsplit import text_codes
+import pyarrow.compute as pc
+
+from ascendprof.analyze.codes import distinct_mask, filled_codes, group_codes, text_codes
 
 
 def _decoded(codes: np.ndarray, values: list) -> list:
@@ -48,3 +50,37 @@ def test_no_nulls_and_empty():
     assert codes.tolist() == [] and values == []
     codes, values = text_codes(pa.array([], pa.string()))
     assert codes.tolist() == [] and codes.dtype == np.int32
+
+
+def test_filled_codes_fill_nulls_and_merge_what_fn_makes_equal():
+    col = pa.chunked_array([["ai_core", None, "AI_CORE"], ["", "hccl", None]])
+    values, codes = filled_codes(col, fn=pc.utf8_upper)
+    assert list(values[codes]) == ["AI_CORE", "", "AI_CORE", "", "HCCL", ""]
+    assert len(set(values)) == len(values) == 3  # "ai_core"/"AI_CORE" and null/"" merged
+    values, codes = filled_codes(col, null="?")
+    assert list(values[codes]) == ["ai_core", "?", "AI_CORE", "", "hccl", "?"]
+
+
+def test_group_codes_number_groups_by_first_appearance():
+    a = np.array([3, 1, 3, 0, 1, 3])
+    b = np.array([0, 2, 0, 1, 2, 1])
+    keys, inv = group_codes(a, b)
+    # pairs in order of appearance: (3,0) (1,2) (0,1) (3,1)
+    assert keys.tolist() == [[3, 0], [1, 2], [0, 1], [3, 1]]
+    assert inv.tolist() == [0, 1, 0, 2, 1, 3]
+    keys, inv = group_codes(np.zeros(0, np.int32), np.zeros(0, np.int32))
+    assert keys.shape == (0, 2) and inv.size == 0
+
+
+def test_distinct_mask_is_the_rowwise_function():
+    calls = []
+
+    def fn(cores, names):  # elementwise; sees nulls as nulls
+        calls.append(len(cores))
+        return pc.or_(pc.fill_null(pc.equal(cores, "HCCL"), False),
+                      pc.fill_null(pc.starts_with(names, "hcom_"), True))
+    cores = pa.chunked_array([["HCCL", "AI_CORE", None, "AI_CORE"], ["AI_CORE", "HCCL"]])
+    names = pa.chunked_array([["a", "hcom_b", "c", None], ["a", "a"]])
+    # by hand: HCCL; hcom_ name; neither; null name -> True; neither; HCCL
+    assert distinct_mask(fn, cores, names).tolist() == [True, True, False, True, False, True]
+    assert calls == [5]  # (HCCL, a) twice: evaluated once

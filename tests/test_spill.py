@@ -55,7 +55,9 @@ def _kernels_spilled(path, bad=None, negative=None):
     assert got is not None
     slim, spilled = got
     whole = spilled.read()
-    assert slim.equals(whole.select(list(bigtables.SLIM_COLUMNS[S.KERNELS])))
+    assert bigtables.plain(slim).equals(whole.select(list(bigtables.SLIM_COLUMNS[S.KERNELS])))
+    assert all(pa.types.is_dictionary(slim.schema.field(c).type)  # texts held as codes
+               for c in bigtables.SLIM_DICTIONARY[S.KERNELS])
     assert spilled.num_rows == whole.num_rows
     return whole
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ascendprof.analyze import idle
 from ascendprof.analyze import intervals as iv
@@ -69,7 +70,10 @@ def launches_frame(tables: dict) -> pd.DataFrame | None:
     k = tables.get(S.KERNELS)
     types = {}
     if k is not None and k.num_rows:
-        kk = k.select(["start_ns", "op_type"]).to_pandas().dropna()
+        k = k.select(["start_ns", "op_type"])  # only the launched tasks' starts, of millions
+        k = k.filter(pc.is_in(k["start_ns"], value_set=pa.array(
+            d["device_start_ns"].astype("int64").unique(), pa.int64())))
+        kk = k.to_pandas().dropna()
         types = dict(zip(kk["start_ns"].astype("int64"), kk["op_type"]))
     d["op_type"] = [types.get(int(s), n) for s, n in zip(d["device_start_ns"], d["task_name"])]
     d["op_type"] = d["op_type"].fillna("(unknown)")

@@ -41,20 +41,28 @@ def empty() -> Intervals:
 
 
 def union(a: Intervals) -> Intervals:
-    """Normalise one set: merge overlapping or touching intervals, drop zero-length ones."""
+    """Normalise one set: merge overlapping or touching intervals, drop zero-length ones. A
+    set already normalised (e.g. a union's result, clipped to many windows in turn) comes back
+    as it is, without sorting its millions of intervals again."""
     s, e = make(*a)
+    if s.size and (e > s).all() and (s[1:] > e[:-1]).all():
+        return s, e
     keep = e > s
-    s, e = s[keep], e[keep]
+    if not keep.all():
+        s, e = s[keep], e[keep]
+    del keep
     if s.size == 0:
         return empty()
     order = np.argsort(s, kind="stable")
-    s, e = s[order], e[order]
-    reach = np.maximum.accumulate(e)
+    s, reach = s[order], e[order]  # (copies: millions of kernels hold few of them at once)
+    del order
+    np.maximum.accumulate(reach, out=reach)
     # A new merged interval starts where a start lies beyond everything reached so far.
     new = np.empty(s.size, dtype=bool)
     new[0] = True
-    new[1:] = s[1:] > reach[:-1]
+    np.greater(s[1:], reach[:-1], out=new[1:])
     first = np.flatnonzero(new)
+    del new
     last = np.append(first[1:] - 1, s.size - 1)
     return s[first], reach[last]
 
@@ -63,8 +71,8 @@ def union_of(*sets: Intervals) -> Intervals:
     """Union of several sets."""
     if not sets:
         return empty()
-    return union((np.concatenate([x[0] for x in sets]).astype(_I64),
-                  np.concatenate([x[1] for x in sets]).astype(_I64)))
+    return union((np.concatenate([x[0] for x in sets]).astype(_I64, copy=False),
+                  np.concatenate([x[1] for x in sets]).astype(_I64, copy=False)))
 
 
 def _combine(a: Intervals, b: Intervals, keep) -> Intervals:
@@ -73,13 +81,18 @@ def _combine(a: Intervals, b: Intervals, keep) -> Intervals:
     coords = np.concatenate([a[0], a[1], b[0], b[1]])
     if coords.size == 0:
         return empty()
-    da = np.concatenate([np.ones(a[0].size, _I64), -np.ones(a[1].size, _I64),
-                         np.zeros(2 * b[0].size, _I64)])
-    db = np.concatenate([np.zeros(2 * a[0].size, _I64), np.ones(b[0].size, _I64),
-                         -np.ones(b[1].size, _I64)])
+    # +1 / -1 per boundary: int8 is enough, as a normalised set has at most one boundary at
+    # any point (a sweep over millions of kernels held ~16 bytes per boundary for these)
+    da = np.concatenate([np.ones(a[0].size, np.int8), -np.ones(a[1].size, np.int8),
+                         np.zeros(2 * b[0].size, np.int8)])
+    db = np.concatenate([np.zeros(2 * a[0].size, np.int8), np.ones(b[0].size, np.int8),
+                         -np.ones(b[1].size, np.int8)])
     order = np.argsort(coords, kind="stable")
     coords, da, db = coords[order], da[order], db[order]
-    points, first = np.unique(coords, return_index=True)
+    del order
+    first = np.flatnonzero(np.concatenate([[True], coords[1:] != coords[:-1]]))  # sorted
+    points = coords[first]
+    del coords
     cov_a = np.cumsum(np.add.reduceat(da, first))[:-1]  # coverage on [points[k], points[k+1])
     cov_b = np.cumsum(np.add.reduceat(db, first))[:-1]
     sel = keep(cov_a > 0, cov_b > 0)

@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 
 from ascendprof.analyze import idle
 from ascendprof.analyze import intervals as iv
+from ascendprof.analyze.codes import filled_codes, group_codes
 from ascendprof.model import schemas as S
 
 WINDOWS = "late_windows"
@@ -63,15 +64,7 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
     o = o[o["start_ns"].notna()].sort_values("start_ns")
     if o.empty:
         return {}
-    kd = k.select(["op_type", "accelerator_core", "input_shapes", "start_ns", "dur_ns"]).to_pandas()
-    comm = kd["accelerator_core"].fillna("").str.upper().isin(["COMMUNICATION", "HCCL"])
-    kd = kd[~comm & kd["start_ns"].notna()]
-    kd["item"] = kd["op_type"].fillna("?") + " [" + kd["input_shapes"].fillna("").astype(
-        str).str.strip('"') + "]"
-    ks = kd["start_ns"].to_numpy(np.int64)
-    order = np.argsort(ks, kind="stable")
-    kd, ks = kd.iloc[order], ks[order]
-    ke = ks + kd["dur_ns"].fillna(0).to_numpy(np.int64)
+    texts, items, ks, ke = _kernel_items(k)
     busy = idle.busy_intervals(tables)
     loader = _loader(tables)
     wins = idle.step_windows(tables)
@@ -104,9 +97,8 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
         i, j = np.searchsorted(ks, lo, side="left"), np.searchsorted(ks, start, side="left")
         if j > i:
             dur = np.minimum(ke[i:j], start) - ks[i:j]
-            by = pd.Series(dur, index=kd["item"].iloc[i:j].to_numpy()).groupby(level=0).sum()
-            for item, ns in by.nlargest(KEEP_ITEMS).items():
-                rows.append({**base, "kind": "kernel", "item": item, "dur_ns": int(ns)})
+            for item, ns in _largest(texts, items[i:j], dur):
+                rows.append({**base, "kind": "kernel", "item": item, "dur_ns": ns})
         gap = iv.total(iv.difference(iv.make([lo], [start]), iv.clip(busy, lo, start)))
         rows.append({**base, "kind": "idle", "item": "device idle", "dur_ns": int(gap)})
         if loader is not None:
@@ -115,6 +107,45 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
                 rows.append({**base, "kind": "data loader", "item": "DataLoader",
                              "dur_ns": int(dl)})
     return {WINDOWS: pa.Table.from_pylist(rows, schema=SCHEMA)} if rows else {}
+
+
+def _largest(texts: np.ndarray, items: np.ndarray, dur: np.ndarray) -> list[tuple[str, int]]:
+    """The :data:`KEEP_ITEMS` items (``texts[items]``) with the most time in ``dur`` (ns per
+    kernel), as (text, ns), most first; ties in text order (as pandas' groupby by text, then
+    nlargest). Summed per item code: a window may hold millions of kernels."""
+    sums = np.bincount(items, weights=dur)  # < 2^53 ns: exact
+    present = np.flatnonzero(np.bincount(items))
+    by_text = present[np.argsort(texts[present], kind="stable")]
+    top = by_text[np.argsort(-sums[by_text].astype(np.int64), kind="stable")[:KEEP_ITEMS]]
+    return [(texts[g], int(sums[g])) for g in top]
+
+
+def _kernel_items(k: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The compute kernels of KERNELS ``k`` with a start, in start order: ``(texts, items,
+    start, end)``: their item ("op type [input shapes]") as a code into ``texts``, start and end
+    (int64 ns). An item text is built once per distinct (op type, shapes), not per kernel (a
+    rank may hold millions)."""
+    core_v, core_c = filled_codes(k["accelerator_core"])
+    comm = np.isin(np.array([v.upper() for v in core_v], dtype=object),
+                   ["COMMUNICATION", "HCCL"])[core_c]
+    rows = np.flatnonzero(~comm & np.asarray(pc.is_valid(k["start_ns"]).to_numpy(
+        zero_copy_only=False), bool))
+    take = pa.array(rows)
+    ks = np.asarray(k["start_ns"].take(take).to_numpy(zero_copy_only=False), np.int64)
+    order = np.argsort(ks, kind="stable")
+    rows, ks = rows[order], ks[order]
+    take = pa.array(rows)
+    ke = ks + np.asarray(pc.fill_null(k["dur_ns"].take(take), 0).to_numpy(
+        zero_copy_only=False), np.int64)
+    type_v, type_c = filled_codes(k["op_type"], null="?")
+    shape_v, shape_c = filled_codes(k["input_shapes"])
+    pairs, inv = group_codes(type_c[rows], shape_c[rows])
+    first: dict = {}  # two pairs may make one text (shapes with and without quotes)
+    same = np.array([first.setdefault(f"{type_v[t]} [{str(shape_v[sh]).strip(chr(34))}]",
+                                      len(first)) for t, sh in pairs], np.int64)
+    texts = np.empty(len(first), dtype=object)
+    texts[:] = list(first)
+    return texts, same[inv] if len(same) else inv, ks, ke
 
 
 def _loader(tables: dict):

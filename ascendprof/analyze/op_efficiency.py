@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ascendprof.analyze import hardware as hw
+from ascendprof.analyze.codes import distinct_mask
 from ascendprof.model import schemas as S
 
 OP_EFFICIENCY = "op_efficiency"
@@ -208,22 +209,38 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
     k = tables.get(S.KERNELS)
     if k is None or k.num_rows == 0:
         return {}
-    types = pc.fill_null(k["op_type"], "")
-    low = pc.utf8_lower(types)
-    keep = pc.or_(pc.match_substring(low, "matmul"), pc.match_substring(low, "flashattention"))
-    k = k.filter(keep)
+    def ours(types):
+        low = pc.utf8_lower(pc.fill_null(types, ""))
+        return pc.or_(pc.match_substring(low, "matmul"), pc.match_substring(low, "flashattention"))
+    k = k.filter(pa.array(distinct_mask(ours, k["op_type"])))  # judged per distinct op type
     if k.num_rows == 0:
         return {}
     bw = tables.get(S.COMM_BANDWIDTH)
     used = () if bw is None or bw.num_rows == 0 else bw.filter(
         pc.greater(pc.fill_null(bw["size_mb"], 0.0), 0.0))["transport"].to_pylist()
     chip = hw.chip_of(used)
-    d = k.select(["step", "op_type", "dur_ns", "input_shapes", "input_dtypes", "output_shapes",
-                  "output_dtypes"]).to_pandas()
-    d["_step"] = d["step"].fillna(-1).astype(int)
-    rows = []
     keys = ["_step", "op_type", "input_shapes", "input_dtypes", "output_shapes", "output_dtypes"]
-    for key, g in d.groupby(keys, sort=True, dropna=False):
+    # calls and time per key summed in Arrow: pandas grouped a frame of every kernel (millions
+    # on a large rank) only to count and sum; the keys come out of pandas' groupby as before
+    # grouped on the texts' dictionary codes (Arrow's grouper copies every key text per row)
+    codes, texts = {"_step": pc.cast(pc.fill_null(k["step"], -1), pa.int64())}, {}
+    for c in keys[1:]:
+        col = k[c]
+        if pa.types.is_dictionary(col.type):  # (a large rank's columns read from its file)
+            col = pa.table({c: col}).unify_dictionaries()[c]
+            enc = col.chunks
+        else:
+            enc = pc.dictionary_encode(col).chunks  # one dictionary shared by the chunks
+        texts[c] = enc[0].dictionary if enc else pa.array([], pa.string())
+        codes[c] = pa.chunked_array([e.indices.cast(pa.int32()) for e in enc], pa.int32())
+    g = pa.table({**codes, "_dur": pc.fill_null(k["dur_ns"], 0)}).group_by(
+        keys, use_threads=False).aggregate([("_dur", "sum"),
+                                            ("_dur", "count", pc.CountOptions(mode="all"))])
+    del codes
+    d = pa.table({c: texts[c].take(g[c]) if c in texts else g[c] for c in g.column_names}
+                 ).to_pandas()
+    rows = []
+    for key, g in d.groupby(keys, sort=True, dropna=False):  # one row per group
         step, op_type, ins, in_t, outs, out_t = key
         fam = family_of(op_type)
         if fam is None:
@@ -231,8 +248,8 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
         first_t = str(in_t or "").strip().strip('"').split(";")[0]
         rows.append({"rank": rank, "step": None if step < 0 else int(step), "family": fam,
                      "op_type": op_type, "input_shapes": None if pd.isna(ins) else str(ins),
-                     "dtype": hw.dtype_name(first_t) or None, "calls": len(g),
-                     "dur_ns": int(g["dur_ns"].fillna(0).sum()),
+                     "dtype": hw.dtype_name(first_t) or None,
+                     "calls": int(g["_dur_count"].iloc[0]), "dur_ns": int(g["_dur_sum"].iloc[0]),
                      "flops": flops_of(fam, ins, outs),
                      "bytes": bytes_of(ins, in_t, outs, out_t), "chip": chip})
     out = {OP_EFFICIENCY: pa.Table.from_pylist(rows, schema=PARTIAL_SCHEMA)}

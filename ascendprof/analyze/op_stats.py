@@ -27,6 +27,9 @@ TOP_KERNELS_COLUMNS = ["Name", "Input Shapes", "OP Type", "Accelerator Core", "C
 
 #: the KERNELS columns the partials use (filtering only these, not ~50 PMU columns, is 5x faster)
 _USED = ["rank", "name", "input_shapes", "op_type", "accelerator_core", "dur_ns"]
+#: ... those :func:`rank_partial` and :func:`kernel_partial` read
+RANK_COLUMNS = ("rank", "op_type", "accelerator_core", "dur_ns")
+KERNEL_COLUMNS = tuple(_USED)
 
 
 def _not_comm(kernels: pa.Table) -> pa.Table:
@@ -55,12 +58,15 @@ def rank_partial(kernels: pa.Table) -> pa.Table:
     Out: ``rank int32, op_type, accelerator_core, count, total_ns, min_ns, max_ns`` (int64 ns),
     one row per (rank, op_type, accelerator_core); empty when nothing is left.
     """
-    t = _not_comm(kernels)
-    op = t["op_type"]
-    keep = pc.and_(pc.is_valid(op), pc.not_equal(pc.fill_null(op, ""), "N/A"))
-    keep = pc.and_(keep, pc.invert(pc.fill_null(
-        pc.is_in(t["accelerator_core"], pa.array(NON_OP_CORES)), False)))
-    return _aggregate(t.filter(keep), ["rank", "op_type", "accelerator_core"])
+    keys = ["rank", "op_type", "accelerator_core"]
+    t = kernels.select(keys + ["dur_ns"])  # one filtered copy of these columns only
+    core, op = t["accelerator_core"], t["op_type"]
+    keep = pc.and_(pc.invert(pc.fill_null(pc.is_in(core, pa.array(COMM_CORES)), False)),
+                   pc.is_valid(t["dur_ns"]))  # _not_comm's rows
+    keep = pc.and_(keep, pc.and_(pc.is_valid(op), pc.not_equal(pc.fill_null(op, ""), "N/A")))
+    keep = pc.and_(keep, pc.invert(pc.fill_null(pc.is_in(core, pa.array(NON_OP_CORES)),
+                                                False)))
+    return _aggregate(t.filter(keep), keys)
 
 
 def kernel_partial(kernels: pa.Table) -> pa.Table:

@@ -46,6 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ascendprof.analyze import intervals as I
+from ascendprof.analyze.codes import distinct_mask
 from ascendprof.model import schemas as S
 from ascendprof.model.tasks import comm_rows
 
@@ -115,13 +116,16 @@ def _compute_intervals(kernels) -> I.Intervals | None:
     task classification of the step breakdown is not needed here."""
     if kernels is None:
         return None
-    k = kernels.filter(pc.is_valid(kernels["start_ns"]))
+    k = kernels if kernels["start_ns"].null_count == 0 else kernels.filter(
+        pc.is_valid(kernels["start_ns"]))
     if k.num_rows == 0:
         return None
-    names = pc.fill_null(k["name"], "")
-    other = pc.or_(comm_rows(k["accelerator_core"], names),
-                   pc.or_(pc.ends_with(names, "AicpuKernel"), pc.ends_with(names, "AivKernel")))
-    mask = ~np.asarray(other.to_numpy(zero_copy_only=False), bool)
+
+    def other(cores, names):
+        names = pc.fill_null(names, "")
+        return pc.or_(comm_rows(cores, names),
+                      pc.or_(pc.ends_with(names, "AicpuKernel"), pc.ends_with(names, "AivKernel")))
+    mask = ~distinct_mask(other, k["accelerator_core"], k["name"])  # per distinct text
     return I.from_durations(_np(k["start_ns"])[mask], _np(k["dur_ns"])[mask])
 
 
@@ -139,8 +143,8 @@ def rank_p2p_ops(tables: dict, rank: int) -> pa.Table | None:
     ops = S.of_rank(tables.get(S.COMM_OPS), rank)
     src = None
     if kernels is not None:
-        k = kernels.filter(pc.and_(comm_rows(kernels["accelerator_core"], kernels["name"]),
-                                   pc.is_valid(kernels["start_ns"])))
+        comm = pa.array(distinct_mask(comm_rows, kernels["accelerator_core"], kernels["name"]))
+        k = kernels.filter(pc.and_(comm, pc.is_valid(kernels["start_ns"])))
         k = k.filter(pc.match_substring_regex(pc.fill_null(k["name"], ""), _P2P_NAME.pattern))
         if k.num_rows:
             src = (k, "name", "dur_ns", "kernel_details")

@@ -93,7 +93,9 @@ class Analysis:
     (``pipelines``: the pp groups' ranks in stage order); ``rule(ca, th) -> [verdict]`` reads
     its files from ``ca.csv_files`` and ``thresholds`` ({lower-case name: default}) from ``th``
     (listed in verdicts.json, overridable with ``--threshold``); ``rule_name`` names the rule in
-    verdicts and problems."""
+    verdicts and problems. ``kernels``: the KERNELS columns ``rank_partial`` reads (it gets
+    only those: a table of millions of kernels is filtered without copying the others; none
+    when it reads no kernels)."""
 
     name: str
     files: tuple[str, ...]
@@ -102,11 +104,16 @@ class Analysis:
     rule: Callable | None = None
     rule_name: str = ""
     thresholds: Mapping[str, float] = field(default_factory=dict)
+    kernels: tuple[str, ...] = ()
+
+
+_TIMES = ("rank", "step", "start_ns", "dur_ns")
 
 
 #: every analysis, in the order its files are written
 ANALYSES = (
-    Analysis("pipeline", ("pipeline.csv", "pipeline_stages.csv"), _p2p, _pipeline_files),
+    Analysis("pipeline", ("pipeline.csv", "pipeline_stages.csv"), _p2p, _pipeline_files,
+             kernels=(*_TIMES, "name", "accelerator_core")),
     Analysis("memory", ("memory_summary.csv", "memory_top_ops.csv", "memory_modules.csv"),
              memory.rank_memory, _memory_files, _memory_rule, "memory",
              {"memory_near_capacity_pct": memory.NEAR_CAPACITY_PCT,
@@ -117,13 +124,17 @@ ANALYSES = (
              {"data_bound_pct": data_prep.DATA_BOUND_PCT,
               "preparing_bound_pct": data_prep.PREPARING_BOUND_PCT}),
     Analysis("moe", ("moe_expert_load.csv",), moe.rank_expert_load, _moe_files, _moe_rule, "moe",
-             {"ep_imbalance_ratio": moe.EP_IMBALANCE_RATIO}),
+             {"ep_imbalance_ratio": moe.EP_IMBALANCE_RATIO},
+             kernels=("rank", "step", "op_type", "input_shapes")),
     Analysis("op_efficiency", ("op_efficiency.csv", "op_efficiency_steps.csv"),
-             op_efficiency.rank_partial, _op_efficiency_files),
-    Analysis("idle", ("idle_breakdown.csv",), idle.rank_partial, _idle_files),
+             op_efficiency.rank_partial, _op_efficiency_files,
+             kernels=(*_TIMES, "op_type", "input_shapes", "input_dtypes", "output_shapes",
+                      "output_dtypes")),
+    Analysis("idle", ("idle_breakdown.csv",), idle.rank_partial, _idle_files, kernels=_TIMES),
     Analysis("dispatch", ("dispatch.csv", "dispatch_steps.csv"), dispatch.rank_partial,
-             _dispatch_files),
-    Analysis("late_arrivals", ("late_arrivals.csv",), late_arrivals.rank_partial, _late_files),
+             _dispatch_files, kernels=(*_TIMES, "op_type")),
+    Analysis("late_arrivals", ("late_arrivals.csv",), late_arrivals.rank_partial, _late_files,
+             kernels=(*_TIMES, "op_type", "accelerator_core", "input_shapes")),
     Analysis("comm_hardware", ("collective_bandwidth.csv", "link_bandwidth.csv"),
              comm_hardware.rank_partial, _comm_hw_files),
 )
@@ -132,30 +143,44 @@ ANALYSES = (
 _RULE_ORDER = ("memory", "moe", "data")
 
 
-def _timed_kernels(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
-    k = tables.get(S.KERNELS)
-    if k is None or (k["start_ns"].null_count == 0 and k["dur_ns"].null_count == 0):
-        return tables
-    return {**tables, S.KERNELS: k.filter(pc.and_(pc.is_valid(k["start_ns"]),
-                                                  pc.is_valid(k["dur_ns"])))}
+def _untimed(k: pa.Table):
+    """The filter of KERNELS rows with a start time and a duration, None when all have both."""
+    if k["start_ns"].null_count == 0 and k["dur_ns"].null_count == 0:
+        return None
+    return pc.and_(pc.is_valid(k["start_ns"]), pc.is_valid(k["dur_ns"]))
 
 
 def rank_partials(tables: dict[str, pa.Table], rank: int, problems=None,
-                  meta: dict | None = None) -> dict[str, pa.Table]:
+                  meta: dict | None = None, between=None, kernels=None) -> dict[str, pa.Table]:
     """{partial name: table} of one rank (absent when the rank has no such data). Kernels
     without a start time or duration (left empty by the reader, e.g. a start time in
-    E-notation, which lost its precision; reported there) take part in none of them."""
+    E-notation, which lost its precision; reported there) take part in none of them.
+    ``between()``, when given, is called after each analysis (the engine gives the heap's free
+    pages back there for a rank of millions of kernels). ``kernels(columns) -> pa.Table``, when
+    given, supplies KERNELS with those columns (the engine reads the ones a spilled table does
+    not hold in memory from its file, for the one analysis that reads them)."""
     out: dict[str, pa.Table] = {}
-    tables = _timed_kernels(tables)
+    k = tables.get(S.KERNELS)
+    timed = None if k is None else _untimed(k)
+    if k is not None and kernels is None:
+        kernels = lambda cols: k.select([c for c in cols if c in k.column_names])  # noqa: E731
     for a in ANALYSES:
+        mine = tables
+        if k is not None:  # only the kernel columns it reads (none when it reads none)
+            kt = kernels(a.kernels)
+            mine = {**tables, S.KERNELS: kt if timed is None else kt.filter(timed)}
+            del kt
         try:
-            got = a.rank_partial(tables, rank, meta or {})
+            got = a.rank_partial(mine, rank, meta or {})
         except Exception as e:  # noqa: BLE001 - one analysis' defect must not lose the rank
             if problems is not None:
                 problems.add("<analysis>", f"{a.name} analysis failed ({type(e).__name__}: {e}); "
                                            f"please report this", rank=rank, affects=(a.name,))
             continue
         out.update({k: v for k, v in got.items() if v is not None and v.num_rows})
+        del got, mine
+        if between is not None:
+            between()
     return out
 
 

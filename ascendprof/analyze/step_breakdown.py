@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 from ascendprof.model import schemas as S
 from ascendprof.model import tasks
 from ascendprof.analyze import intervals as I
+from ascendprof.analyze.codes import distinct_mask
 
 #: The nine step_trace_time.csv metrics: (CSV column, STEP_TRACE column) (spec §A.1).
 METRICS = S.STEP_METRICS
@@ -269,6 +270,7 @@ def _windows(tables, rank, data_span: tuple[int, int] | None):
             return w, f"step windows from {origin}"
     k = _rank_rows(tables.get(S.KERNELS), rank)
     if k is not None and k["step"].null_count < k.num_rows:
+        k = k.select(["step", "start_ns", "dur_ns"])
         k = k.filter(pc.and_(pc.is_valid(k["step"]), pc.is_valid(k["start_ns"])))
         end = pc.add(k["start_ns"], pc.fill_null(k["dur_ns"], 0))
         g = pa.table({"step": k["step"], "s": k["start_ns"], "e": end}).group_by("step").aggregate(
@@ -362,13 +364,14 @@ def _from_kernels(tables, rank):
     if k is None:
         return None, "no kernel_details (KERNELS) for this rank"
     cores, names = k.column("accelerator_core"), k.column("name")
-    is_comm = _comm_mask(cores, names)
-    comp_mask = ~is_comm & compute_mask(cores, names)
+    # per distinct (core, name): a rank of millions of kernels has a few thousand
+    is_comm = distinct_mask(_comm_mask, cores, names)
+    comp_mask = ~is_comm & distinct_mask(compute_mask, cores, names)
     if not comp_mask.any():
         return None, "kernel_details has no compute rows"
     if is_comm.any():
         comm = _ivals(k, is_comm)
-        receive = _ivals(k, is_comm & _receive_mask(names))
+        receive = _ivals(k, is_comm & distinct_mask(_receive_mask, names))
         src = "kernel_details COMMUNICATION rows (big ops)"
     else:
         ops = _rank_rows(tables.get(S.COMM_OPS), rank)

@@ -212,8 +212,9 @@ def load(source, cache_dir: Path, read=None):
                     return None
                 spilled[name] = bigtables.SpilledTable.open(path)
                 cols = bigtables.SLIM_COLUMNS.get(name)
-                if cols:
-                    tables[name] = pq.read_table(path, columns=list(cols))
+                if cols:  # its texts dictionary-encoded, as the reader keeps them
+                    tables[name] = pq.read_table(path, columns=list(cols), read_dictionary=[
+                        c for c in bigtables.SLIM_DICTIONARY.get(name, ()) if c in cols])
             else:
                 raw = read_regular(path)
                 if _bytes_hash(raw) != entry["hashes"][name]:

@@ -10,6 +10,7 @@ the per-rank partials.
 from __future__ import annotations
 
 import gc
+from functools import partial
 from importlib import import_module
 from pathlib import Path
 
@@ -34,31 +35,69 @@ from ascendprof.sysio.atomic import ensure_dir, write_parquet
 from ascendprof.sysio.jsonstream import JsonMembers
 
 
-def _advice_tables(data) -> dict:
-    """The tables the advice rules read from ``data`` (model.rankdata.RankData). A spilled
-    table (bigtables: a large kernel_details.csv or communication.json) is whole on disk but
-    slim or absent in memory; the rules get it read back from its Parquet file, limited to the
-    columns they read (advice.READ_COLUMNS, and the PMU ratios of the kernels), so a large
-    rank gets the same advice as a small one."""
+def _advice_tables(data) -> tuple[dict, dict]:
+    """``(tables, spilled)`` for the advice rules (analyze.advice.rank_advice) from ``data``
+    (model.rankdata.RankData). A spilled kernels table stays as its slim in-memory part, the
+    rules reading any other column from its Parquet file one at a time; another spilled table
+    (bigtables: a large communication.json) is read back limited to the columns the rules read
+    (advice.READ_COLUMNS). So a large rank gets the same advice as a small one, in memory that
+    grows with a few columns of the kernels, not with all of them."""
     if not data.spilled:
-        return data.tables
-
-    tables = dict(data.tables)
+        return data.tables, {}
+    tables, spilled = dict(data.tables), {}
     for name, st in data.spilled.items():
+        if name == S.KERNELS and name in tables:
+            spilled[name] = st
+            continue
         want = READ_COLUMNS.get(name)
-        cols = None if want is None else [c for c in st.schema.names
-                                          if c in want or c.startswith(S.PMU_PREFIX)]
+        cols = None if want is None else [c for c in st.schema.names if c in want]
         tables[name] = st.read(columns=cols)
-    return tables
+    return tables, spilled
 
 
-def _whole_tables(data) -> dict:
-    """``data``'s tables with every spilled one read back whole from its Parquet file: the
-    registry's analyses (idle time, launches, late arrivals, efficiency ...) read columns the
-    slim in-memory copy leaves out, and a large rank must give the same files as a small one."""
+def _registry_tables(data):
+    """``(tables, kernels)`` for the registry's analyses (idle time, launches, late arrivals,
+    efficiency ...: registry.rank_partials): a spilled kernels table stays its slim in-memory
+    columns, ``kernels(columns)`` adding the other columns an analysis reads from its Parquet
+    file while that analysis runs (not all of its columns: the PMU ratios alone are ~25 float
+    columns); another spilled table is read back whole. A large rank gives the same files as a
+    small one. ``kernels`` is None when nothing is spilled."""
     if not data.spilled:
+        return data.tables, None
+    tables, kernels = dict(data.tables), None
+    for name, st in data.spilled.items():
+        if name == S.KERNELS and name in tables:
+            kernels = partial(_with_columns, tables[name], st)
+        else:
+            tables[name] = st.read()
+    return tables, kernels
+
+
+#: the KERNELS columns the step breakdown reads (analyze.step_breakdown)
+_BREAKDOWN_KERNELS = ("rank", "step", "device_id", "start_ns", "dur_ns", "name",
+                      "accelerator_core")
+
+
+def _plain_kernels(data, columns) -> dict:
+    """``data``'s tables; of a spilled rank, its slim kernels as ``columns`` in plain text
+    (the slim table keeps its texts dictionary-encoded: only the columns one step reads are
+    expanded, for that step)."""
+    k = data.tables.get(S.KERNELS)
+    if S.KERNELS not in data.spilled or k is None:
         return data.tables
-    return {**data.tables, **{name: st.read() for name, st in data.spilled.items()}}
+    return {**data.tables, S.KERNELS: bigtables.plain(k, columns)}
+
+
+def _with_columns(slim: pa.Table, spilled, cols) -> pa.Table:
+    """The kernels with columns ``cols`` (those they have, in that order): from the slim
+    in-memory table, the others read from the spilled file, text ones dictionary-encoded
+    (data types and output shapes repeat: codes, not millions of texts)."""
+    t = bigtables.plain(slim, cols)
+    extra = [c for c in cols if c not in slim.column_names and c in spilled.schema.names]
+    more = spilled.read(columns=extra, dictionary=True) if extra else None
+    for c in extra:
+        t = t.append_column(c, more[c])
+    return t.select([c for c in cols if c in t.column_names])
 
 
 def process_rank(source: Source, tables_dir: Path | None = None,
@@ -141,15 +180,30 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
     res.memberships = cluster_communication.first_memberships(data.tables.get(S.COMM_OPS),
                                                               data.tables.get(S.COMM_LINKS))
     res.table_rows = {k: data.num_rows(k) for k in data.names()}
+    # a spilled rank's steps each build and drop hundreds of MB: the heap's free pages go
+    # back between them, or one step's garbage adds to the next one's peak
+    trim = release_free_heap if data.spilled else (lambda: None)
     if read.advice != "off":
-        res.advice = advice_rules.rank_advice(_advice_tables(data), data.meta, data.rank, read.advice)
-    res.breakdown, res.breakdown_method = step_breakdown.recompute(data.tables, data.rank)
+        tables, spilled = _advice_tables(data)
+        res.advice = advice_rules.rank_advice(tables, data.meta, data.rank, read.advice, spilled)
+        del tables, spilled
+        trim()
+    res.breakdown, res.breakdown_method = step_breakdown.recompute(
+        _plain_kernels(data, _BREAKDOWN_KERNELS), data.rank)
+    trim()
     if partials:  # the analyses' per-rank parts (analyze.registry), for their output files
-        res.tables.update(registry.rank_partials(_whole_tables(data), data.rank, res.problems,
-                                                 data.meta))
+        tables, kernels = _registry_tables(data)
+        res.tables.update(registry.rank_partials(tables, data.rank, res.problems, data.meta,
+                                                 between=trim, kernels=kernels))
+        del tables, kernels
+        trim()
     if data.has(S.KERNELS):
-        res.op_partial = op_stats.rank_partial(data.tables[S.KERNELS])
-        res.kernel_partial = op_stats.kernel_partial(data.tables[S.KERNELS])
+        res.op_partial = op_stats.rank_partial(
+            _plain_kernels(data, op_stats.RANK_COLUMNS)[S.KERNELS])
+        trim()
+        res.kernel_partial = op_stats.kernel_partial(
+            _plain_kernels(data, op_stats.KERNEL_COLUMNS)[S.KERNELS])
+        trim()
     entry = None
     if cache_dir is not None and partials:  # tables, entry and result in one directory write
         entry = (cache.store(data, cache_dir, result=res, read=read) if fresh

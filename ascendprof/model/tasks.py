@@ -27,14 +27,15 @@ def op_kind(op_name: str) -> str:
 def comm_rows(cores, names) -> pa.Array:
     """Bool per row (never null): Accelerator Core in :data:`COMM_CORES` (any case) or a name
     starting with ``hcom_`` (any case). ``cores`` / ``names``: Arrow string columns."""
+    cores, names = _text(cores), _text(names)
     core = pc.utf8_upper(pc.fill_null(cores, ""))
     name = pc.utf8_lower(pc.fill_null(names, ""))
     return pc.or_(pc.is_in(core, value_set=pa.array(COMM_CORES)),
                   pc.starts_with(name, COMM_NAME_PREFIX))
 
 
-def comm_frame_rows(cores, names):
-    """:func:`comm_rows` for pandas Series (bool Series, never NA)."""
-    core = cores.fillna("").astype(str).str.upper()
-    name = names.fillna("").astype(str).str.lower()
-    return core.isin(COMM_CORES) | name.str.startswith(COMM_NAME_PREFIX)
+def _text(col):
+    """A dictionary-encoded column (a large rank's slim kernels) as its texts."""
+    if isinstance(col, (pa.Array, pa.ChunkedArray)) and pa.types.is_dictionary(col.type):
+        return col.cast(col.type.value_type)
+    return col

@@ -433,8 +433,7 @@ def _kernel_batches(path, rank, header, names, col_types, dropped, decided, bad_
         if state[0] is not None:
             state[0].abort()
         raise
-    slim = pa.concat_tables(parts).combine_chunks() if len(parts) > 1 else parts[0]
-    return slim, writer
+    return bigtables.combine_slim(parts), writer
 
 
 def _is_text_column(col) -> bool:

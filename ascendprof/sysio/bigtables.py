@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ascendprof.model import schemas as S
 from ascendprof.sysio.parquet import PARQUET_OPTIONS
@@ -33,6 +34,11 @@ SLIM_COLUMNS = {
                 "accelerator_core", "input_shapes"),
     S.COMM_OPS: tuple(f.name for f in S.SCHEMAS[S.COMM_OPS] if f.name != "opinfo_json"),
 }
+
+#: text columns of a slim table kept dictionary-encoded (kernel names, op types, cores and
+#: shapes repeat: ~4 bytes per row instead of the text, ~200 MB of a 1 GB kernel_details.csv);
+#: :func:`plain` gives them back as text to the code that reads them
+SLIM_DICTIONARY = {S.KERNELS: ("name", "op_type", "accelerator_core", "input_shapes")}
 
 _dir: list[Path | None] = [None]
 
@@ -72,7 +78,38 @@ def slim(name: str, table: pa.Table) -> pa.Table | None:
     cols = SLIM_COLUMNS.get(name)
     if not cols:
         return None
-    return table.select([c for c in cols if c in table.column_names])
+    t = table.select([c for c in cols if c in table.column_names])
+    for c in SLIM_DICTIONARY.get(name, ()):
+        if c in t.column_names and pa.types.is_string(t.schema.field(c).type):
+            t = t.set_column(t.schema.get_field_index(c), c, pc.dictionary_encode(t[c]))
+    return t
+
+
+def plain(table: pa.Table, columns=None) -> pa.Table:
+    """``table`` (only ``columns``, those it has, when given) with its dictionary-encoded
+    columns as plain values (a slim table as the analyses read it); unchanged otherwise."""
+    if columns is not None:
+        table = table.select([c for c in columns if c in table.column_names])
+    for i, f in enumerate(table.schema):
+        if pa.types.is_dictionary(f.type):
+            table = table.set_column(i, f.name, table[f.name].cast(f.type.value_type))
+    return table
+
+
+def combine_slim(parts: list[pa.Table]) -> pa.Table:
+    """The slim tables of a spilled table's batches as one table of one chunk per column.
+    Empties ``parts`` and combines a column at a time, dropping each column's batch chunks
+    once it is combined: combining all at once (``Table.combine_chunks``) held every column
+    twice, ~300 MB of the peak for a 1 GB kernel_details.csv."""
+    if len(parts) == 1:
+        return parts.pop()
+    t = pa.concat_tables(parts)
+    parts.clear()
+    schema, cols = t.schema, []
+    for _ in schema.names:
+        cols.append(t.column(0).combine_chunks())
+        t = t.remove_column(0)
+    return pa.Table.from_arrays(cols, schema=schema)
 
 
 class SpilledTable:
@@ -109,10 +146,17 @@ class SpilledTable:
         for i in range(f.num_row_groups):
             yield f.read_row_group(i, columns=columns)
 
-    def read(self, columns=None) -> pa.Table:
+    def read(self, columns=None, dictionary: bool = False) -> pa.Table:
+        """The table (all columns unless ``columns``); with ``dictionary`` its text columns
+        dictionary-encoded (a few bytes per row instead of the text; one dictionary per row
+        group)."""
         import pyarrow.parquet as pq
 
-        return pq.read_table(self.path, columns=columns)
+        if not dictionary:
+            return pq.read_table(self.path, columns=columns)
+        texts = [f.name for f in self.schema if pa.types.is_string(f.type)
+                 and (columns is None or f.name in columns)]
+        return pq.read_table(self.path, columns=columns, read_dictionary=texts)
 
     def move_to(self, dest: Path) -> None:
         """Put the file at ``dest`` (renamed when on the same file system, else copied); it is

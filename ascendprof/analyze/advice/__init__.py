@@ -33,12 +33,16 @@ RANK_RULES = [r for r in RULES if r.scope == "rank"]
 CLUSTER_RULES = [r for r in RULES if r.scope == "cluster"]
 
 
-def rank_advice(tables: dict, meta: dict, rank: int, mode: str = "summary") -> dict:
+def rank_advice(tables: dict, meta: dict, rank: int, mode: str = "summary",
+                spilled: dict | None = None) -> dict:
     """Run every rank rule on one rank's tables. Returns ``{"findings": [...], "status":
     {rule id: ["fired"|"silent"|"skipped", reason]}}`` (small: it travels back from the
     worker). A rule that fails unexpectedly is reported as skipped with the error, never
-    raised: advice must not cost the analysis."""
-    ctx = Context(rank=rank, tables=tables, meta=meta or {}, mode=mode)
+    raised: advice must not cost the analysis. ``spilled``: {table name:
+    sysio.bigtables.SpilledTable} of tables that ``tables`` holds only in part (the slim
+    columns of a large kernels table); the rules read their other columns from the file, one
+    at a time (base.Context.column), and get the same findings as from the whole table."""
+    ctx = Context(rank=rank, tables=tables, meta=meta or {}, mode=mode, spilled=spilled or {})
     findings, status = [], {}
     for rule in RANK_RULES:
         why = missing_needs(rule, ctx.has)

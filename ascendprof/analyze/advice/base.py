@@ -16,7 +16,9 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from ascendprof.analyze.codes import filled_codes
 from ascendprof.model import schemas as S, tasks
 
 AREAS = ("computation", "schedule", "communication", "memory", "environment")
@@ -165,6 +167,10 @@ class Context:
     meta: dict = field(default_factory=dict)
     mode: str = "summary"
     fired: set = field(default_factory=set)
+    #: {table name: sysio.bigtables.SpilledTable} of tables whose ``tables`` entry holds only
+    #: some columns (the slim in-memory part): the others are read from the file one column at
+    #: a time, when a rule asks for them (:meth:`column`)
+    spilled: dict = field(default_factory=dict)
     _cache: dict = field(default_factory=dict, repr=False)
 
     def has(self, name: str) -> bool:
@@ -181,6 +187,11 @@ class Context:
         key = (name, extra)
         if key not in self._cache:
             t = self.tables.get(name)
+            if name in self.spilled and t is not None:  # the columns not in memory too
+                t = pa.table({c: self.column(name, c) for c in self.columns(name)
+                              if c in (*(READ_COLUMNS.get(name) or self.columns(name)), *extra)})
+                t = pa.table({c: v.cast(v.type.value_type) if pa.types.is_dictionary(v.type)
+                              else v for c, v in zip(t.column_names, t.columns)})
             if t is None:
                 t = S.empty(name) if name in S.SCHEMAS else pa.table({})
             want = READ_COLUMNS.get(name)
@@ -191,9 +202,51 @@ class Context:
         return self._cache[key]
 
     def columns(self, name: str) -> list[str]:
-        """All column names of table ``name`` ([] when absent)."""
+        """All column names of table ``name`` ([] when absent), spilled ones included."""
+        sp = self.spilled.get(name)
+        if sp is not None:
+            return list(sp.schema.names)
         t = self.tables.get(name)
         return [] if t is None else list(t.column_names)
+
+    def column(self, name: str, col: str) -> pa.ChunkedArray | None:
+        """Column ``col`` of table ``name``: from memory, else read alone from the table's
+        spilled file; None when the table has no such column."""
+        t = self.tables.get(name)
+        if t is not None and col in t.column_names:
+            return t[col]
+        sp = self.spilled.get(name)
+        if sp is not None and col in sp.schema.names:
+            return sp.read(columns=[col])[col]
+        return None
+
+    def kernel_frame(self, rows: np.ndarray, columns=None) -> pd.DataFrame:
+        """The compute kernels where ``rows`` (bool per kernel of :meth:`karr`) as pandas, with
+        ``columns`` (default: :data:`READ_COLUMNS` of KERNELS), in table order: only the
+        selected rows are converted, so a rule looking at a few kernels of a large table costs
+        little."""
+        return self.rows_frame(S.KERNELS, self.karr()["rows"][np.asarray(rows, bool)], columns)
+
+    def rows_frame(self, name: str, idx: np.ndarray, columns=None) -> pd.DataFrame:
+        """Rows ``idx`` (row numbers) of table ``name`` as pandas with ``columns`` (default:
+        :data:`READ_COLUMNS`; those the table has), typed as :meth:`df` types the whole table
+        (an integer column with nulls anywhere is float)."""
+        have = self.columns(name)
+        if not have:
+            return self.df(name, tuple(columns or ())).iloc[0:0]
+        take, out = pa.array(idx, pa.int64()), {}
+        for c in (columns or READ_COLUMNS.get(name) or have):
+            if c in have:
+                v = self.column(name, c)
+                got = v.take(take)
+                if pa.types.is_dictionary(got.type):  # (a spilled table's slim texts)
+                    got = got.cast(got.type.value_type)
+                out[c] = (got, v.null_count > 0 and pa.types.is_integer(v.type))
+        df = pa.table({c: v for c, (v, _) in out.items()}).to_pandas()
+        for c, (_, nulls) in out.items():
+            if nulls:
+                df[c] = df[c].astype("float64")
+        return df
 
     def _memo(self, key, fn):
         if key not in self._cache:
@@ -291,45 +344,61 @@ class Context:
     def karr(self) -> dict:
         """Compute kernels (not communication big ops) as numpy arrays, straight from Arrow
         (no pandas: the rules' common path is a few vector tests): ``core`` (upper-case text,
-        "" when null), ``name``, ``op_type``, ``shapes`` (object arrays, "" when null),
-        ``start`` (int64 ns, 0 when null), ``dur`` (float ns, 0 when null), ``block`` (float,
-        NaN when null), ``table`` (the filtered Arrow table, for columns not listed)."""
+        "" when null), ``name``, ``op_type``, ``shapes`` (object arrays, "" when null; each
+        distinct text is one shared object, so a large table costs 8 bytes per row and
+        column), ``start`` (int64 ns, 0 when null), ``dur`` (float ns, 0 when null),
+        ``block`` (float, NaN when null), ``rows`` (their row numbers in the table, for
+        :meth:`kernel_frame` and :meth:`kernel_values`) and ``codes``: {"core", "name",
+        "op_type", "shapes": (distinct texts, int code per kernel)} to group by without
+        building a text per row."""
         def f():
-            import pyarrow.compute as pc
-
-            t = self.tables.get(S.KERNELS)
-            if t is None or t.num_rows == 0:
-                t = S.empty(S.KERNELS)
-            core = pc.utf8_upper(pc.fill_null(t["accelerator_core"], ""))
-            name = pc.fill_null(t["name"], "")
-            keep = pc.invert(tasks.comm_rows(t["accelerator_core"], name))
-            t = t.filter(keep)
-            txt = lambda c: np.asarray(pc.fill_null(c, "").to_numpy(zero_copy_only=False),  # noqa: E731
-                                       dtype=object)
-            num = lambda c: np.asarray(c.to_numpy(zero_copy_only=False),  # noqa: E731
-                                       dtype=float)  # nulls -> NaN
-            return {"table": t, "core": txt(core.filter(keep)), "name": txt(t["name"]),
-                    "op_type": txt(t["op_type"]), "shapes": txt(t["input_shapes"]),
-                    "start": np.asarray(pc.fill_null(t["start_ns"], 0).to_numpy(
-                        zero_copy_only=False), dtype=np.int64),
-                    "dur": np.nan_to_num(num(t["dur_ns"])),
-                    "block": num(t["block_num"]), "has_core": t["accelerator_core"].null_count
-                    < t.num_rows}
+            if not self.has(S.KERNELS):
+                return self._karr_of(S.empty(S.KERNELS).column)
+            return self._karr_of(lambda c: self.column(S.KERNELS, c))
         return self._memo("karr", f)
 
     @staticmethod
-    def compute_mask(k: pd.DataFrame) -> pd.Series:
-        """True for KERNELS rows that are compute tasks (not communication big ops)."""
-        if not len(k):
-            return pd.Series([], dtype=bool)
-        return ~tasks.comm_frame_rows(k["accelerator_core"], k["name"])
+    def _karr_of(col) -> dict:
+        core_v, core_c = filled_codes(col("accelerator_core"), fn=pc.utf8_upper)
+        name_v, name_c = filled_codes(col("name"))
+        # tasks.comm_rows, on the distinct texts
+        comm = _bools(pc.is_in(pc.utf8_upper(_strings(core_v)),
+                               value_set=pa.array(tasks.COMM_CORES)))[core_c] | _bools(
+            pc.starts_with(pc.utf8_lower(_strings(name_v)), tasks.COMM_NAME_PREFIX))[name_c]
+        rows = np.flatnonzero(~comm)
+        codes = {"core": (core_v, core_c[rows]), "name": (name_v, name_c[rows])}
+        for key, c in (("op_type", "op_type"), ("shapes", "input_shapes")):
+            v, k = filled_codes(col(c))
+            codes[key] = (v, k[rows])
+        take = pa.array(rows)
+        has_core = bool(len(rows)) and bool(pc.any(pc.is_valid(
+            col("accelerator_core").take(take))).as_py())
+
+        def num(c, fill=None):
+            v = col(c)
+            v = v.take(take) if fill is None else pc.fill_null(v.take(take), fill)
+            return v.to_numpy(zero_copy_only=False)
+
+        out = _Texts(core=core_v[codes["core"][1]])
+        out.update({"start": np.asarray(num("start_ns", 0), dtype=np.int64),
+                    "dur": np.nan_to_num(np.asarray(num("dur_ns"), dtype=float)),
+                    "block": np.asarray(num("block_num"), dtype=float),  # nulls -> NaN
+                    "has_core": has_core, "rows": rows, "codes": codes})
+        return out
+
+    def kernel_values(self, col: str) -> np.ndarray | None:
+        """Column ``col`` of the :meth:`karr` kernels as float (NaN when null); None when the
+        table has no such column."""
+        v = self.column(S.KERNELS, col)
+        if v is None:
+            return None
+        v = pc.cast(v.take(pa.array(self.karr()["rows"])), pa.float64())
+        return np.asarray(v.to_numpy(zero_copy_only=False), float)
 
     def compute_kernels(self) -> pd.DataFrame:
         """KERNELS rows that are compute tasks (not communication big ops)."""
-        def f():
-            k = self.df(S.KERNELS)
-            return k[self.compute_mask(k)] if len(k) else k
-        return self._memo("compute_kernels", f)
+        return self._memo("compute_kernels",
+                          lambda: self.kernel_frame(np.ones(len(self.karr()["rows"]), bool)))
 
     def per_step(self, total_ns: float) -> float:
         return float(total_ns) / max(self.n_steps, 1)
@@ -339,6 +408,34 @@ class Context:
         if ns is None or not self.step_ns:
             return None
         return round(100.0 * ns / self.step_ns, 2)
+
+
+class _Texts(dict):
+    """Context.karr's arrays: "name", "op_type" and "shapes" are made from their codes each
+    time a rule asks (a few rules, on a few rows), not held for the whole advice (24 MB each
+    per million kernels)."""
+
+    def __missing__(self, key):
+        if key not in ("name", "op_type", "shapes"):
+            raise KeyError(key)
+        values, codes = self["codes"][key]
+        return values[codes]
+
+
+def text_mask(coded: tuple[np.ndarray, np.ndarray], fn) -> np.ndarray:
+    """Bool per row of a codes.filled_codes pair: ``fn`` (an Arrow function of a string array
+    returning booleans, e.g. ``lambda a: pc.match_substring(a, "x")``) applied to the distinct
+    texts only."""
+    values, codes = coded
+    return _bools(fn(_strings(values)))[codes]
+
+
+def _strings(values: np.ndarray) -> pa.Array:
+    return pa.array(list(values), pa.string())
+
+
+def _bools(a) -> np.ndarray:
+    return np.asarray(a.to_numpy(zero_copy_only=False), bool)
 
 
 def env_of(meta: dict) -> dict:

@@ -15,7 +15,8 @@ import pandas as pd
 import pyarrow as pa
 
 from ascendprof.analyze import intervals as I
-from ascendprof.analyze.advice.base import Rule, Skip, finding, ms, severity_by_share, us
+from ascendprof.analyze.advice.base import (Rule, Skip, finding, ms, severity_by_share, text_mask,
+                                            us)
 from ascendprof.model import schemas as S
 
 # ---------------------------------------------------------------------------- small packets
@@ -152,10 +153,8 @@ def _contention(ctx):
     sd = t.select(["step_key", "op_name", "group", "size_mb", "bandwidth_gbps"]).to_pandas()
 
     a = ctx.karr()
-    k = a["table"]
-    mm = pc.or_(pc.match_substring(pc.fill_null(k["name"], ""), "matmul", ignore_case=True),
-                pc.match_substring(pc.fill_null(k["op_type"], ""), "matmul", ignore_case=True))
-    mm = np.asarray(mm.to_numpy(zero_copy_only=False), bool)
+    matmul = lambda x: pc.match_substring(x, "matmul", ignore_case=True)  # noqa: E731
+    mm = text_mask(a["codes"]["name"], matmul) | text_mask(a["codes"]["op_type"], matmul)
     if not mm.any():
         raise Skip("no MatMul kernels")
     ops = ctx.df(S.COMM_OPS)

@@ -10,9 +10,9 @@ on each rule; docs/advice.md lists them.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from ascendprof.analyze.advice.base import Rule, Skip, finding, severity_by_share, us
+from ascendprof.analyze.codes import filled_codes, group_codes
 from ascendprof.model import schemas as S
 
 # ------------------------------------------------------------------------------------ AI CPU
@@ -46,8 +46,7 @@ def _aicpu(ctx):
     m = a["core"] == "AI_CPU"
     if not m.any() or a["dur"][m].max() < AICPU_MIN_TASK_US * 1000:
         return None
-    k = ctx.compute_kernels()
-    ai = k[k["accelerator_core"].fillna("").str.upper() == "AI_CPU"]
+    ai = ctx.kernel_frame(m)  # only these rows of a large table become pandas
     if ai.empty or ai["dur_ns"].max() < AICPU_MIN_TASK_US * 1000:
         return None
     groups = []
@@ -131,11 +130,16 @@ def _op_compile(ctx):
     if calls < OP_COMPILE_CALLS and (share is None or share < OP_COMPILE_PCT):
         return None
     compile_calls, compile_ns = _api_totals(ctx, COMPILE_ONLY_API) or (0.0, 0.0)
-    k = ctx.df(S.KERNELS)
-    state = k["op_state"].dropna().str.lower() if len(k) else pd.Series([], dtype=object)
-    state = state[state.isin(["dynamic", "static"])]
-    dyn_pct = round(100.0 * (state == "dynamic").mean(), 1) if len(state) else None
-    trans = k[k["op_type"].fillna("") == "TransData"] if len(k) else k
+    dyn_pct, trans = None, ctx.rows_frame(S.KERNELS, np.zeros(0, np.int64), ("dur_ns",))
+    if ctx.has(S.KERNELS):  # counted on the distinct texts, not a text per kernel
+        values, codes = filled_codes(ctx.column(S.KERNELS, "op_state"))
+        low = np.array([v.lower() for v in values], dtype=object)  # as pandas' str.lower
+        n = np.bincount(codes, minlength=len(values))
+        dyn, static = int(n[low == "dynamic"].sum()), int(n[low == "static"].sum())
+        dyn_pct = round(100.0 * (dyn / (dyn + static)), 1) if dyn + static else None
+        values, codes = filled_codes(ctx.column(S.KERNELS, "op_type"))
+        trans = ctx.rows_frame(S.KERNELS, np.flatnonzero((values == "TransData")[codes]),
+                               ("dur_ns",))
     evidence = {"aclopCompileAndExecute_calls_per_step": round(calls, 2),
                 "aclopCompileAndExecute_us_per_step": us(ns),
                 "opCompile_calls_per_step": round(compile_calls, 2),
@@ -223,9 +227,14 @@ def _block_dim(ctx):
     if pct is None or pct < BLOCK_DIM_IDLE_PCT:
         return None
     sel = idle_ns > 0
-    names, cores_txt = a["name"][sel], a["core"][sel]
-    key = np.char.add(np.char.add(names.astype(str), "\x1f"), cores_txt.astype(str))
-    uniq, codes = np.unique(key, return_inverse=True)
+    names, cores_txt, op_types = a["name"][sel], a["core"][sel], a["op_type"][sel]
+    (name_v, name_c), (core_v, core_c) = a["codes"]["name"], a["codes"]["core"]
+    pairs, inv = group_codes(name_c[sel], core_c[sel])
+    # operators in the order of their text "name\x1fcore" (the text built per operator only)
+    key = np.char.add(np.char.add(name_v[pairs[:, 0]].astype(str), "\x1f"),
+                      core_v[pairs[:, 1]].astype(str))
+    uniq, pos = np.unique(key, return_inverse=True)
+    codes = np.asarray(pos).reshape(-1)[inv]
     g_idle = np.bincount(codes, weights=idle_ns[sel])
     g_dur = np.bincount(codes, weights=a["dur"][sel])
     g_cnt = np.bincount(codes)
@@ -234,7 +243,7 @@ def _block_dim(ctx):
     ops = []
     for gi in np.argsort(-g_idle)[:BLOCK_DIM_TOP]:
         i = first[gi]
-        ops.append({"name": names[i], "op_type": a["op_type"][sel][i],
+        ops.append({"name": names[i], "op_type": op_types[i],
                     "accelerator_core": cores_txt[i],
                     "block_dim": sorted({int(x) for x in bd[sel][codes == gi]})[:5],
                     "cores": int(cores[sel][i]), "count": int(g_cnt[gi]),
@@ -329,30 +338,25 @@ def headroom(r: dict) -> float:
 def pipe_groups(ctx) -> list[dict]:
     """Compute kernels grouped by (name, Accelerator Core, input shapes) with their time per
     step, mean task time and duration-weighted PMU ratios (tasks without a value left out of
-    that ratio's weights), classified by :func:`classify`. Vectorised: Arrow group codes, one
-    bincount per ratio."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
+    that ratio's weights), classified by :func:`classify`. Vectorised: group codes of the
+    distinct texts, one bincount per ratio, ratios read one column at a time."""
     a = ctx.karr()
     sel = np.isin(a["core"], _CUBE + _VEC)
     if not sel.any():
         return []
-    t = a["table"].filter(pa.array(sel))
     names, accs, shapes = a["name"][sel], a["core"][sel], a["shapes"][sel]
-    key = pc.binary_join_element_wise(pa.array(names, pa.string()), pa.array(accs, pa.string()),
-                                      pa.array(shapes, pa.string()), "\x1f")
-    codes = pc.dictionary_encode(key).indices.to_numpy()
+    kc = a["codes"]
+    _, codes = group_codes(kc["name"][1][sel], kc["core"][1][sel], kc["shapes"][1][sel])
     n = int(codes.max()) + 1
     dur = a["dur"][sel]
     total = np.bincount(codes, weights=dur, minlength=n)
     count = np.bincount(codes, minlength=n)
     ratios = {}
     for c in _RATIOS:
-        col = S.PMU_PREFIX + c
-        if col not in t.column_names:
+        v = ctx.kernel_values(S.PMU_PREFIX + c)  # one column at a time
+        if v is None:
             continue
-        v = np.asarray(pc.cast(t[col], pa.float64()).to_numpy(zero_copy_only=False), float)
+        v = v[sel]
         ok = ~np.isnan(v)
         w = np.where(ok, np.maximum(dur, 0), 0.0)
         vv = np.where(ok, v, 0.0)
@@ -447,8 +451,8 @@ FREQ_MIN_PCT = 1.0
 
 def _aicore_freq(ctx):
     f = ctx.df(S.AICORE_FREQ).dropna(subset=["ts_ns", "freq_mhz"]).sort_values("ts_ns")
-    k = ctx.compute_kernels()
-    k = k[k["accelerator_core"].fillna("").str.upper().isin(_CUBE + _VEC)]
+    k = ctx.kernel_frame(np.isin(ctx.karr()["core"], _CUBE + _VEC),
+                         ("name", "start_ns", "dur_ns"))
     if k.empty:
         raise Skip("no AI Core / vector task")
     ref = float(f["freq_mhz"].max())

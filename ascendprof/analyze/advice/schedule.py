@@ -32,8 +32,9 @@ def device_gaps(ctx) -> pd.DataFrame:
         t = ctx.tables.get(S.KERNELS)
         if t is None or t.num_rows == 0:
             return pd.DataFrame(columns=cols)
-        t = t.select(["step", "start_ns", "dur_ns"]).filter(
-            pc.and_(pc.is_valid(t["start_ns"]), pc.is_valid(t["dur_ns"])))
+        t = t.select(["step", "start_ns", "dur_ns"])
+        if t["start_ns"].null_count or t["dur_ns"].null_count:
+            t = t.filter(pc.and_(pc.is_valid(t["start_ns"]), pc.is_valid(t["dur_ns"])))
         if t.num_rows == 0:
             return pd.DataFrame(columns=cols)
         start = t["start_ns"].to_numpy()
