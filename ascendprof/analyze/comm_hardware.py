@@ -22,9 +22,12 @@ each other).
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from ascendprof.analyze.codes import filled_codes
 from ascendprof.model import schemas as S
 
 OPS = "comm_hw_ops"
@@ -78,29 +81,59 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
     ops, bw = tables.get(S.COMM_OPS), tables.get(S.COMM_BANDWIDTH)
     if ops is None or ops.num_rows == 0:
         return {}
-    o = ops.select(["step", "group", "op_name", "start_ns", "elapse_ns"]).to_pandas()
-    sent = {}
+    # Columns and Python lists, not DataFrames: a rank holds a few dozen ops, where pandas'
+    # per-call cost (groupby, indexing, frame building) was most of this function's time.
+    sent: dict = {}
     out = {}
     if bw is not None and bw.num_rows:
-        b = bw.select(["step", "group", "op_name", "transport", "size_mb", "transit_ns",
-                       "large_packet_ratio"]).to_pandas()
-        b["transport"] = b["transport"].fillna("").str.upper()
-        ln = b[b["transport"].isin(LINK_TRANSPORTS)]
-        sent = ln.groupby(["step", "group", "op_name"], dropna=False)["size_mb"].sum().to_dict()
-        rows = []
-        for tr, g in b[b["size_mb"].fillna(0) > 0].groupby("transport", sort=True):
-            rows.append({"rank": rank, "transport": tr, "ops": len(g),
-                         "size_mb": float(g["size_mb"].sum()),
-                         "transit_ns": int(g["transit_ns"].fillna(0).sum()),
-                         "large_mb": float((g["size_mb"] * g["large_packet_ratio"].fillna(0)).sum())})
-        if rows:
+        tr_values, tr_codes = filled_codes(bw["transport"], "")
+        tr_values = np.array([str(v).upper() for v in tr_values], dtype=object)
+        size = np.asarray(bw["size_mb"].to_numpy(), np.float64)  # null: NaN
+        link = np.isin(tr_values, LINK_TRANSPORTS)[tr_codes]
+        if link.any():
+            idx = np.flatnonzero(link)
+            keys = zip(*(bw[c].take(idx).to_pylist() for c in ("step", "group", "op_name")))
+            # per (step, group, op) the sum of the link sizes, nulls skipped, compensated as
+            # pandas' grouped sum adds (Kahan); a null step never matches an op (as before: a
+            # NaN key), a null group or name matches the ops' null
+            comp: dict = {}
+            for key, v in zip(keys, size[idx].tolist()):
+                if key[0] is None:
+                    continue
+                s = sent.setdefault(key, 0.0)
+                if v != v:
+                    continue
+                c = comp.get(key, 0.0)
+                y = v - c
+                t = s + y
+                c = t - s - y
+                comp[key] = 0.0 if c != c else c
+                sent[key] = t
+        pos = np.nan_to_num(size, nan=0.0) > 0
+        if pos.any():
+            transit = bw["transit_ns"].to_numpy(zero_copy_only=False)
+            transit = np.nan_to_num(np.asarray(transit, np.float64), nan=0.0) \
+                if bw["transit_ns"].null_count else np.asarray(transit, np.int64)
+            lpr = np.nan_to_num(np.asarray(bw["large_packet_ratio"].to_numpy(), np.float64),
+                                nan=0.0)
+            rows = []
+            for tr in sorted(set(tr_values[tr_codes[pos]].tolist())):
+                m = pos & (tr_values == tr)[tr_codes]
+                rows.append({"rank": rank, "transport": tr, "ops": int(m.sum()),
+                             "size_mb": float(size[m].sum()),
+                             "transit_ns": int(transit[m].sum()),
+                             "large_mb": float((size[m] * lpr[m]).sum())})
             out[LINKS] = pa.Table.from_pylist(rows, schema=LINK_SCHEMA)
-    o["sent_mb"] = [sent.get((s, g, n), 0.0) for s, g, n in zip(o["step"], o["group"],
-                                                                 o["op_name"])]
-    o["rank"] = rank
-    o = o[o["start_ns"].notna()]
-    out[OPS] = pa.Table.from_pandas(o[[f.name for f in OPS_SCHEMA]], schema=OPS_SCHEMA,
-                                    preserve_index=False)
+    o = ops.filter(pc.is_valid(ops["start_ns"]))
+    if sent:
+        keys = zip(*(o[c].to_pylist() for c in ("step", "group", "op_name")))
+        sent_mb = pa.array([sent.get(k, 0.0) for k in keys], pa.float64())
+    else:
+        sent_mb = pa.array(np.zeros(o.num_rows), pa.float64())
+    cols = {"rank": pa.array(np.full(o.num_rows, rank, np.int32)),
+            **{c: o[c] for c in ("step", "group", "op_name", "start_ns", "elapse_ns")},
+            "sent_mb": sent_mb}
+    out[OPS] = pa.table({f.name: pc.cast(cols[f.name], f.type) for f in OPS_SCHEMA})
     return out
 
 
