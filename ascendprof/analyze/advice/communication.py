@@ -36,32 +36,56 @@ def _small_packets(ctx):
     import pyarrow.compute as pc
 
     t = ctx.tables[S.COMM_BANDWIDTH]
-    small = pc.or_(pc.and_(pc.equal(t["transport"], "SDMA"), pc.less(t["size_mb"], SMALL_MB["SDMA"])),
-                   pc.and_(pc.equal(t["transport"], "RDMA"), pc.less(t["size_mb"], SMALL_MB["RDMA"])))
-    if not pc.any(pc.and_(small, pc.greater(t["size_mb"], 0))).as_py():
-        return None  # no small transfer at all
-    keep = pc.and_(pc.is_in(t["transport"], value_set=pa.array(list(SMALL_MB))),
-                   pc.greater(t["size_mb"], 0))
-    bw = t.filter(keep).select(["transport", "size_mb", "transit_ns", "group"]).to_pandas()
+    # numpy over the columns, no DataFrame: a rank holds a few dozen transfers, where pandas'
+    # per-call cost (frames, masks, groupby) was most of this rule's time
+    tr = t["transport"]
+    if pa.types.is_dictionary(tr.type):
+        tr = tr.cast(tr.type.value_type)
+    size = np.asarray(t["size_mb"].to_numpy(), np.float64)  # null: NaN, never > 0
+    pos = size > 0
+    is_small_tr = {k: pc.fill_null(pc.equal(tr, k), False).to_numpy(zero_copy_only=False)
+                   for k in SMALL_MB}
+    # the sums' type as pandas had it: float when a transit time of these transfers is null
+    has_null = bool(t["transit_ns"].null_count) and not pc.all(pc.is_valid(
+        t["transit_ns"].filter(pa.array(pos & (is_small_tr["SDMA"] | is_small_tr["RDMA"]))))
+    ).as_py()
     out = []
     for transport, limit in SMALL_MB.items():
-        b = bw[(bw["transport"] == transport) & (bw["size_mb"] > 0)]
-        if b.empty:
+        b = pos & is_small_tr[transport]
+        n = int(b.sum())
+        if not n:
             continue
-        small = b[b["size_mb"] < limit]
-        ratio = len(small) / len(b)
-        ns = ctx.per_step(small["transit_ns"].sum())
+        idx = np.flatnonzero(b & (size < limit))
+        ratio = len(idx) / n
+        if ratio <= SMALL_RATIO:
+            continue
+        transit = t["transit_ns"].take(pa.array(idx))
+        valid = pc.is_valid(transit).to_numpy(zero_copy_only=False)
+        transit = np.asarray(pc.fill_null(transit, 0).to_numpy(zero_copy_only=False), np.int64)
+        ns = ctx.per_step(int(transit.sum()))
         share = ctx.share(ns)
-        if ratio <= SMALL_RATIO or share is None or share < SMALL_MIN_PCT:
+        if share is None or share < SMALL_MIN_PCT:
             continue
-        by_group = (small.groupby("group")["transit_ns"].agg(["count", "sum"])
-                    .sort_values("sum", ascending=False))
-        groups = [{"group": g, "ops": int(r["count"]), "transit_ms_per_step": ms(
-            ctx.per_step(r["sum"]))} for g, r in by_group.head(5).iterrows()]
+        # per group (null groups left out) the count of known transit times and their sum,
+        # slowest first; ties keep the groups' sorted order, as pandas' descending sort does
+        count: dict = {}
+        total: dict = {}
+        for g, v, ok in zip(t["group"].take(pa.array(idx)).to_pylist(), transit.tolist(),
+                            valid.tolist()):
+            if g is None:
+                continue
+            count[g] = count.get(g, 0) + ok
+            total[g] = total.get(g, 0) + v
+        names = sorted(total)
+        sums = np.array([total[g] for g in names],
+                        np.float64 if has_null else np.int64)
+        order = np.arange(len(names))[::-1][sums[::-1].argsort(kind="quicksort")][::-1]
+        groups = [{"group": names[i], "ops": count[names[i]],
+                   "transit_ms_per_step": ms(ctx.per_step(sums[i]))} for i in order[:5]]
         out.append(finding(
             RULES[0], [ctx.rank], key=f"{RULES[0].id}:{transport}",
             severity=severity_by_share(share, SMALL_MIN_PCT, 10.0),
-            message=(f"{len(small)} of {len(b)} {transport} transfers ({ratio:.0%}) move less "
+            message=(f"{len(idx)} of {n} {transport} transfers ({ratio:.0%}) move less "
                      f"than {limit:g} MB; their transit time is {ms(ns):.2f} ms per step "
                      f"({share:.1f}% of the step)."),
             advice=["In data parallelism: larger batches or more gradient accumulation steps, "
@@ -69,9 +93,9 @@ def _small_packets(ctx):
                     "more data.",
                     "With ZeRO-3, consider ZeRO-2/ZeRO-1 if memory allows.",
                     "Use fused optimizers / fused operators that issue fewer collectives."],
-            evidence={"transport": transport, "ops": len(b), "small_ops": len(small),
+            evidence={"transport": transport, "ops": n, "small_ops": len(idx),
                       "small_ratio": round(ratio, 4), "small_transit_ms_per_step": ms(ns),
-                      "small_mb_median": round(float(small["size_mb"].median()), 3),
+                      "small_mb_median": round(float(np.median(size[idx])), 3),
                       "groups": groups},
             impact_ns=ns, step_ns=ctx.step_ns))
     return out or None
