@@ -237,19 +237,28 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
         keys, use_threads=False).aggregate([("_dur", "sum"),
                                             ("_dur", "count", pc.CountOptions(mode="all"))])
     del codes
-    d = pa.table({c: texts[c].take(g[c]) if c in texts else g[c] for c in g.column_names}
-                 ).to_pandas()
+    # one row per group, as Python values (pandas' groupby over the few groups of a rank was
+    # most of this function's time), in the order pandas' sorted groupby gave: by step, then
+    # each text with null last; a null text is NaN as pandas handed it to the parsers
+    nan = float("nan")
+    cols = [g["_step"].to_pylist()] + [
+        [nan if v is None else v for v in texts[c].take(g[c]).to_pylist()] for c in keys[1:]]
+    cols += [g["_dur_count"].to_pylist(), g["_dur_sum"].to_pylist()]
+    del g
+
+    def order(r):
+        return (r[0], *((v is nan, "" if v is nan else v) for v in r[1:6]))
+
     rows = []
-    for key, g in d.groupby(keys, sort=True, dropna=False):  # one row per group
-        step, op_type, ins, in_t, outs, out_t = key
+    for step, op_type, ins, in_t, outs, out_t, calls, dur in sorted(zip(*cols), key=order):
         fam = family_of(op_type)
         if fam is None:
             continue
         first_t = str(in_t or "").strip().strip('"').split(";")[0]
         rows.append({"rank": rank, "step": None if step < 0 else int(step), "family": fam,
-                     "op_type": op_type, "input_shapes": None if pd.isna(ins) else str(ins),
+                     "op_type": op_type, "input_shapes": None if ins is nan else str(ins),
                      "dtype": hw.dtype_name(first_t) or None,
-                     "calls": int(g["_dur_count"].iloc[0]), "dur_ns": int(g["_dur_sum"].iloc[0]),
+                     "calls": int(calls), "dur_ns": int(dur),
                      "flops": flops_of(fam, ins, outs),
                      "bytes": bytes_of(ins, in_t, outs, out_t), "chip": chip})
     out = {OP_EFFICIENCY: pa.Table.from_pylist(rows, schema=PARTIAL_SCHEMA)}
