@@ -56,7 +56,8 @@ def _copy_tree(dst: Path) -> None:
 
 def _run(tree: Path, shared: str, stop_first: bool, first: str) -> tuple[int, list[str]]:
     env = dict(os.environ, ASCENDPROF_SHARED_DATA=shared, CI="")
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rf"]
+    # one process: -x and the order of the files below hold only there
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rf", "-n", "0"]
     if stop_first:  # the given file first, then every other one (pytest keeps that order)
         rest = sorted(str(p.relative_to(tree)) for p in (tree / "tests").glob("test_*.py"))
         cmd += ["-x", first] + [f for f in rest if f != first]

@@ -64,8 +64,10 @@ def _mutmut_config(mod: dict) -> str:
     tests = json.dumps(mod["tests"])
     return (f'\n[tool.mutmut]\nsource_paths = ["ascendprof"]\nonly_mutate = ["{mod["path"]}"]\n'
             f"pytest_add_cli_args_test_selection = {tests}\n"
-            '# no randomised order, no cache; hypothesis examples fixed so a run is repeatable\n'
-            'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "no:randomly", "-q", "-x"]\n'
+            '# no randomised order, no cache, one process (mutmut instruments this one);\n'
+            '# hypothesis examples fixed so a run is repeatable\n'
+            'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "no:randomly", "-n", "0", '
+            '"-q", "-x"]\n'
             'also_copy = ["fixtures", "benchmarks"]\n'
             "timeout_multiplier = 10.0\ntimeout_constant = 20.0\n")
 
