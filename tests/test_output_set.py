@@ -175,7 +175,7 @@ def test_an_output_name_the_user_owns_is_never_replaced(qwen, tmp_path, name):
 def test_every_registered_name_is_checked():
     """The registry (report.files.OUTPUT_FILES) drives the check: every name an analysis
     writes must be in it, so a user's file of that name is protected."""
-    from ascendprof.engine.outdir import managed_names
+    from ascendprof.sysio.ownership import managed_names
 
     assert set(OUTPUT_FILES) <= managed_names(OUTPUT_FILES)
     for name in ("cluster_step_trace_time.csv", "cluster_communication.json", "verdicts.json",
