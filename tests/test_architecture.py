@@ -56,3 +56,19 @@ def test_light_modules_import_neither_arrow_nor_pandas(module):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]", r.stdout
+
+
+def test_mutation_modules_exist():
+    """`make mutants` measures the modules of mutation/modules.toml with the test files listed
+    there: a module moved or folded away (or a test file renamed) must be updated in it, or the
+    run stops on the missing path."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    spec = tomllib.loads((ROOT / "mutation" / "modules.toml").read_text(encoding="utf-8"))
+    modules = spec["module"]
+    assert len(modules) >= 30
+    for name, m in modules.items():
+        assert (ROOT / m["path"]).is_file(), (name, m["path"])
+        assert m["tests"] and all((ROOT / t).is_file() for t in m["tests"]), (name, m["tests"])
