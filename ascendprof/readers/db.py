@@ -127,10 +127,10 @@ class _Db:
         except sqlite3.Error as e:
             raise InputError(self.path, f"cannot read ({e})", where=sql.split()[-1]) from None
 
-    def query(self, sql: str, names: list[str], types: dict[str, pa.DataType]) -> pa.Table:
-        """Run ``sql`` and return its rows as a table with columns ``names`` (fetched in
-        batches of :data:`BATCH`; ``types`` gives the Arrow type of each column)."""
-        schema = pa.schema([pa.field(n, types[n]) for n in names])
+    def query(self, sql: str, columns: dict[str, pa.DataType]) -> pa.Table:
+        """Run ``sql`` and return its rows as a table of ``columns`` (name -> Arrow type, in the
+        SELECT's order), fetched in batches of :data:`BATCH`."""
+        schema = pa.schema(list(columns.items()))
         batches = []
         try:
             cur = self.conn.execute(sql)
@@ -291,15 +291,12 @@ def _fill_from_profiler_db(db: _Db, data: RankData) -> None:
         if loader.num_rows:
             timeline_parts.append(loader)
     if steps is not None and steps.num_rows:
-        timeline_parts.append(pa.table({
-            "track": pa.array(["step"] * steps.num_rows, pa.string()),
-            "process": pa.array(["Python"] * steps.num_rows, pa.string()),
-            "thread": pa.array(["Step"] * steps.num_rows, pa.string()),
+        timeline_parts.append(_on_track(pa.table({
             "name": pc.binary_join_element_wise("ProfilerStep#", steps["step"].cast(pa.string()),
                                                 ""),
             "start_ns": steps["start_ns"],
-            "dur_ns": pc.subtract(steps["end_ns"], steps["start_ns"]),
-        }))
+            "dur_ns": pc.subtract(steps["end_ns"], steps["start_ns"])}), "step", "Python",
+            thread="Step"))
     if timeline_parts:
         cols = ["track", "process", "thread", "name", "start_ns", "dur_ns", "task_type",
                 "category"]
@@ -331,10 +328,8 @@ def _with_task_type(part: pa.Table) -> pa.Table:
 
 
 def _steps(db: _Db) -> pa.Table:
-    t = db.query("SELECT id, startNs, endNs FROM STEP_TIME ORDER BY startNs",
-                 ["step", "start_ns", "end_ns"],
-                 {"step": pa.int32(), "start_ns": pa.int64(), "end_ns": pa.int64()})
-    return t
+    return db.query("SELECT id, startNs, endNs FROM STEP_TIME ORDER BY startNs",
+                    {"step": pa.int32(), "start_ns": pa.int64(), "end_ns": pa.int64()})
 
 
 def _step_of(ts: pa.ChunkedArray | pa.Array, windows: pa.Table) -> pa.Array:
@@ -371,8 +366,7 @@ def _kernels(db: _Db, windows: pa.Table, rank: int, device_id) -> pa.Table:
              "op_state", "accelerator_core", "start_ns", "dur_ns", "wait_ns", "block_num",
              "mix_block_num", "hf32_eligible", "input_shapes", "input_dtypes", "input_formats",
              "output_shapes", "output_dtypes", "output_formats"]
-    types = {n: S.SCHEMAS[S.KERNELS].field(n).type for n in names}
-    t = db.query(sql, names, types)
+    t = db.query(sql, {n: S.SCHEMAS[S.KERNELS].field(n).type for n in names})
     # kernel_details writes an invalid context id as N/A
     ctx = t["context_id"]
     t = t.set_column(t.schema.get_field_index("context_id"), "context_id",
@@ -396,15 +390,11 @@ def _comm_big_ops(db: _Db) -> pa.Table:
     t = db.query(
         f"SELECT {s('o', 'opName')}, {s('o', 'groupName')}, {op_type}, {dev}, o.startNs, "
         f"o.endNs - o.startNs FROM COMMUNICATION_OP o ORDER BY o.startNs",
-        ["name", "group", "op_type", "device_id", "start_ns", "dur_ns"],
         {"name": pa.string(), "group": pa.string(), "op_type": pa.string(),
          "device_id": pa.int32(), "start_ns": pa.int64(), "dur_ns": pa.int64()})
-    n = t.num_rows
     thread = pc.binary_join_element_wise("Group ", pc.fill_null(t["group"], ""), " Communication",
                                          "")
-    return (t.append_column("track", pa.array(["communication"] * n, pa.string()))
-            .append_column("process", pa.array(["Communication"] * n, pa.string()))
-            .append_column("thread", thread))
+    return _on_track(t.append_column("thread", thread), "communication", "Communication")
 
 
 def _append_comm_kernels(kernels: pa.Table, comm: pa.Table, windows: pa.Table, rank: int,
@@ -457,12 +447,16 @@ def _hardware_track(db: _Db) -> pa.Table:
     t = db.query(
         f"SELECT 'Stream ' || t.streamId, {name}, {task_type}, {category}, t.startNs, "
         f"t.endNs - t.startNs FROM TASK t {join} ORDER BY t.startNs",
-        ["thread", "name", "task_type", "category", "start_ns", "dur_ns"],
         {"thread": pa.string(), "name": pa.string(), "task_type": pa.string(),
          "category": pa.string(), "start_ns": pa.int64(), "dur_ns": pa.int64()})
-    n = t.num_rows
-    return (t.append_column("track", pa.array(["hardware"] * n, pa.string()))
-            .append_column("process", pa.array(["Ascend Hardware"] * n, pa.string())))
+    return _on_track(t, "hardware", "Ascend Hardware")
+
+
+def _on_track(t: pa.Table, track: str, process: str, **texts: str) -> pa.Table:
+    """``t`` with the constant text columns track, process and ``texts`` (timeline rows)."""
+    for k, v in {"track": track, "process": process, **texts}.items():
+        t = t.append_column(k, pa.array([v] * t.num_rows, pa.string()))
+    return t
 
 
 #: Where an HCCL op's communication section came from (the task_type of its 'communication'
@@ -502,31 +496,22 @@ def _hccl_task_extents(db: _Db) -> pa.Table:
     else:
         sql = (f"WITH x AS ({ext}) SELECT {s('x', 'name')}, {s('x', 'grp')}, x.s, x.e - x.s, "
                f"'{FROM_TASKS}' FROM x ORDER BY 3")
-    t = db.query(sql, ["name", "group", "start_ns", "dur_ns", "task_type"],
-                 {"name": pa.string(), "group": pa.string(), "start_ns": pa.int64(),
-                  "dur_ns": pa.int64(), "task_type": pa.string()})
-    n = t.num_rows
+    t = db.query(sql, {"name": pa.string(), "group": pa.string(), "start_ns": pa.int64(),
+                       "dur_ns": pa.int64(), "task_type": pa.string()})
     thread = pc.binary_join_element_wise(
         "Group ", pc.fill_null(t["group"], ""), " Communication tasks", "")
-    return (t.drop_columns(["group"])
-            .append_column("thread", thread)
-            .append_column("category", pa.array(["communication"] * n, pa.string()))
-            .append_column("track", pa.array(["communication"] * n, pa.string()))
-            .append_column("process", pa.array(["Communication"] * n, pa.string())))
+    return _on_track(t.drop_columns(["group"]).append_column("thread", thread), "communication",
+                     "Communication", category="communication")
 
 
 def _overlap_track(db: _Db) -> pa.Table:
     t = db.query("SELECT type, startNs, endNs - startNs FROM OVERLAP_ANALYSIS ORDER BY startNs",
-                 ["type", "start_ns", "dur_ns"],
                  {"type": pa.int64(), "start_ns": pa.int64(), "dur_ns": pa.int64()})
     keys = pa.array(list(OVERLAP_NAMES), pa.int64())
     vals = pa.array(list(OVERLAP_NAMES.values()), pa.string())
     name = pc.take(vals, pc.index_in(t["type"], keys))
-    n = t.num_rows
-    return pa.table({"track": pa.array(["overlap"] * n, pa.string()),
-                     "process": pa.array(["Overlap Analysis"] * n, pa.string()),
-                     "thread": name, "name": name,
-                     "start_ns": t["start_ns"], "dur_ns": t["dur_ns"]}).filter(
+    return _on_track(pa.table({"thread": name, "name": name, "start_ns": t["start_ns"],
+                               "dur_ns": t["dur_ns"]}), "overlap", "Overlap Analysis").filter(
         pc.is_valid(name))
 
 
@@ -540,7 +525,6 @@ def _api_statistic(db: _Db, rank: int) -> pa.Table:
                    MIN(a.endNs - a.startNs), MAX(a.endNs - a.startNs),
                    SUM(CAST(a.endNs - a.startNs AS REAL) * (a.endNs - a.startNs))
             FROM CANN_API a GROUP BY a.type, a.name ORDER BY 3 DESC""",
-        ["level", "api_name", "total_ns", "count", "min_ns", "max_ns", "sumsq"],
         {"level": pa.string(), "api_name": pa.string(), "total_ns": pa.int64(),
          "count": pa.int64(), "min_ns": pa.int64(), "max_ns": pa.int64(), "sumsq": pa.float64()})
     total = t["total_ns"].to_numpy().astype(float)
@@ -564,7 +548,6 @@ def _memory_record(db: _Db, rank: int) -> pa.Table:
         f"""SELECT {db.string('m', 'component')}, m.timestamp, m.totalAllocated,
                    m.totalReserved, m.totalActive, m.streamPtr, m.deviceId
             FROM MEMORY_RECORD m ORDER BY m.timestamp""",
-        ["component", "ts_ns", "a", "r", "act", "stream_ptr", "dev"],
         {"component": pa.string(), "ts_ns": pa.int64(), "a": pa.float64(), "r": pa.float64(),
          "act": pa.float64(), "stream_ptr": pa.string(), "dev": pa.int64()})
     return S.conform(S.MEMORY_RECORD, pa.table({
@@ -591,7 +574,6 @@ def _operator_memory(db: _Db, rank: int) -> pa.Table:
                    m.allocationTotalAllocated, m.allocationTotalReserved,
                    m.releaseTotalAllocated, m.releaseTotalReserved, m.deviceId
             FROM OP_MEMORY m ORDER BY m.allocationTime""",
-        ["name", "size", "alloc_ns", "release_ns", "dur_ns", "aa", "ar", "ra", "rr", "dev"],
         {"name": pa.string(), "size": pa.float64(), "alloc_ns": pa.int64(),
          "release_ns": pa.int64(), "dur_ns": pa.int64(), "aa": pa.float64(),
          "ar": pa.float64(), "ra": pa.float64(), "rr": pa.float64(), "dev": pa.int64()})
@@ -649,7 +631,6 @@ def _npu_module_mem(db: _Db, rank: int, device_id) -> pa.Table:
             else "CAST(m.moduleId AS TEXT)")
     t = db.query(f"""SELECT {name}, m.timestampNs, m.totalReserved, m.deviceId
                      FROM NPU_MODULE_MEM m ORDER BY m.timestampNs""",
-                 ["component", "ts_ns", "r", "dev"],
                  {"component": pa.string(), "ts_ns": pa.int64(), "r": pa.float64(),
                   "dev": pa.int64()})
     return S.conform(S.NPU_MODULE_MEM, pa.table({
@@ -671,14 +652,10 @@ def _dataloader_track(db: _Db) -> pa.Table:
     t = db.query(f"""SELECT s.value, CAST(p.startNs AS INTEGER), CAST(p.endNs AS INTEGER)
                      FROM PYTORCH_API p JOIN STRING_IDS s ON s.id = p.name
                      WHERE s.value LIKE '{_DATALOADER_LIKE}' ORDER BY 2""",
-                 ["name", "start_ns", "end_ns"],
                  {"name": pa.string(), "start_ns": pa.int64(), "end_ns": pa.int64()})
-    n = t.num_rows
-    return pa.table({"track": pa.array(["dataloader"] * n, pa.string()),
-                     "process": pa.array(["Python"] * n, pa.string()),
-                     "thread": pa.array(["DataLoader"] * n, pa.string()),
-                     "name": t["name"], "start_ns": t["start_ns"],
-                     "dur_ns": pc.subtract(t["end_ns"], t["start_ns"])})
+    return _on_track(pa.table({"name": t["name"], "start_ns": t["start_ns"],
+                               "dur_ns": pc.subtract(t["end_ns"], t["start_ns"])}),
+                     "dataloader", "Python", thread="DataLoader")
 
 
 # ----------------------------------------------------------------------------- analysis.db
@@ -741,9 +718,8 @@ def _step_trace(db: _Db, data: RankData) -> pa.Table:
     src = [c for c, _ in _STEP_TRACE_COLS]
     sel = ", ".join(f'"{c}"' if c in have else "NULL" for c in src)
     dev = '"deviceId"' if "deviceId" in have else "NULL"
-    types = {"device_id": pa.int64(), "step": pa.string(), **{c: pa.float64() for c in src}}
-    t = db.query(f"SELECT {dev}, step, {sel} FROM StepTraceTime", ["device_id", "step", *src],
-                 types)
+    t = db.query(f"SELECT {dev}, step, {sel} FROM StepTraceTime",
+                 {"device_id": pa.int64(), "step": pa.string(), **{c: pa.float64() for c in src}})
     dev_col = t["device_id"]
     fallback = data.meta.get("device_id", data.source.device_id)
     if fallback is not None:
@@ -762,8 +738,6 @@ def _comm_ops(db: _Db, data: RankData) -> pa.Table:
         """SELECT step, type, hccl_op_name, group_name, start_timestamp, elapse_time,
                   transit_time, wait_time, synchronization_time, idle_time
            FROM CommAnalyzerTime ORDER BY start_timestamp""",
-        ["step_key", "kind", "op_name", "group", "start", "elapse", "transit", "wait", "sync",
-         "idle"],
         {"step_key": pa.string(), "kind": pa.string(), "op_name": pa.string(),
          "group": pa.string(), **{c: pa.float64() for c in
                                   ("start", "elapse", "transit", "wait", "sync", "idle")}})
@@ -798,8 +772,6 @@ def _comm_bandwidth(db: _Db, data: RankData) -> dict[str, pa.Table]:
                   transit_time, bandwidth, large_packet_ratio, package_size, count,
                   total_duration
            FROM CommAnalyzerBandwidth""",
-        ["step_key", "kind", "op_name", "group", "transport", "size_mb", "transit_ms",
-         "bandwidth_gbps", "large_packet_ratio", "packet", "count", "dur_ms"],
         {"step_key": pa.string(), "kind": pa.string(), "op_name": pa.string(),
          "group": pa.string(), "transport": pa.string(), "size_mb": pa.float64(),
          "transit_ms": pa.float64(), "bandwidth_gbps": pa.float64(),
@@ -866,8 +838,6 @@ def _comm_links(db: _Db, data: RankData) -> pa.Table:
         f"""SELECT step, type, hccl_op_name, {op}, group_name, src_rank, dst_rank,
                    transport_type, transit_size, transit_time, bandwidth
             FROM CommAnalyzerMatrix""",
-        ["step_key", "kind", "link_op", "op_name", "group", "src", "dst", "transport",
-         "size_mb", "transit_ms", "bandwidth_gbps"],
         {"step_key": pa.string(), "kind": pa.string(), "link_op": pa.string(),
          "op_name": pa.string(), "group": pa.string(), "src": pa.int32(), "dst": pa.int32(),
          "transport": pa.string(), "size_mb": pa.float64(), "transit_ms": pa.float64(),

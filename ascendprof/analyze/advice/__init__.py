@@ -46,27 +46,33 @@ def rank_advice(tables: dict, meta: dict, rank: int, mode: str = "summary",
     findings, status = [], {}
     for rule in RANK_RULES:
         why = missing_needs(rule, ctx.has)
-        if why:
-            if any(a in HOST_TABLES for alts in rule.needs for a in alts) \
-                    and (meta or {}).get("advice_not_read"):
-                why += f" ({meta['advice_not_read']})"
-            status[rule.id] = ["skipped", why]
-            continue
-        try:
-            got = rule.check(ctx)
-        except Skip as e:
-            status[rule.id] = ["skipped", str(e)]
-            continue
-        except Exception as e:  # noqa: BLE001 - one rule's defect loses that rule only
-            status[rule.id] = ["skipped", f"rule failed ({type(e).__name__}: {e}); please "
-                                          f"report this"]
-            continue
-        got = [] if got is None else got if isinstance(got, list) else [got]
-        status[rule.id] = ["fired" if got else "silent", ""]
-        for f in got:
-            ctx.fired.add(f["key"])
+        if why and any(a in HOST_TABLES for alts in rule.needs for a in alts) \
+                and (meta or {}).get("advice_not_read"):
+            why += f" ({meta['advice_not_read']})"
+        got = _check(rule, ctx, why, status, "; please report this")
+        ctx.fired.update(f["key"] for f in got)
         findings.extend(got)
     return {"findings": findings, "status": status}
+
+
+def _check(rule: Rule, ctx, why: str, status: dict, failed: str = "") -> list[dict]:
+    """``rule``'s findings on ``ctx`` (a list), its status in ``status``: skipped for ``why``
+    (missing needs), a Skip or an unexpected error (never raised: advice must not cost the
+    analysis; ``failed`` is added to the reason), else fired or silent."""
+    if why:
+        status[rule.id] = ["skipped", why]
+        return []
+    try:
+        got = rule.check(ctx)
+    except Skip as e:
+        status[rule.id] = ["skipped", str(e)]
+        return []
+    except Exception as e:  # noqa: BLE001 - one rule's defect loses that rule only
+        status[rule.id] = ["skipped", f"rule failed ({type(e).__name__}: {e}){failed}"]
+        return []
+    got = [] if got is None else got if isinstance(got, list) else [got]
+    status[rule.id] = ["fired" if got else "silent", ""]
+    return got
 
 
 def _merge(findings: list[dict]) -> list[dict]:
@@ -133,20 +139,7 @@ def cluster_advice(per_rank: dict[int, dict], metadata: dict[int, dict],
     cluster_status = {}
     for rule in CLUSTER_RULES:
         why = missing_needs(rule, lambda a: a != "meta:env" or bool(env))
-        if why:
-            cluster_status[rule.id] = ["skipped", why]
-            continue
-        try:
-            got = rule.check(cctx)
-        except Skip as e:
-            cluster_status[rule.id] = ["skipped", str(e)]
-            continue
-        except Exception as e:  # noqa: BLE001
-            cluster_status[rule.id] = ["skipped", f"rule failed ({type(e).__name__}: {e})"]
-            continue
-        got = [] if got is None else got if isinstance(got, list) else [got]
-        cluster_status[rule.id] = ["fired" if got else "silent", ""]
-        findings.extend(got)
+        findings.extend(_check(rule, cctx, why, cluster_status))
     items = sort_items(_merge(findings))
     return {"format": FORMAT, "mode": mode, "items": items,
             "rules": _rule_table(per_rank, cluster_status)}

@@ -81,61 +81,54 @@ def _log_level(ctx):
         evidence={"values": {v: rs for v, rs in g.items()}})
 
 
-def _alloc_conf(ctx):
+def _with_evidence(ctx, rule, fired: str, pick, severity: str, message: str, advice: list):
+    """The finding of ``rule`` on the ranks where ``pick(env)`` is a value and a rank-level
+    finding ``fired`` (a key prefix) shows the problem the setting addresses; None without."""
     _need_env(ctx)
-    hit = ctx.ranks_with("memory.allocator_calls")
-    g = _group(ctx, lambda e: None if "expandable_segments:true" in
-               e.get("PYTORCH_NPU_ALLOC_CONF", "").replace(" ", "").lower()
-               else e.get("PYTORCH_NPU_ALLOC_CONF", ""))
+    hit = ctx.ranks_with(fired)
+    g = _group(ctx, pick)
     ranks = sorted(r for rs in g.values() for r in rs if r in hit)
     if not ranks:
         return None
-    return finding(
-        RULES[2], ranks, severity="warning",
-        message=("PYTORCH_NPU_ALLOC_CONF does not enable expandable segments on ranks where "
-                 "allocator calls slow the step (memory.allocator_calls)."),
-        advice=["export PYTORCH_NPU_ALLOC_CONF=expandable_segments:True"],
-        evidence={"values": {(v or "(unset)"): [r for r in rs if r in hit]
-                             for v, rs in g.items() if any(r in hit for r in rs)}})
+    return finding(rule, ranks, severity=severity, message=message, advice=advice,
+                   evidence={"values": {(v or "(unset)"): [r for r in rs if r in hit]
+                                        for v, rs in g.items() if any(r in hit for r in rs)}})
+
+
+def _alloc_conf(ctx):
+    return _with_evidence(
+        ctx, RULES[2], "memory.allocator_calls",
+        lambda e: None if "expandable_segments:true" in
+        e.get("PYTORCH_NPU_ALLOC_CONF", "").replace(" ", "").lower()
+        else e.get("PYTORCH_NPU_ALLOC_CONF", ""), "warning",
+        ("PYTORCH_NPU_ALLOC_CONF does not enable expandable segments on ranks where "
+         "allocator calls slow the step (memory.allocator_calls)."),
+        ["export PYTORCH_NPU_ALLOC_CONF=expandable_segments:True"])
 
 
 ACLNN_CACHE_MIN = 10000
 
 
 def _aclnn_cache(ctx):
-    _need_env(ctx)
-    hit = ctx.ranks_with("schedule.device_idle:dispatch")
-    g = _group(ctx, lambda e: (e.get("ACLNN_CACHE_LIMIT") or "")
-               if (_int(e.get("ACLNN_CACHE_LIMIT")) or 0) < ACLNN_CACHE_MIN else None)
-    ranks = sorted(r for rs in g.values() for r in rs if r in hit)
-    if not ranks:
-        return None
-    return finding(
-        RULES[3], ranks, severity="info",
-        message=(f"ACLNN_CACHE_LIMIT is unset or below {ACLNN_CACHE_MIN} on ranks whose step is "
-                 f"host-bound (schedule.device_idle): a larger cache saves rebuilding aclnn "
-                 f"executors."),
-        advice=["export ACLNN_CACHE_LIMIT=100000"],
-        evidence={"values": {(v or "(unset)"): [r for r in rs if r in hit]
-                             for v, rs in g.items() if any(r in hit for r in rs)}})
+    return _with_evidence(
+        ctx, RULES[3], "schedule.device_idle:dispatch",
+        lambda e: (e.get("ACLNN_CACHE_LIMIT") or "")
+        if (_int(e.get("ACLNN_CACHE_LIMIT")) or 0) < ACLNN_CACHE_MIN else None, "info",
+        (f"ACLNN_CACHE_LIMIT is unset or below {ACLNN_CACHE_MIN} on ranks whose step is "
+         f"host-bound (schedule.device_idle): a larger cache saves rebuilding aclnn "
+         f"executors."),
+        ["export ACLNN_CACHE_LIMIT=100000"])
 
 
 def _host_cache(ctx):
-    _need_env(ctx)
-    hit = ctx.ranks_with("computation.op_compile")
-    g = _group(ctx, lambda e: (e.get("HOST_CACHE_CAPACITY") or "")
-               if not _int(e.get("HOST_CACHE_CAPACITY")) else None)
-    ranks = sorted(r for rs in g.values() for r in rs if r in hit)
-    if not ranks:
-        return None
-    return finding(
-        RULES[4], ranks, severity="info",
-        message=("HOST_CACHE_CAPACITY is unset or 0 on ranks that compile operators online "
-                 "(computation.op_compile): with changing shapes the host rebuilds operators."),
-        advice=["export HOST_CACHE_CAPACITY=20 (caches the executors of the 20 most recent "
-                "input shapes; costs host memory)."],
-        evidence={"values": {(v or "(unset)"): [r for r in rs if r in hit]
-                             for v, rs in g.items() if any(r in hit for r in rs)}})
+    return _with_evidence(
+        ctx, RULES[4], "computation.op_compile",
+        lambda e: (e.get("HOST_CACHE_CAPACITY") or "")
+        if not _int(e.get("HOST_CACHE_CAPACITY")) else None, "info",
+        ("HOST_CACHE_CAPACITY is unset or 0 on ranks that compile operators online "
+         "(computation.op_compile): with changing shapes the host rebuilds operators."),
+        ["export HOST_CACHE_CAPACITY=20 (caches the executors of the 20 most recent "
+         "input shapes; costs host memory)."])
 
 
 HCCL_VARS = ("HCCL_ALGO", "HCCL_RDMA_TC", "HCCL_RDMA_SL")

@@ -33,19 +33,21 @@ def group_directory(metadata: dict[int, dict]) -> dict[str, dict]:
     group is listed under its numeric id (double hash of the key) and under the key itself.
     """
     out: dict[str, dict] = {}
+    for key, info in _group_infos(metadata):
+        entry = {"key": str(key), "name": str(info.get("group_name") or key),
+                 "global_ranks": [int(r) for r in info.get("global_ranks") or []]}
+        out.setdefault(str(double_hash(str(key))), entry)
+        out.setdefault(str(key), entry)
+    return out
+
+
+def _group_infos(metadata: dict[int, dict]):
+    """(key, info) of every group object in the ranks' parallel_group_info."""
     for meta in metadata.values():
         pgi = (meta or {}).get("parallel_group_info") or {}
-        if not isinstance(pgi, dict):
-            continue
-        for key, info in pgi.items():
-            if not isinstance(info, dict):
-                continue
-            ranks = [int(r) for r in info.get("global_ranks") or []]
-            entry = {"key": str(key), "name": str(info.get("group_name") or key),
-                     "global_ranks": ranks}
-            out.setdefault(str(double_hash(str(key))), entry)
-            out.setdefault(str(key), entry)
-    return out
+        for key, info in pgi.items() if isinstance(pgi, dict) else ():
+            if isinstance(info, dict):
+                yield key, info
 
 
 def stages(metadata: dict[int, dict]) -> dict[int, int]:
@@ -55,16 +57,9 @@ def stages(metadata: dict[int, dict]) -> dict[int, int]:
     metadata names a pipeline group of more than one rank.
     """
     out: dict[int, int] = {}
-    for meta in metadata.values():
-        pgi = (meta or {}).get("parallel_group_info") or {}
-        for info in pgi.values() if isinstance(pgi, dict) else ():
-            if not isinstance(info, dict):
-                continue
-            if str(info.get("group_name", "")).lower() not in PP_GROUP_NAMES:
-                continue
-            ranks = [int(r) for r in info.get("global_ranks") or []]
-            if len(ranks) < 2:
-                continue
+    for _, info in _group_infos(metadata):
+        if str(info.get("group_name", "")).lower() in PP_GROUP_NAMES and len(
+                ranks := [int(r) for r in info.get("global_ranks") or []]) >= 2:
             for pos, r in enumerate(ranks):
                 out.setdefault(r, pos)
     return out
