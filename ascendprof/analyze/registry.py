@@ -41,46 +41,23 @@ def _memory_files(ca, lines):
                         ca.concat(memory.MEMORY_MODULES), stage_of)
 
 
-def _data_prep_files(ca, lines):
-    return data_prep.build(ca.concat(data_prep.DATA_PREP), ca.concat(data_prep.DATASET_OPS_FLAGGED))
-
-
 def _moe_files(ca, lines):
     return {"moe_expert_load.csv": moe.build(ca.concat(moe.EXPERT_LOAD),
                                              moe.ep_groups(ca.metadata))}
 
 
-def _op_efficiency_files(ca, lines):
-    return op_efficiency.build(ca.concat(op_efficiency.OP_EFFICIENCY),
-                               ca.concat(op_efficiency.STEP_WINDOWS))
+def _files(build, *partials, name: str = ""):
+    """cluster_files of an analysis whose ``build`` takes its partials concatenated over the
+    ranks and returns {file: frame}, or the frame of file ``name``."""
+    def files(ca, lines):
+        got = build(*(ca.concat(p) for p in partials))
+        return {name: got} if name else got
+    return files
 
 
-def _idle_files(ca, lines):
-    return {"idle_breakdown.csv": idle.build(ca.concat(idle.IDLE))}
-
-
-def _dispatch_files(ca, lines):
-    return dispatch.build(ca.concat(dispatch.DISPATCH), ca.concat(dispatch.DISPATCH_STEPS))
-
-
-def _late_files(ca, lines):
-    return {"late_arrivals.csv": late_arrivals.build(ca.concat(late_arrivals.WINDOWS))}
-
-
-def _comm_hw_files(ca, lines):
-    return comm_hardware.build(ca.concat(comm_hardware.OPS), ca.concat(comm_hardware.LINKS))
-
-
-def _memory_rule(ca, th):
-    return memory.verdicts(ca.csv_files.get("memory_summary.csv"), make_verdict, th)
-
-
-def _data_rule(ca, th):
-    return data_prep.verdicts(ca.csv_files.get("data_preparation.csv"), make_verdict, th)
-
-
-def _moe_rule(ca, th):
-    return moe.verdicts(ca.csv_files.get("moe_expert_load.csv"), make_verdict, th)
+def _rule(verdicts, file: str):
+    """rule of an analysis whose ``verdicts(frame, make_verdict, th)`` reads its ``file``."""
+    return lambda ca, th: verdicts(ca.csv_files.get(file), make_verdict, th)
 
 
 @dataclass(frozen=True)
@@ -115,28 +92,37 @@ ANALYSES = (
     Analysis("pipeline", ("pipeline.csv", "pipeline_stages.csv"), _p2p, _pipeline_files,
              kernels=(*_TIMES, "name", "accelerator_core")),
     Analysis("memory", ("memory_summary.csv", "memory_top_ops.csv", "memory_modules.csv"),
-             memory.rank_memory, _memory_files, _memory_rule, "memory",
+             memory.rank_memory, _memory_files, _rule(memory.verdicts, "memory_summary.csv"),
+             "memory",
              {"memory_near_capacity_pct": memory.NEAR_CAPACITY_PCT,
               "memory_peer_excess_pct": memory.PEER_EXCESS_PCT,
               "memory_peer_excess_min_mb": memory.PEER_EXCESS_MIN_MB}),
     Analysis("data_preparation", ("data_preparation.csv", "dataset_pipeline.csv"),
-             data_prep.rank_data_prep, _data_prep_files, _data_rule, "data",
+             data_prep.rank_data_prep,
+             _files(data_prep.build, data_prep.DATA_PREP, data_prep.DATASET_OPS_FLAGGED),
+             _rule(data_prep.verdicts, "data_preparation.csv"), "data",
              {"data_bound_pct": data_prep.DATA_BOUND_PCT,
               "preparing_bound_pct": data_prep.PREPARING_BOUND_PCT}),
-    Analysis("moe", ("moe_expert_load.csv",), moe.rank_expert_load, _moe_files, _moe_rule, "moe",
+    Analysis("moe", ("moe_expert_load.csv",), moe.rank_expert_load, _moe_files,
+             _rule(moe.verdicts, "moe_expert_load.csv"), "moe",
              {"ep_imbalance_ratio": moe.EP_IMBALANCE_RATIO},
              kernels=("rank", "step", "op_type", "input_shapes")),
     Analysis("op_efficiency", ("op_efficiency.csv", "op_efficiency_steps.csv"),
-             op_efficiency.rank_partial, _op_efficiency_files,
+             op_efficiency.rank_partial,
+             _files(op_efficiency.build, op_efficiency.OP_EFFICIENCY, op_efficiency.STEP_WINDOWS),
              kernels=(*_TIMES, "op_type", "input_shapes", "input_dtypes", "output_shapes",
                       "output_dtypes")),
-    Analysis("idle", ("idle_breakdown.csv",), idle.rank_partial, _idle_files, kernels=_TIMES),
+    Analysis("idle", ("idle_breakdown.csv",), idle.rank_partial,
+             _files(idle.build, idle.IDLE, name="idle_breakdown.csv"), kernels=_TIMES),
     Analysis("dispatch", ("dispatch.csv", "dispatch_steps.csv"), dispatch.rank_partial,
-             _dispatch_files, kernels=(*_TIMES, "op_type")),
-    Analysis("late_arrivals", ("late_arrivals.csv",), late_arrivals.rank_partial, _late_files,
+             _files(dispatch.build, dispatch.DISPATCH, dispatch.DISPATCH_STEPS),
+             kernels=(*_TIMES, "op_type")),
+    Analysis("late_arrivals", ("late_arrivals.csv",), late_arrivals.rank_partial,
+             _files(late_arrivals.build, late_arrivals.WINDOWS, name="late_arrivals.csv"),
              kernels=(*_TIMES, "op_type", "accelerator_core", "input_shapes")),
     Analysis("comm_hardware", ("collective_bandwidth.csv", "link_bandwidth.csv"),
-             comm_hardware.rank_partial, _comm_hw_files),
+             comm_hardware.rank_partial,
+             _files(comm_hardware.build, comm_hardware.OPS, comm_hardware.LINKS)),
 )
 
 #: the order the verdict rules run in (their verdicts keep this order among equals)

@@ -381,10 +381,15 @@ def diff_op_types(a: Side, b: Side) -> pd.DataFrame:
         "a_us": m["total_ns_a"].fillna(0).astype(float) / 1000.0,
         "b_us": m["total_ns_b"].fillna(0).astype(float) / 1000.0,
     })
+    return _deltas(out, OP_DIFF_COLUMNS)
+
+
+def _deltas(out: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """``out`` with count_delta, delta_us and ratio (b against a), by ``|delta_us|``."""
     out["count_delta"] = out["b_count"] - out["a_count"]
     out["delta_us"] = out["b_us"] - out["a_us"]
     out["ratio"] = _ratio(out["a_us"], out["b_us"])
-    return _sort_abs(out[OP_DIFF_COLUMNS], "delta_us")
+    return _sort_abs(out[columns], "delta_us")
 
 
 def _sort_abs(df: pd.DataFrame, col: str) -> pd.DataFrame:
@@ -442,10 +447,7 @@ def diff_kernels(a: Side, b: Side) -> pd.DataFrame:
         len(r) for r in rows) else empty.copy()
     for c in ("a_count", "b_count", "a_us", "b_us"):
         out[c] = out[c].astype(float).fillna(0.0)
-    out["count_delta"] = out["b_count"] - out["a_count"]
-    out["delta_us"] = out["b_us"] - out["a_us"]
-    out["ratio"] = _ratio(out["a_us"], out["b_us"])
-    return _sort_abs(out[KERNEL_DIFF_COLUMNS], "delta_us")
+    return _deltas(out, KERNEL_DIFF_COLUMNS)
 
 
 def _by_type(k: pd.DataFrame) -> pd.DataFrame:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from ascendprof.analyze.advice import communication, computation, environment, memory, schedule
 from ascendprof.analyze.advice.base import (HOST_TABLES, SEVERITY_RANK, Context, Rule, Skip,
                                             env_of, missing_needs)
+from ascendprof.model.ranks import rank_ranges
 
 FORMAT = "ascendprof-advice/1"
 MODES = ("off", "summary", "all")
@@ -92,8 +93,8 @@ def _merge(findings: list[dict]) -> list[dict]:
         item["severity"] = min((f["severity"] for f in fs), key=SEVERITY_RANK.get)
         if len(fs) > 1:
             item["worst_rank"] = worst["ranks"][0]
-            item["message"] = (f"ranks {_ranges(ranks)} (worst rank {worst['ranks'][0]}): "
-                               + worst["message"])
+            item["message"] = (f"ranks {rank_ranges(ranks, len(ranks))} (worst rank "
+                               f"{worst['ranks'][0]}): " + worst["message"])
             item["per_rank"] = {str(f["ranks"][0]): {
                 "severity": f["severity"], "impact_us_per_step": f["impact_us_per_step"],
                 "share_of_step_pct": f["share_of_step_pct"]} for f in fs}
@@ -101,22 +102,6 @@ def _merge(findings: list[dict]) -> list[dict]:
             item["message"] = f"rank {ranks[0]}: " + worst["message"]
         out.append(item)
     return out
-
-
-def _ranges(ranks: list[int]) -> str:
-    """[0,1,2,5] -> '0-2, 5'."""
-    parts, start, prev = [], None, None
-    for r in ranks:
-        if start is None:
-            start = prev = r
-        elif r == prev + 1:
-            prev = r
-        else:
-            parts.append(f"{start}-{prev}" if prev > start else str(start))
-            start = prev = r
-    if start is not None:
-        parts.append(f"{start}-{prev}" if prev > start else str(start))
-    return ", ".join(parts)
 
 
 def sort_items(items: list[dict]) -> list[dict]:
