@@ -88,7 +88,6 @@ def command(a, b, ranks_text, fmt, table, top, out, workers, html):
         out = check_output_dir(out, inputs)
     page_path = None
     if html is not None:  # refused before the work, not after it
-
         page_path = Path(html) if html else (out or Path(".")) / "diff.html"
         check_report_path(page_path, inputs, ours=ours)
     result = api.diff(a, b, ranks=tuple(ranks) if ranks else None, workers=workers)

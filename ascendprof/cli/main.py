@@ -129,7 +129,6 @@ def _parse_thresholds(items) -> dict:
             raise click.BadParameter(f"{it!r}: VALUE must be a number",
                                      param_hint="--threshold") from None
     if out:  # check names and values now, not after the whole analysis has run
-
         try:
             verdict_thresholds(out)
         except UsageError as e:
@@ -209,7 +208,6 @@ def analyse(directory, out, fmt, workers, executor, scheduler, no_tables, no_cac
         sys.exit(api.analyse(directory, out, run=run, **kwargs))
 
     if not directory.exists():
-
         raise UsageError(f"{directory}: no such file or directory")
 
     _, runs = runs_of(directory)

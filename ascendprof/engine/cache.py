@@ -89,8 +89,6 @@ def _entry_hash(entry: dict) -> str:
                            digest_size=20).hexdigest()
 
 
-
-
 def safe_relpath(rel) -> bool:
     """True for a relative path of an output file a run entry may restore: ``/``-separated
     names, none empty, ``.``, ``..`` or hidden, no backslash or NUL."""

@@ -168,7 +168,6 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
     res.problems.extend(data.problems)
     res.tables = {k: v for k, v in data.tables.items() if k in SMALL_TABLES}
     if data.spilled:  # a large file was read in batches: give its garbage back now
-
         release_free_heap()
     if S.COMM_OPS in data.spilled:
         res.comm_fragments, res.tables[verdicts.OP_ROWS] = _spilled_comm(data)
@@ -212,7 +211,6 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
         dest = Path(tables_dir) / f"rank{data.rank}"
         # the cache entry holds the same Parquet bytes: link rather than encode twice
         if entry is None or not cache.link_tables(entry, data.names(), dest):
-
             for name, t in data.tables.items():
                 if name not in data.spilled:
                     write_parquet(dest / f"{name}.parquet", t)
@@ -331,7 +329,6 @@ def gather(root: str, sources: list[Source], results: list[RankResult],
                                                if r.kernel_partial is not None])
     iterations = ca.concat(S.ITERATIONS)
     if iterations is not None and iterations.num_rows:
-
         ca.iteration_trace = iteration_trace.per_rank(iterations)
     ca.links, ca.membership = (links if has_links else None), membership
 
@@ -365,7 +362,6 @@ def conclude(ca: ClusterAnalysis, thresholds: dict | None = None,
     release_free_heap()
     links, ca.links = ca.links, None
     if links is not None:  # after the verdicts: the peaks of the two do not add up
-
         ca.communication_matrix = JsonMembers(cluster_communication.matrix_groups(
             links, membership=ca.membership))
         release_free_heap()

@@ -140,9 +140,15 @@ def _read_export(out: Path, names: list[str], data: RankData) -> None:
 def read_task_time_csv(path: Path, rank: int) -> pa.Table:
     """``task_time_*.csv`` (§C.2: ``Device_id, kernel_name, kernel_type, stream_id, task_id,
     task_time(us), task_start(us), task_stop(us)``) -> KERNELS (no op type). Raises InputError."""
+    return _named(_task_time_csv, path, rank)
+
+
+def _named(read, path: Path, rank: int) -> pa.Table:
+    """``read(path, rank)`` with a ValueError of the units (a time cell that is not a number or
+    out of range) as an InputError naming the file."""
     try:
-        return _task_time_csv(path, rank)
-    except ValueError as e:  # units: a time cell that is not a number / out of range
+        return read(path, rank)
+    except ValueError as e:
         raise InputError(path, str(e)) from None
 
 
@@ -168,10 +174,7 @@ def read_step_trace_csv(path: Path, rank: int) -> pa.Table:
     """``step_trace_*.csv`` (§C.5) -> ITERATIONS: end = Iteration End, start = end - Iteration
     Time, interval = Data Aug Bound, fp+bp = FP to BP Time, tail = Iteration Refresh (us -> ns).
     Raises InputError."""
-    try:
-        return _step_trace_csv(path, rank)
-    except ValueError as e:  # units: a time cell that is not a number / out of range
-        raise InputError(path, str(e)) from None
+    return _named(_step_trace_csv, path, rank)
 
 
 def _step_trace_csv(path: Path, rank: int) -> pa.Table:

@@ -223,8 +223,6 @@ class SpillWriter:
         import pyarrow.parquet as pq
 
         _large_blocks_mapped()
-
-
         d = spill_dir() or Path(tempfile.gettempdir())
         fd, path = tempfile.mkstemp(prefix=f".{name}.", suffix=".parquet.spill", dir=d)
         os.close(fd)

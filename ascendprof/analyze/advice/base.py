@@ -395,11 +395,6 @@ class Context:
         v = pc.cast(v.take(pa.array(self.karr()["rows"])), pa.float64())
         return np.asarray(v.to_numpy(zero_copy_only=False), float)
 
-    def compute_kernels(self) -> pd.DataFrame:
-        """KERNELS rows that are compute tasks (not communication big ops)."""
-        return self._memo("compute_kernels",
-                          lambda: self.kernel_frame(np.ones(len(self.karr()["rows"]), bool)))
-
     def per_step(self, total_ns: float) -> float:
         return float(total_ns) / max(self.n_steps, 1)
 
