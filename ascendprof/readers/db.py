@@ -67,7 +67,7 @@ from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError
 from ascendprof.model.rankdata import RankData
 from ascendprof.model.source import Source
-from ascendprof.model.units import us_text_to_ns
+from ascendprof.readers.communication.columns import abs_us_column
 from ascendprof.sysio.textio import METADATA_MAX_BYTES, open_regular, read_json
 
 #: Accelerator Core given to COMMUNICATION_OP big-op rows of ``kernels`` (torch_npu writes
@@ -692,13 +692,6 @@ def _us_to_ns(col) -> pa.Array:
     return pc.round(pc.multiply(col.cast(pa.float64()), 1000)).cast(pa.int64())
 
 
-def _abs_us_to_ns(col) -> pa.Array:
-    """Absolute us stored as REAL (~16 digits) -> ns through the float's shortest decimal text
-    (``repr``), so 1764246877147674.5 gives ...674500 and not the float product ...674624."""
-    return pa.array([None if v is None else us_text_to_ns(repr(float(v)))
-                     for v in col.to_pylist()], pa.int64())
-
-
 def _ms_to_ns(col) -> pa.Array:
     return pc.round(pc.multiply(col.cast(pa.float64()), 1_000_000)).cast(pa.int64())
 
@@ -746,7 +739,7 @@ def _comm_ops(db: _Db, data: RankData) -> pa.Table:
     sync = t["sync"].to_numpy(zero_copy_only=False)
     out = {"rank": _rank_col(t.num_rows, data.rank), "step": _int_step(t["step_key"]),
            "step_key": t["step_key"], "kind": t["kind"], "op_name": t["op_name"],
-           "group": t["group"], "start_ns": _abs_us_to_ns(t["start"]),
+           "group": t["group"], "start_ns": abs_us_column(t["start"].to_pylist()),
            "elapse_ns": _ms_to_ns(t["elapse"]), "transit_ns": _ms_to_ns(t["transit"]),
            "wait_ns": _ms_to_ns(t["wait"]), "sync_ns": _ms_to_ns(t["sync"]),
            "idle_ns": _ms_to_ns(t["idle"]),
