@@ -1,23 +1,9 @@
-"""Communication against the hardware: per communication instance its arrival skew, algorithm
-and bus bandwidth; per rank and transport the achieved link bandwidth against a reference.
-
-Input: COMM_OPS (communication.json Communication Time Info, db COMMUNICATION_OP) and
-COMM_BANDWIDTH (Communication Bandwidth Info per transport; spec §A.5, §B.3).
-
-**Instance** (one op name of one group in one step, as in analyze.late_arrivals): ``n`` = the
-ranks that have it; arrival skew = latest start − earliest start; transfer time ``t`` = latest
-end − latest start (the part after everyone arrived); bytes sent ``B`` = the largest over the
-ranks of the Transit Size over the links between ranks (HCCS, PCIE, SIO, RDMA — SDMA is the sum
-of the on-node ones and is not added again). Bus bandwidth = B / t. Algorithm bandwidth = bus
-bandwidth / f with the factor of the standard ring algorithms (NCCL tests' PERFORMANCE.md):
-allreduce 2(n−1)/n; allgather, reducescatter, alltoall (n−1)/n; broadcast, reduce, send, receive,
-batchSendRecv 1 — so the algorithm bandwidth is the message size over ``t`` when the algorithm
-moved the standard volume (the export has no message size for text input).
-
-**Links**: per rank and transport, Transit Size / Transit Time summed over the rank's ops (MB/ms
-= GB/s, as the profiler computes its Bandwidth(GB/s)), against :data:`LINK_REFERENCE_GBPS`, so a
-link that is uniformly slow on every rank is still seen (the slow-link verdict compares links with
-each other).
+"""Communication against the hardware: per communication instance (one op name of one group in
+one step, as in analyze.late_arrivals) its arrival skew, transfer time, MB sent over the links
+between ranks (HCCS, PCIE, SIO, RDMA; SDMA sums the on-node ones) and its bus and algorithm
+bandwidth (bus bandwidth over the ring algorithm's factor, :func:`bus_factor`); per rank and
+transport the achieved link bandwidth against :data:`LINK_REFERENCE_GBPS`. Input: COMM_OPS and
+COMM_BANDWIDTH. Definitions: docs/analyses.md, "Communication against the hardware".
 """
 
 from __future__ import annotations

@@ -1,33 +1,10 @@
-"""Data preparation: how long each step waits for its data, which stage of data preparation is
-the bottleneck, and which dataset operator.
-
-Seeds 002 (案例一 迭代间隙过长), 004 (数据准备性能分析) and 000. Three stages carry a batch to
-the device: the **host pipeline** (the dataset operators, each feeding the next through a queue),
-the **host to device transfer** (the host queue drained to the device), and the **device read**
-(GetNext takes the batch from the device queue). Reading of the queues (seed 004; the status
-rules and thresholds of MindInsight's minddata analyser):
-
-- the device queue (minddata_aicpu: its size when GetNext dequeued) empty means the step waited
-  for data; never empty (after the first batch) means data preparation kept up;
-- when the device waited: the host queue (device_queue_profiling: the connector's size when a
-  batch was taken) empty in more than :data:`HOST_EMPTY_PCT` % of the batches means the host
-  pipeline is too slow; otherwise batches were ready on the host and the transfer is the
-  bottleneck;
-- a device queue that never empties while GetNext itself takes :data:`DEVICE_READ_PCT` % of the
-  step points at the device read.
-
-The bottleneck dataset operator (seed 004 数据处理 pipeline 分析, seed 002): an operator whose
-input queues (its children's output queues) are full while its own output queue is low — input
-usage minus output usage >= :data:`IN_OUT_DIFF_PCT` points — limits the pipeline; a source
-operator (no children) whose output queue stays below :data:`LEAF_LOW_PCT` % usage is the
-bottleneck when no operator is flagged by the first rule (thresholds of MindSpore's
-MinddataProfilingAnalyzer).
-
-The wait per step: torch_npu / MindSpore 2.x ``Preparing`` (step_trace_time.csv: from the
-ProfilerStep start to the first device task, spec §7.1.c) and, where the input has them, the data
-loader spans (``enumerate(DataLoader)#...`` in trace_view.json / db PYTORCH_API, TIMELINE track
-``dataloader``); legacy MindSpore the iteration gap (迭代间隙, step_trace ``iteration_interval``).
-Step time: Preparing + Stage (torch_npu), or interval + fp_bp + tail (legacy).
+"""Data preparation: how long each step waits for its data, which stage carries the batches too
+slowly (the host pipeline of dataset operators, the host to device transfer, the device read) and
+which dataset operator is the bottleneck (seeds 000, 002, 004; the queue rules and thresholds of
+MindInsight's minddata analyser and MindSpore's MinddataProfilingAnalyzer: :data:`HOST_EMPTY_PCT`,
+:data:`DEVICE_READ_PCT`, :data:`IN_OUT_DIFF_PCT`, :data:`LEAF_LOW_PCT`). The wait per step is the
+data loader spans (TIMELINE track ``dataloader``), else ``Preparing`` (STEP_TRACE), or the legacy
+iteration gap (ITERATIONS). Inputs, rules and columns: docs/analyses.md, "Data preparation".
 
 :func:`rank_data_prep` runs per rank (tables in, two small tables out), :func:`build` makes
 data_preparation.csv and dataset_pipeline.csv, :func:`verdicts` the ``data`` verdict. Nothing here

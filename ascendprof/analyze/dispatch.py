@@ -1,25 +1,10 @@
 """Dispatch: how the host fed the device — host API time, task-queue wait, launch delay and the
 device idle time attributable to launch, per rank, step and op type.
 
-Input (readers.host_events): LAUNCHES — each device task with the host call that launched it
-(trace_view.json ``HostToDevice`` flows, the db's CANN_API and TASK rows of one connectionId);
-TASK_QUEUE — each Enqueue with its Dequeue (``async_task_queue`` flows, the db's PYTORCH_API
-queue rows); KERNELS for the op type of a task (matched on its start time); STEPS for the step
-windows. Tasks are placed in the step whose window holds their device start, queue entries by
-their enqueue time.
-
-- **Host API time**: duration of the launching call (``Node@launch``, else the ``AscendCL@``
-  call holding the flow's start);
-- **launch delay**: device task start − start of its launching host call;
-- **queue wait**: Dequeue start − Enqueue start (the time an op waited in torch_npu's task queue
-  before the dispatch thread took it); **queue length**: entries enqueued and not yet dequeued,
-  its maximum and time-weighted mean over the step;
-- **idle before launch**: device idle time, in gaps longer than analyze.idle.SHORT_GAP_NS, that
-  ended with a task of this op type whose launching call started after the gap began (the
-  device waited for the host to launch it; analyze.idle's ``host_launch``).
-
-Without LAUNCHES (a text export read without ``--timeline`` / ``--advice all``, or an export
-without flows) there is no row: the summary says so. Level0 exports hold no flows.
+Input (readers.host_events): LAUNCHES (each device task with the host call that launched it),
+TASK_QUEUE (each Enqueue with its Dequeue), KERNELS for the op type of a task (matched on its
+start time) and STEPS; tasks go to the step whose window holds their device start, queue entries
+by their enqueue time. Definitions and what cannot be seen: docs/analyses.md, "Dispatch".
 """
 
 from __future__ import annotations

@@ -1,30 +1,13 @@
 """Idle time by cause: the device's Free time of each step split into what kept it idle.
 
-Free here is the part of the step's device window (STEPS) that no device task covers: compute
-kernels and communication tasks (KERNELS, which holds kernel_details' COMMUNICATION rows too)
-and the communication big ops (COMM_OPS Start Timestamp + Elapse Time). It is computed from the
-tasks, independent of the profiler's own Free (step_trace_time.csv), and written beside it.
-
-``Edge Idle`` is the part of Free before the step's first device task and after its last: the
-profiler's Free (step_trace_time.csv) leaves it out, so Free − Edge Idle is what compares with
-it; the causes below cover all of Free.
-
-Each idle gap goes to one cause, in this order:
-
-- ``short``: the gap is shorter than :data:`SHORT_GAP_NS` (30 us): the kernel-to-kernel
-  turnaround (Holistic Trace Analysis' "kernel wait", its ``consecutive_kernel_delay`` default
-  of 30 in the trace's microseconds);
-- ``sync``: the part the host spent in a stream / device synchronisation
-  (``AscendCL@aclrtSynchronize*``) or a host-synchronising framework op (``aten::item`` …,
-  readers.host_events.SYNC_OPS) — HOST_EVENTS;
-- ``data_loader``: the part the host spent in a DataLoader span, not already sync;
-- ``host_launch``: the rest of a gap whose next device task was launched (its launching host
-  call, LAUNCHES) after the gap had begun — the device waited for the host;
-- ``other``: the rest (e.g. waiting on an event of another stream, or no host data to tell).
-
-Without host data (text exports read without ``--timeline`` / ``--advice all``; ranks with only
-kernel_details.csv) the causes ``sync``, ``data_loader`` and ``host_launch`` cannot be seen: the
-long gaps stay ``other`` and ``Host Data`` says ``none``.
+Free is the part of the step's device window (STEPS) that no device task covers (KERNELS, with
+kernel_details' COMMUNICATION rows, and the COMM_OPS big ops), recomputed from the tasks and
+written beside the profiler's own Free; ``Edge Idle`` is the part before the step's first task and
+after its last, which the profiler's Free leaves out. Each gap goes to one cause of
+:data:`CAUSES`, in that order: ``short`` (below :data:`SHORT_GAP_NS`), ``sync`` (host
+synchronisation, HOST_EVENTS), ``data_loader``, ``host_launch`` (LAUNCHES: the next task's launch
+began after the gap had begun), ``other``. Without host data only ``short`` and ``other`` can be
+seen. Definitions and sources: docs/analyses.md, "Idle time by cause".
 """
 
 from __future__ import annotations

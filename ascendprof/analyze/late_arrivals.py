@@ -1,25 +1,14 @@
 """What made a rank late: for the communication instances with the largest wait, what the
 latest-arriving rank did longer than the earliest-arriving one since their previous op in the
-same group.
+same group (kernel time by op type and shapes, device idle, DataLoader time): at most
+:data:`TOP_ITEMS` items per instance, :data:`TOP_INSTANCES` instances by wait. Definitions and
+columns: docs/analyses.md, "What made a rank late".
 
-An instance is one op name of one communication group in one step (communication.json /
-COMMUNICATION_OP names are the same on every member: ``hcom_batchSendRecv__128_4_1``). Its
-arrival on a rank is the op's start; the earliest-arriving rank waits for the latest (its Wait
-Time). The window of a rank: from the end of its previous op in the same group (else the start of
-the step) to this op's start. In the two windows, per item:
-
-- ``kernel``: device time of compute kernels by op type and input shapes (KERNELS);
-- ``idle``: device idle time (analyze.idle's gaps; host gaps, launch waits);
-- ``data loader``: host DataLoader time (HOST_EVENTS, when read).
-
-Rows list the items the late rank spent longer on, largest difference first (at most
-:data:`TOP_ITEMS` per instance, :data:`TOP_INSTANCES` instances by wait). A rank without
-kernels (e.g. Qwen3 ranks 1 and 3, which kept only communication files) cannot be aligned: its
-instances are skipped. A rank with many communication ops keeps the windows of the
-:data:`KEEP_OPS` ops with the largest wait (where it arrived early), the :data:`KEEP_OPS` with
-the longest window since the previous op of their group (where it arrived late) and the first op
-of each group (whose window runs from the step start), at most :data:`KEEP_ITEMS` items each, so
-the partial stays small at scale.
+A rank with many communication ops keeps the windows of the :data:`KEEP_OPS` ops with the
+largest wait (where it arrived early), the :data:`KEEP_OPS` with the longest window since the
+previous op of their group (where it arrived late) and the first op of each group, at most
+:data:`KEEP_ITEMS` items each, so the partial stays small at scale. A rank without kernels
+cannot be aligned: its instances are skipped.
 """
 
 from __future__ import annotations

@@ -1,30 +1,14 @@
 """Device memory per rank: peaks and when they happen, the operators that hold most memory, memory
-per module, and ranks or stages far above their peers or near the device capacity.
+per module, and ranks or stages far above their peers or near the device capacity (seeds 000,
+003). Inputs: MEMORY_RECORD per component, OPERATOR_MEMORY, NPU_MODULE_MEM, STATIC_OP_MEM and the
+capacity where the input records it (``meta["memory_capacity_mb"]``), all MB = 2^20 bytes; the
+columns and the ``memory`` verdict: docs/analyses.md, "Memory".
 
-Seeds 000 (内存使用分析) and 003 (集群内存使用情况分析: peak memory over available memory per
-device). Inputs (spec §A.8, §A.9, §B.1, §B.2), all MB = 2^20 bytes:
-
-- MEMORY_RECORD (memory_record.csv, db MEMORY_RECORD + NPU_MEM): the allocator's running totals
-  per component — ``PTA`` (torch_npu caching allocator), ``GE`` (graph engine), ``PTA+GE``
-  (their sum, the framework's view of the device), ``APP`` (the whole process on the device,
-  sampled by CANN: reserved only), ``WORKSPACE``;
-- OPERATOR_MEMORY (operator_memory.csv, db OP_MEMORY): one row per block with its size,
-  allocation / release time and the totals right after the allocation;
-- NPU_MODULE_MEM (npu_module_mem.csv, db NPU_MODULE_MEM): reserved memory per CANN module;
-- STATIC_OP_MEM (static_op_mem.csv, static graphs): per op, size and lifetime in node indices;
-- the device capacity where the input records it (``meta["memory_capacity_mb"]``: MindSpore's
-  memory_usage_summary ``capacity``). torch_npu records no capacity; the peak over capacity is
-  then left empty and only the comparison with peers is judged.
-
-Per rank (:func:`rank_memory`, in the worker) the peaks, the operator table and the module table
-are reduced to small tables; :func:`build` makes memory_summary.csv, memory_top_ops.csv and
-memory_modules.csv; :func:`verdicts` judges them. Nothing here reads files.
-
-Peak and "when": the largest value of Total Allocated / Reserved / Active of a component, the
-first time it is reached, the step whose window holds that time (STEPS) and the operator whose
-allocation happened at that very time (OPERATOR_MEMORY Allocation Time equal to the record's
-timestamp; torch_npu writes both from the same allocator event), else the last allocation
-before it (marked ``(before)``).
+The operator at a peak is the allocation at that very timestamp (torch_npu writes both from the
+same allocator event), else the last allocation before it (marked ``(before)``). Per rank
+(:func:`rank_memory`, in the worker) the tables are reduced to small ones; :func:`build` makes
+memory_summary.csv, memory_top_ops.csv and memory_modules.csv; :func:`verdicts` judges them.
+Nothing here reads files.
 """
 
 from __future__ import annotations

@@ -1,24 +1,12 @@
 """Mixture of experts: token load per rank of each expert-parallel (EP) group, from the input
-shapes of the GroupedMatmul operators that compute the experts.
+shapes of the GroupedMatmul operators that compute the experts (KERNELS ``input_shapes``).
 
-Input: KERNELS rows of op type ``GroupedMatmul`` (kernel_details.csv ``Input Shapes``, db
-COMPUTE_TASK_INFO inputShapes; spec §A.2). Its input shapes are ``;``-separated tensors: the
-tokens routed to this rank's experts (``x``: first dimension = tokens), the expert weights
-(``E,K,N``: first dimension = local experts), then optional inputs, the last one the group list.
-Tokens of one call: the first dimensions of the inputs before the first three-dimensional one
-(the stacked weights ``E,K,N``, whose first dimension is the number of local experts). Without
-stacked weights (x and weights passed as lists) the count of msprof-analyze's
-``ep_load_balance`` recipe is used: the first dimensions of every non-empty input except the
-last two. (msprof-analyze uses that count always; it also adds the weights' first dimension
-when a bias or scale input is present, which the rule above avoids.)
-
-EP groups: profiler_metadata.json ``parallel_group_info`` groups named ``exp`` (msprof-analyze),
-``ep``, ``expert`` or ``expert_model_parallel``; without one, every rank with GroupedMatmul is
-taken as one group (said in the output's ``EP Group Source``).
-
-Per rank and step: calls, tokens, local experts, tokens per expert; per group: the mean tokens,
-each rank's load over the mean and the group's max / mean. The ``moe`` verdict fires when a
-group's max / mean reaches :data:`EP_IMBALANCE_RATIO`. Nothing here reads files.
+Tokens of one call: the first dimensions of the inputs before the stacked expert weights
+``E,K,N``; without them, msprof-analyze's ``ep_load_balance`` count (the first dimensions of
+every non-empty input but the last two; msprof-analyze uses it always and also adds the weights'
+first dimension when a bias or scale input is present, which the first rule avoids). EP groups,
+columns and the ``moe`` verdict (:data:`EP_IMBALANCE_RATIO`): docs/analyses.md, "Mixture of
+experts". Nothing here reads files.
 """
 
 from __future__ import annotations
