@@ -95,10 +95,6 @@ def _payload_run(tasks: list[dict], i: int, tail: int):
     return p, size_mb, end - tasks[i]["start_ns"]
 
 
-def _round4(x: float) -> float:
-    return round(x, 4)
-
-
 def _div4(a: float, b: float) -> float:
     return round(a / b, 4) if b else 0.0
 
@@ -214,11 +210,11 @@ def op_bandwidth_info(tasks: list[dict], op_name: str) -> dict[str, dict]:
         sdma["transit_ns"] += acc[k]["transit_ns"]
     for k, a in acc.items():
         ms = a["transit_ns"] / NS_PER_MS
-        a["bandwidth_gbps"] = _round4((a["size_mb"] / 1000) / (ms / 1000)) if ms else 0.0
+        a["bandwidth_gbps"] = _div4(a["size_mb"] / 1000, ms / 1000)
         packets = sum(c for c, _ in a["dist"].values())
         large = sum(c for size, (c, _) in a["dist"].items()
                     if size > LARGE_PACKET_MB.get(k, 0))
-        a["large_packet_ratio"] = _round4(large / packets) if (packets and k != "SDMA") else 0.0
+        a["large_packet_ratio"] = _div4(large, packets) if k != "SDMA" else 0.0
         a["dist"] = dict(a["dist"])
     return acc
 
@@ -238,11 +234,16 @@ def op_links(tasks: list[dict], op_name: str) -> dict[tuple[int, int], dict]:
     links: dict = {}
     tail = _rdma_tail(op_name)
 
-    def link(t):
+    def add(t, transport: str, mb: float, dur_ns: int) -> None:
         local, remote = int(t["local_rank"]), int(t["remote_rank"])
-        key = (local, local if remote == INVALID_RANK else remote)
-        return links.setdefault(key, {"transport": None, "size_mb": 0.0, "transit_ns": 0,
-                                      "packets": 0, "large": 0})
+        rec = links.setdefault((local, local if remote == INVALID_RANK else remote),
+                               {"transport": None, "size_mb": 0.0, "transit_ns": 0,
+                                "packets": 0, "large": 0})
+        rec["transport"] = transport
+        rec["size_mb"] += mb
+        rec["transit_ns"] += dur_ns
+        rec["packets"] += 1
+        rec["large"] += mb > LARGE_PACKET_MB.get(transport, 0)
 
     for plane in _planes(tasks):
         i = 0
@@ -253,24 +254,14 @@ def op_links(tasks: list[dict], op_name: str) -> dict[tuple[int, int], dict]:
                 i += 1
                 continue
             if t["transport"] == "SDMA" and t["task_name"] in SDMA_TRANSIT_TASKS:
-                rec = link(t)
-                rec["transport"] = _matrix_transport(t["link_type"])
-                mb = t["size_bytes"] / BYTES_PER_MB
-                rec["size_mb"] += mb
-                rec["transit_ns"] += t["dur_ns"]
-                rec["packets"] += 1
-                rec["large"] += mb > LARGE_PACKET_MB.get(rec["transport"], 0)
+                add(t, _matrix_transport(t["link_type"]), t["size_bytes"] / BYTES_PER_MB,
+                    t["dur_ns"])
             if t["rdma_type"] == RDMA_SEND_PAYLOAD:
                 p, size_mb, time_ns = _payload_run(plane, i, tail)
                 if size_mb is None:
                     i += p
                     continue
-                rec = link(t)
-                rec["transport"] = t["transport"]
-                rec["size_mb"] += size_mb
-                rec["transit_ns"] += time_ns
-                rec["packets"] += 1
-                rec["large"] += size_mb > LARGE_PACKET_MB.get(t["transport"], 0)
+                add(t, t["transport"], size_mb, time_ns)
                 i += tail + p - 1
                 continue
             i += 1

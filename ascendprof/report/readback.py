@@ -95,8 +95,7 @@ def cluster_step_trace(path: Path) -> pd.DataFrame:
     for name, col in S.STEP_METRICS:
         if name in ranks.columns:
             try:
-                vals = us_column_to_ns(pa.array(ranks[name].astype(object).where(
-                    ranks[name].notna(), None).tolist(), pa.string()))
+                vals = us_column_to_ns(_str_array(ranks[name]))
             except ValueError as e:
                 raise InputError(path, f"column {name!r}: {e}") from None
             out[col] = pd.array(vals.to_pylist(), dtype="Int64")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections import Counter
 
 import pyarrow as pa
@@ -303,9 +304,7 @@ def _numeric_spread(rows: list[dict], skip=("rank", "step")) -> dict:
     out = {}
     for k, xs in fields.items():
         xs.sort()
-        m = len(xs) // 2
-        med = xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
-        out[k] = {"min": xs[0], "median": med, "max": xs[-1]}
+        out[k] = {"min": xs[0], "median": statistics.median(xs), "max": xs[-1]}
     return out
 
 

@@ -332,9 +332,7 @@ def print_summary(summary: dict, out_dir) -> None:
     con.print(f"Results written to [bold]{_esc(printable(out_dir))}[/bold]")
 
 
-def _esc(text: str) -> str:
-    """Text from the data, safe for rich: control characters shown, markup escaped."""
-    return term_text(text)
+_esc = term_text  # text from the data, safe for rich: control characters shown, markup escaped
 
 
 def _bold(text: str) -> str:

@@ -25,7 +25,6 @@ from ascendprof.analyze.advice.base import (HOST_TABLES, SEVERITY_RANK, Context,
 from ascendprof.model.ranks import rank_ranges
 
 FORMAT = "ascendprof-advice/1"
-MODES = ("off", "summary", "all")
 
 #: Every rule, in report order within a severity: rank rules of each area, then cluster rules.
 RULES: list[Rule] = (computation.RULES + schedule.RULES + communication.RULES + memory.RULES
@@ -178,5 +177,5 @@ def csv_rows(doc: dict) -> list[list]:
     return rows
 
 
-__all__ = ["RULES", "RANK_RULES", "CLUSTER_RULES", "MODES", "FORMAT", "rank_advice",
+__all__ = ["RULES", "RANK_RULES", "CLUSTER_RULES", "FORMAT", "rank_advice",
            "cluster_advice", "sort_items", "csv_rows", "CSV_COLUMNS"]

@@ -42,10 +42,7 @@ def parallel_groups(metadata: dict[int, dict]) -> dict[str, dict]:
 
 def group_key(ranks) -> str:
     """``"(0, 1)"``: msprof-analyze's key, the tuple of a Python set of ranks."""
-    s: set = set()
-    for r in sorted(ranks):
-        s.add(r)
-    return str(tuple(s))
+    return str(tuple(set(sorted(ranks))))  # added in order, as one by one
 
 
 @lru_cache(maxsize=4096)
