@@ -1,32 +1,20 @@
 """Operator efficiency: FLOPs and bytes of the matrix and attention kernels from their shapes,
-the achieved TFLOP/s and GB/s, their share of the chip's peak, the roofline bound, and the MFU
-of each step.
+the achieved TFLOP/s and GB/s, their share of the chip's peak, the roofline bound and the MFU of
+each step. Input: KERNELS ``op_type``, ``input_shapes``, ``input_dtypes``, ``output_shapes`` and
+``dur_ns`` (kernel_details.csv; db COMPUTE_TASK_INFO with TASK times; spec §A.2, §B.1).
 
-Input: KERNELS rows (kernel_details.csv ``Type``, ``Input Shapes``, ``Input Data Types``,
-``Output Shapes``, ``Duration(us)``; db COMPUTE_TASK_INFO opType / inputShapes /
-inputDataTypes / outputShapes with TASK times; spec §A.2, §B.1) of four families:
-
-- **MatMul / BatchMatMul** (op types containing ``MatMul`` except GroupedMatmul): output
-  ``[batch…, M, N]``, first input ``[batch…, M, K]`` or transposed ``[batch…, K, M]``:
-  FLOPs = 2 · batch · M · N · K. Fractal (NZ) shapes ``[a, b, 16, 16]`` hold the same elements
-  as the matrix: K = √(|A|·|B| / |C|) (|X| = element count), FLOPs = 2 · |C| · K (no batch).
-- **GroupedMatmul**: x ``[tokens, K]``, output ``[tokens, N]``: FLOPs = 2 · tokens · K · N (each
-  token goes through one expert's K×N weight).
-- **FlashAttention forward** (``FlashAttentionScore``): B, N (query heads) and Sq from the
-  softmax statistics ``[B, N, Sq, 8]`` (an output), D = |q| / (B·N·Sq), Skv from k in the layout
-  q reveals (SBH, BSH, BNSD, BSND): FLOPs = 4 · B · N · Sq · Skv · D (QKᵀ and PV), halved when a
-  2048×2048 mask is given (the compressed causal mask of sparse modes 2–4). TND (variable
-  length) layouts are not parsed.
-- **FlashAttention backward** (``FlashAttentionScoreGrad``): 2.5 × the forward FLOPs (QKᵀ
-  recomputed, then dV, dP, dQ, dK: five matrix products against two; the FlashAttention-2
-  convention), the softmax statistics being an input.
-
-Bytes: every input and output tensor once (element count × element size): the compulsory
-traffic, a lower bound of what the kernel moves. Achieved = FLOPs (bytes) / device duration.
-Peak: :mod:`ascendprof.analyze.hardware` for the compute data type (the first input's);
-roofline: compute-bound when FLOPs / bytes reaches the chip's ridge point (peak FLOP/s / peak
-bytes/s), else memory-bound. MFU of a step: the FLOPs of these kernels over the step's device
-window × peak (the model FLOPs of other operators are not counted, so it is a lower bound).
+FLOPs per call: **MatMul / BatchMatMul** (not GroupedMatmul) 2 · batch · M · N · K from the output
+``[batch…, M, N]`` and the first input ``[batch…, M, K]`` or ``[batch…, K, M]``; fractal (NZ)
+shapes ``[a, b, 16, 16]``: K = √(|A|·|B| / |C|), 2 · |C| · K. **GroupedMatmul** 2 · tokens · K ·
+N (x ``[tokens, K]``, output ``[tokens, N]``). **FlashAttention** forward 4 · B · N · Sq · Skv · D
+(B, N, Sq from the softmax statistics ``[B, N, Sq, 8]``, D = |q| / (B·N·Sq), Skv from k in the
+layout q reveals: SBH, BSH, BNSD, BSND; TND is not parsed), halved with a 2048×2048 mask (the
+compressed causal mask of sparse modes 2–4); backward 2.5 × forward (QKᵀ recomputed, then dV,
+dP, dQ, dK: the FlashAttention-2 convention). Bytes: every input and output tensor once, a lower
+bound of the traffic. Peak: :mod:`ascendprof.analyze.hardware` for the first input's data type;
+compute-bound when FLOPs / bytes reaches the ridge point, else memory-bound. MFU of a step: the
+FLOPs of these kernels over the step's device window × peak (a lower bound). Sources and the
+peak table: docs/analyses.md, "Operator efficiency".
 """
 
 from __future__ import annotations

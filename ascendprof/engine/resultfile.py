@@ -10,12 +10,12 @@ name or table row is a miss like a truncated file.
 
 The header holds the scalars (rank, breakdown method, metadata, problems, missing files, table
 row counts, the advice findings (plain JSON), the cache fingerprint it belongs to, a hash of the
-blobs) and, for every table and byte string, its
-``[offset, length]`` in the blob area. Tables are Arrow IPC streams; the compressed
-cluster_communication.json fragments (analyze.cluster_communication.OpFragments) are raw
-bytes. :func:`decode` checks every field's type, every reference's bounds, every LZ4 size
-claim and the schema of every table that has a fixed one before building the result; any
-mismatch raises :class:`BadResult` (the caller treats it as a cache miss).
+blobs) and, for every table and byte string, its ``[offset, length]`` in the blob area. Tables
+are Arrow IPC streams; the compressed cluster_communication.json fragments
+(analyze.cluster_communication.OpFragments) are raw bytes. :func:`decode` checks every field's
+type, every reference's bounds, every LZ4 size claim and the schema of every table that has a
+fixed one before building the result; any mismatch raises :class:`BadResult` (the caller treats
+it as a cache miss).
 """
 
 from __future__ import annotations

@@ -7,12 +7,11 @@ call the step column ``Step ID`` and may carry a ``Model Name`` column; with ``w
 stack is joined into ``Name``.
 
 One function per file, each ``(path, rank) -> pa.Table`` conformed to a schema of
-:mod:`ascendprof.model.schemas`. :func:`ascendprof.sysio.textio.read_csv` parses the columns into their
-types while reading; a column with a cell that does not parse comes back as text and is
+:mod:`ascendprof.model.schemas`. :func:`ascendprof.sysio.textio.read_csv` parses the columns into
+their types while reading; a column with a cell that does not parse comes back as text and is
 converted here (which names the bad cell). Absolute times and durations in microseconds become
 exact int64 nanoseconds (:func:`ascendprof.model.units.us_column_to_ns`), counts become int64,
-everything else float64 or text.
-``N/A``, empty cells and ``None`` become null.
+everything else float64 or text; ``N/A``, empty cells and ``None`` become null.
 
 Every parser raises :class:`~ascendprof.model.errors.InputError` naming the file when it cannot be
 read, lacks a required column, or a numeric column holds a non-numeric cell (then the column and
@@ -780,8 +779,7 @@ def read_output_dir(source, options=None) -> RankData:
 
     trace_view.json, the largest file by far, is read only when the other files lack facts the
     analyses need (:func:`_timeline_not_needed`) or ``options.timeline`` (model.options.ReadOptions)
-    asks for it; when
-    skipped, ``meta["not_read"]`` says why.
+    asks for it; when skipped, ``meta["not_read"]`` says why.
 
     Raises InputError only when the rank is unknown or ``ASCEND_PROFILER_OUTPUT`` is not a
     directory (nothing of the rank is readable).

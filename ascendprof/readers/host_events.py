@@ -408,8 +408,7 @@ def _db_launches(con, have, rank: int, path) -> pa.Table:
     """LAUNCHES from TASK and CANN_API rows of one connectionId: the node-level call (the
     launch) when there is one, else the acl call; HCCL's small tasks
     (COMMUNICATION_TASK_INFO) are left out, as trace_view has no HostToDevice flow to them.
-    Task name: COMPUTE_TASK_INFO's when the task
-    is a compute task, else its task type."""
+    Task name: COMPUTE_TASK_INFO's when the task is a compute task, else its task type."""
     levels = _enum(con, have, "ENUM_API_TYPE")
     node = [k for k, v in levels.items() if v == "node"]
     acl = [k for k, v in levels.items() if v == "acl"]

@@ -312,9 +312,9 @@ def read_json(path: Path, max_bytes: int | None = None):
     """Load a small JSON file (metadata, communication*.json) with orjson; ``max_bytes``: the
     most it may hold (:data:`METADATA_MAX_BYTES` for metadata files).
 
-    Raises :class:`InputError` naming the byte offset when the JSON is invalid or truncated,
-    or the file is not a regular file or too large.
-    Not for trace_view.json: that is streamed (:mod:`ascendprof.readers.trace_view`).
+    Raises :class:`InputError` naming the byte offset when the JSON is invalid or truncated, or
+    the file is not a regular file or too large. Not for trace_view.json: that is streamed
+    (:mod:`ascendprof.readers.trace_view`).
     """
     path = Path(path)
     return parse_json(path, read_payload(path, max_bytes))

@@ -35,8 +35,8 @@ class OpFragments:
     op key lengths] and ``step index`` int32 positions in ``steps`` (the step keys' JSON).
     ``chunks``: chunks of the OPINFO JSONs of records [k i, k i + k), k =
     :data:`RECORDS_PER_CHUNK` (in the cluster step the bytes may be parked on disk:
-    engine.spill.ParkedBytes).
-    ``totals``: ``[(step key JSON, "Total Op Info" JSON of this rank)]``. Built by
+    engine.spill.ParkedBytes). ``totals``: ``[(step key JSON, "Total Op Info" JSON of this
+    rank)]``. Built by
     :func:`rank_fragments` (in the worker), combined by :class:`CommunicationFile`.
     """
 

@@ -50,8 +50,7 @@ def register_rule(name: str, fn=None, *, thresholds: dict | None = None):
     set ``caused_by`` to the id of another verdict to be attached under it as a symptom,
     ``_explains`` (ids of other verdicts, e.g. ``"slow_rank:3"``) to take those as its symptoms,
     and ``_late`` (a set of ranks) to have the waits of other ranks for those ranks attached to
-    it.
-    A rule that raises loses its own verdicts only (the error is recorded in ``ca.problems``).
+    it. A rule that raises loses its own verdicts only (the error is recorded in ``ca.problems``).
     ``thresholds`` ({lower-case name: default}) join :func:`thresholds`: listed in
     verdicts.json, overridable with ``--threshold NAME=VALUE``; the rule reads them from ``th``.
     (ascendprof's own analyses do not register: they are records of analyze.registry, whose

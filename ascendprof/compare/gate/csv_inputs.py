@@ -1,10 +1,6 @@
-"""Gate inputs that are one exported CSV: which CSV it is (from its header), checks that
-every number cell is a number and no row repeats, and the CSV read into a
-:class:`~ascendprof.compare.diff.Side`.
-
-Read: ascendprof's or msprof-analyze's ``cluster_step_trace_time.csv`` (spec §8), the
-profiler's ``step_trace_time.csv`` (§A.1), ``kernel_details.csv`` (§A.2), ``op_statistic.csv``
-(§A.3) and ascendprof's ``op_statistics.csv``. Errors: GateInputError (exit 2).
+"""Gate inputs that are one exported CSV (the five the package docstring lists): which CSV it is
+(from its header), checks that every number cell is a number and no row repeats, and the CSV
+read into a :class:`~ascendprof.compare.diff.Side`. Errors: GateInputError (exit 2).
 """
 
 from __future__ import annotations

@@ -2,27 +2,13 @@
 the COMM_* tables of :mod:`ascendprof.model.schemas`.
 
 Public API (what the other readers and ``compare`` use; the modules inside are not):
-
-- :func:`read_communication` (path, rank, problems) -> ``{COMM_OPS, COMM_BANDWIDTH,
-  COMM_SIZE_DIST}``: one row per op and step from ``Communication Time Info``, per op and
-  transport from ``Communication Bandwidth Info``, per ``Size Distribution`` entry;
-- :func:`iter_tables`: the same tables in batches, in bounded memory for a large file;
-  :class:`Reread` when, after some batches, the file turns out to need
-  :func:`read_communication_per_value` (the tolerant reader the fast one is tested against);
-- :func:`tables_from_json`: the same tables of already parsed communication.json data (the
-  OPINFO of cluster_communication.json);
-- :func:`read_matrix` (path, rank, problems) -> COMM_LINKS from communication_matrix.json;
-- :data:`KINDS` and :func:`op_kind`: the op kinds ('collective', 'p2p') and the op-name rule of
-  the flat CANN layout.
-
-Units: times from the ``(ms)`` fields as int ns, ``Start Timestamp(us)`` as int ns through its
-decimal text; sizes in MB (10^6 bytes) and bandwidths in GB/s as written; ratios as written.
-The profiler's "Total ..." entries are not rows (:mod:`.layout`). Errors: every reader raises
-:class:`~ascendprof.model.errors.InputError` (naming the file, with the byte offset for invalid
-JSON) when the file cannot be read, is not JSON or not a JSON object, or a value does not fit
-its column (a time beyond int64 ns); an entry of the wrong shape is skipped and recorded in
-``problems`` when given, and ops whose required time is not a non-negative number are left out
-and counted in one problem of the file.
+:func:`read_communication` (the tables of one file; units and errors are said there),
+:func:`iter_tables` (the same tables in batches, in bounded memory; :class:`Reread` when, after
+some batches, the file turns out to need :func:`read_communication_per_value`, the tolerant
+reader the fast one is tested against), :func:`tables_from_json` (the same tables of already
+parsed data: the OPINFO of cluster_communication.json), :func:`read_matrix` (COMM_LINKS from
+communication_matrix.json), :data:`KINDS` and :func:`op_kind` (the op kinds 'collective' and
+'p2p', and the op-name rule of the flat CANN layout).
 
 Modules: :mod:`.layout` (the two layouts and the names in them), :mod:`.columns` (columns and
 tables shared by every way), :mod:`.per_value` (the tolerant per-op way), :mod:`.fast` (the
@@ -62,9 +48,13 @@ def read_communication(path: Path, rank: int, problems: Problems | None = None
       ``Communication Bandwidth Info``, zero rows included;
     - COMM_SIZE_DIST: one row per ``Size Distribution`` entry (packet size key kept as text).
 
+    Times int ns (``Start Timestamp(us)`` through its decimal text), sizes MB (10^6 bytes),
+    bandwidths GB/s and ratios as written; the profiler's "Total ..." entries are not rows.
     ``step_key`` keeps the JSON key (``"step13"``; ``"step"`` for the flat CANN layout, step
     null). ``rank`` fills the rank column. Raises :class:`InputError` when the file cannot be read,
-    is not valid JSON (with byte offset) or is not a JSON object; an op or step entry of the wrong
-    shape is skipped and recorded in ``problems`` when given.
+    is not valid JSON (with byte offset), is not a JSON object, or a value does not fit its
+    column (a time beyond int64 ns); an op or step entry of the wrong shape is skipped and
+    recorded in ``problems`` when given, and ops whose required time is not a non-negative number
+    are left out and counted in one problem of the file.
     """
     return read_tables(path, rank, problems)

@@ -267,10 +267,10 @@ def _per_value_columns(o_info: list[dict], o_bw: list, path: Path):
 def _typed_columns(o_info: list[dict], o_bw: list):
     """:func:`_per_value_columns` through Arrow's converter: the whole Time Info and Bandwidth
     Info of all ops in two calls instead of a Python step per value (the tables of a 1219-op
-    bench rank: 9.4 ms instead of 14.2).
-    Same results; None whenever a value is not what the converter maps exactly (a text or
-    object where a number belongs, an int beyond int64, a count beyond 2^53 …) — the caller
-    then takes the per-value way. Call only for files without JSON true/false."""
+    bench rank: 9.4 ms instead of 14.2). Same results; None whenever a value is not what the
+    converter maps exactly (a text or object where a number belongs, an int beyond int64, a
+    count beyond 2^53 …) — the caller then takes the per-value way. Call only for files without
+    JSON true/false."""
     # The converter takes an empty list or text as a transport entry with every field null,
     # where the per-value way skips it; other lists or texts there, or as Size Distribution,
     # fail or (a null pair) make an invalid array, checked below.

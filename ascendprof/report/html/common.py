@@ -57,10 +57,9 @@ class Table:
 
 @dataclass
 class Block:
-    """One item of a section: ``kind`` is ``chart`` (``model`` a :class:`Chart`,
-    :class:`Tabs` or :class:`RankPick`), ``table``
-    (``table`` a :class:`Table`), ``html`` (``html`` trusted markup made by this package) or
-    ``text`` (plain text, escaped)."""
+    """One item of a section: ``kind`` is ``chart`` (``model`` a :class:`Chart`, :class:`Tabs`
+    or :class:`RankPick`), ``table`` (``table`` a :class:`Table`), ``html`` (``html`` trusted
+    markup made by this package) or ``text`` (plain text, escaped)."""
 
     kind: str
     model: object = None
