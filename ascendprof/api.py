@@ -145,9 +145,7 @@ class Collection:
             data = self._rank_data(self.source(r))
             if data is not None and name in data.tables:
                 parts.append(data.tables[name])
-        if not parts:
-            return S.empty(name)
-        return pa.concat_tables(parts, promote_options="permissive")
+        return pa.concat_tables(parts, promote_options="permissive") if parts else S.empty(name)
 
     def _rank_data(self, source: "Source"):
         """One rank's RankData through the worker's reading step (engine.pipeline.read_rank:

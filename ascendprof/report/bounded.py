@@ -36,16 +36,12 @@ def is_bounded(v) -> bool:
 def items(v) -> list:
     """The rows of ``v`` that summary.json holds: the whole list, or a bounded list's shown
     rows (check :func:`is_bounded` before taking them for every row)."""
-    if is_bounded(v):
-        return list(v.get("items") or [])
-    return list(v or [])
+    return list(v.get("items") or []) if is_bounded(v) else list(v or [])
 
 
 def total(v) -> int:
     """How many rows the list ``v`` had before it was bounded (its length when it was not)."""
-    if is_bounded(v):
-        return int(v["bounded"].get("rows") or 0)
-    return len(v or [])
+    return int(v["bounded"].get("rows") or 0) if is_bounded(v) else len(v or [])
 
 
 def marker(rows: int, shown: int, chosen: str, full_table: str | None) -> dict:

@@ -33,9 +33,7 @@ def load_side(path: Path, *, workers: int | None = None) -> Side:
     if not path.exists():
         raise GateUsageError(f"{path}: no such file or directory")
     try:
-        if path.is_file():
-            return load_csv(path)
-        return load_run(path, workers=workers)
+        return load_csv(path) if path.is_file() else load_run(path, workers=workers)
     except (GateInputError, GateUsageError):
         raise
     except InputError as e:

@@ -78,9 +78,7 @@ def heatmaps(links: pd.DataFrame, slow: set):
                 f.heat = dict(f.heat, v=f"v{j}")
             title = name if len(_steps(links)) == 1 else f"{name}, step {step}"
             panels.append((title, figs))
-    if not panels:
-        return None
-    return Tabs("comm_heatmaps", panels)
+    return Tabs("comm_heatmaps", panels) if panels else None
 
 
 def bandwidth_strip(links: pd.DataFrame, slow: set, min_mb: float):

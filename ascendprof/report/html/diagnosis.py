@@ -111,9 +111,7 @@ def _value(v) -> str:
     if isinstance(v, list):
         return ", ".join(_value(x) for x in v) if len(v) <= 16 else (
             ", ".join(_value(x) for x in v[:16]) + f", … ({len(v)})")
-    if v is None:
-        return "-"
-    return str(v)
+    return "-" if v is None else str(v)
 
 
 def _flatten(ev, prefix: str = "", depth: int = 0) -> list[tuple[str, str]]:
