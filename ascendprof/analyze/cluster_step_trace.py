@@ -21,6 +21,7 @@ follow in order of first appearance.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -154,45 +155,57 @@ def build(step_trace: pa.Table, metadata: dict[int, dict], groups: dict | None =
     well-formed table; an empty table gives an empty frame with the columns.
     """
     headers = ["Step", "Type", "Index"] + [c for c, _ in TIME_COLUMNS]
-    st = step_trace.to_pandas() if step_trace is not None else pd.DataFrame()
-    rank_rows = []
-    if len(st):
-        st = st.assign(_step=st["step"].astype("Int64"))
-        st = st.sort_values(["_step", "rank"], kind="stable", na_position="first")
-        for rec in st.to_dict("records"):
-            step = "" if pd.isna(rec["_step"]) else int(rec["_step"])
-            # a metric the source never recorded (legacy output has no Free) stays empty, not 0
-            vals = [None if pd.isna(rec[c]) else rec[c] / 1000 for _, c in TIME_COLUMNS]
-            rank_rows.append([step, "rank", int(rec["rank"])] + vals)
+    times = [c for c, _ in TIME_COLUMNS]
+    # on columns: 10^6 steps a rank are 10^6 rows, as a row list ~1 GB a rank
+    if step_trace is not None and step_trace.num_rows:
+        rank = step_trace.column("rank").to_numpy(zero_copy_only=False).astype("int64")
+        cols = {"Step": step_trace.column("step").to_pandas().astype("Int64"), "Type": "rank",
+                "Index": rank}
+        for out, c in TIME_COLUMNS:  # a metric the source never recorded stays empty, not 0
+            cols[out] = step_trace.column(c).to_numpy(zero_copy_only=False).astype("float64") / 1000
+        ranks = pd.DataFrame(cols).sort_values(["Step", "Index"], kind="stable",
+                                               na_position="first", ignore_index=True)
+    else:
+        ranks = pd.DataFrame({h: [] for h in headers})
 
     stages = stages_from_groups(groups) if groups is not None else _stages_from_metadata(metadata)
-    stage_rows = []
-    if stages:
-        by_key: dict[tuple, list] = {}
-        for row in rank_rows:
-            stage = next((tuple(s) for s in stages if row[2] in s), tuple())
-            by_key.setdefault((row[0], stage), []).append(row[3:])
-        for (step, stage), vals in by_key.items():
-            stage_rows.append([step, "stage", str(stage)] + [_max_known(c) for c in zip(*vals)])
+    parts = [ranks]
+    if stages and len(ranks):
+        first: dict[int, int] = {}
+        for i, s in enumerate(stages):
+            for r in s:
+                first.setdefault(r, i)
+        names = [str(tuple(s)) for s in stages] + [str(tuple())]  # ranks in no stage: "()"
+        sid = ranks["Index"].map(first).fillna(len(stages)).to_numpy("int64")
+        step_code = pd.factorize(ranks["Step"].astype("float64").fillna(-1e300))[0]
+        # one stage row per (step, stage), in order of first appearance among the rank rows
+        code, _ = pd.factorize(step_code * (len(stages) + 1) + sid)
+        at = np.unique(code, return_index=True)[1]
+        stage = ranks[times].groupby(code, sort=True).max()
+        stage.insert(0, "Index", [names[i] for i in sid[at]])
+        stage.insert(0, "Type", "stage")
+        stage.insert(0, "Step", ranks["Step"].to_numpy()[at])
+        parts.append(stage.reset_index(drop=True))
 
-    rows = rank_rows + stage_rows
     args = _distributed_args(metadata)
     index = parallel_index(args) if isinstance(args, dict) else None
-    if index is not None and len(index) < len({r[2] for r in rank_rows}):
+    if index is not None and len(index) < ranks["Index"].nunique():
         index = None
     if index is not None:
         headers = headers + PARALLEL_HEADERS
-        for row in rank_rows:
-            place = index[row[2]] if 0 <= row[2] < len(index) else None
-            row.extend(list(place) if place else ["NA"] * 3)
-        for row in stage_rows:
-            row.extend(["NA"] * 3)
-    return pd.DataFrame(rows, columns=headers)
-
-
-def _max_known(values):
-    known = [v for v in values if v is not None]
-    return max(known) if known else None
+        na = ["NA"] * 3
+        table = np.array([list(p) if p else na for p in index] + [na], dtype=object)
+        at = ranks["Index"].to_numpy("int64", na_value=-1) if len(ranks) else np.zeros(0, int)
+        at = np.where((at >= 0) & (at < len(index)), at, len(index))
+        for j, h in enumerate(PARALLEL_HEADERS):
+            ranks[h] = table[at, j]
+        for p in parts[1:]:
+            for h in PARALLEL_HEADERS:
+                p[h] = "NA"
+    out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else ranks
+    step = out["Step"].astype(object)
+    out["Step"] = step.where(step.notna(), "")
+    return out[headers]
 
 
 __all__ = ["build", "parallel_index", "stages_from_groups", "TIME_COLUMNS", "PARALLEL_HEADERS"]
