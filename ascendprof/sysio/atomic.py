@@ -278,11 +278,20 @@ def write_csv(path: Path, header: list[str], rows) -> Path:
     return write_bytes(path, buf.getvalue().encode("utf-8"))
 
 
+#: Rows a CSV is formatted in at a time: a frame of 10^6 rows would be ~10^6 Python strings and
+#: the whole text at once
+CSV_CHUNK_ROWS = 65536
+
+
 def write_frame_csv(path: Path, df) -> Path:
     """Write a pandas DataFrame as CSV (no index) atomically; text cells made safe for
-    spreadsheets (:func:`csv_safe`)."""
-    return write_bytes(path, csv_safe_frame(df).to_csv(index=False, lineterminator="\n")
-                       .encode("utf-8"))
+    spreadsheets (:func:`csv_safe`). Formatted a slice of rows at a time (each cell's text does
+    not depend on its neighbours), so memory stays that of the frame."""
+    def pieces():
+        for i in range(0, max(len(df), 1), CSV_CHUNK_ROWS):
+            part = csv_safe_frame(df.iloc[i:i + CSV_CHUNK_ROWS])
+            yield part.to_csv(index=False, header=i == 0, lineterminator="\n").encode("utf-8")
+    return write_pieces(path, pieces())
 
 
 def write_parquet(path: Path, table) -> Path:
