@@ -32,7 +32,7 @@ from ascendprof.model.problems import Problems
 from ascendprof.model.source import DB, LEGACY_MS, MS_TEXT, PROF, RAW_CANN, Source, TORCH_TEXT
 from ascendprof.scan.runs import group_runs, pick
 from ascendprof.sysio.ownership import CACHE_DIRNAME, LOCK, MANIFEST, STAGING_PREFIX
-from ascendprof.sysio.textio import file_kind, METADATA_MAX_BYTES, read_json, read_regular
+from ascendprof.sysio.textio import file_kind, METADATA_MAX_BYTES, open_regular, read_json
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 _TEXT_FILES = ("kernel_details.csv", "step_trace_time.csv", "trace_view.json",
@@ -410,22 +410,25 @@ def _fill_from_outputs(src: Source, out_dir: Path, outs: list[str], problems: Pr
     """Device id and steps from the small step_trace_time.csv (first column Device_id)."""
     if "step_trace_time.csv" not in outs:
         return
-    try:
-        text = read_regular(out_dir / "step_trace_time.csv").decode("utf-8-sig")
-        rows = list(csv.reader(io.StringIO(text, newline="")))
-    except (InputError, UnicodeDecodeError, csv.Error):
+    device, steps = None, []
+    try:  # a row at a time: a file of 10^6 steps is ~120 MB of text, ~1 GB as rows
+        with open_regular(out_dir / "step_trace_time.csv") as f:
+            rows = csv.reader(io.TextIOWrapper(f, encoding="utf-8-sig", newline=""))
+            head = [h.strip() for h in next(rows, [])]
+            at = {h: i for i, h in enumerate(head)}  # a repeated name: its last column
+            dev_at, step_at = at.get("Device_id"), at.get("Step")
+            for r in rows:
+                if device is None and dev_at is not None and dev_at < len(r):
+                    device = _rank_value(r[dev_at] or "")
+                st = _rank_value(r[step_at] or "") if step_at is not None and step_at < len(r) \
+                    else None
+                if st is not None:
+                    steps.append(st)
+    except (InputError, OSError, UnicodeDecodeError, csv.Error):
         return  # the reader reports it
-    if not rows:
-        return
-    head = [h.strip() for h in rows[0]]
-    for r in rows[1:]:
-        cell = dict(zip(head, r))
-        dev = _rank_value(cell.get("Device_id") or "")
-        if dev is not None and src.device_id is None:
-            src.device_id = dev
-        st = _rank_value(cell.get("Step") or "")
-        if st is not None:
-            src.steps.append(st)
+    if src.device_id is None:
+        src.device_id = device
+    src.steps.extend(steps)
 
 
 def _prof_source(d: Path, problems: Problems) -> Source | None:
