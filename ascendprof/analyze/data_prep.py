@@ -116,6 +116,16 @@ def _mean(values) -> float | None:
     return float(np.mean(v)) if v else None
 
 
+def _mean_of(a: np.ndarray) -> float | None:
+    return float(np.mean(a)) if len(a) else None
+
+
+def _ints(col) -> tuple[np.ndarray, np.ndarray]:
+    """(values with nulls as 0, validity) of an int ns column, as int64 arrays."""
+    valid = col.is_valid().to_numpy(zero_copy_only=False)
+    return pc.fill_null(col, 0).to_numpy(zero_copy_only=False).astype(np.int64), valid
+
+
 def _step_waits(tables, rank):
     """(steps, step_ms, wait_ms, source, preparing_ms, loader_ms, measured)."""
     its = S.of_rank(tables.get(S.ITERATIONS), rank)
@@ -128,25 +138,23 @@ def _step_waits(tables, rank):
             if step is not None and dur is not None:
                 loader[step] = loader.get(step, 0) + dur
     if st is not None and st["preparing_ns"].null_count < st.num_rows:
-        steps, prep, total = [], [], []
-        for r in st.select(["step", "preparing_ns", "stage_ns", "computing_ns",
-                            "comm_not_overlapped_ns", "free_ns"]).to_pylist():
-            if r["preparing_ns"] is None:
-                continue
-            busy = r["stage_ns"]
-            if not busy:
-                parts = [r[c] for c in ("computing_ns", "comm_not_overlapped_ns", "free_ns")
-                         if r[c] is not None]
-                busy = sum(parts) if parts else None
-            steps.append(r["step"])
-            prep.append(r["preparing_ns"] / 1e6)
-            total.append(None if busy is None else (busy + r["preparing_ns"]) / 1e6)
-        got = [loader[s] / 1e6 for s in steps if s in loader]
+        # on columns: 10^6 steps are ~1 GB as row dicts
+        t = st.filter(pc.is_valid(st["preparing_ns"]))
+        prep_ns = _ints(t["preparing_ns"])[0]
+        stage, _ = _ints(t["stage_ns"])
+        parts, known = np.zeros(t.num_rows, np.int64), stage != 0
+        for c in ("computing_ns", "comm_not_overlapped_ns", "free_ns"):
+            v, valid = _ints(t[c])
+            parts += v
+            known |= valid
+        busy = np.where(stage != 0, stage, parts)  # Stage, else the sum of the known parts
+        prep = _mean_of(prep_ns / 1e6)
+        total = _mean_of((busy + prep_ns)[known] / 1e6)
+        got = [loader[s] / 1e6 for s in t["step"].to_pylist() if s in loader] if loader else []
         if got:
             loader_ms = _mean(got)
-            return len(steps), _mean(total), loader_ms, "dataloader spans", _mean(prep), \
-                loader_ms, True
-        return len(steps), _mean(total), _mean(prep), "Preparing", _mean(prep), None, False
+            return t.num_rows, total, loader_ms, "dataloader spans", prep, loader_ms, True
+        return t.num_rows, total, prep, "Preparing", prep, None, False
     if its is not None:
         rows = [r for r in its.select(["iteration_interval_ns", "fp_bp_ns", "tail_ns"])
                 .to_pylist() if r["iteration_interval_ns"] is not None]

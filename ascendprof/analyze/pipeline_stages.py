@@ -395,8 +395,9 @@ def _infer_ranks(kinds: dict[int, list[str]], stage_of: dict, P: int):
 
 
 def _stages(ops: pd.DataFrame, lines, stage_of, schedule, step_trace, breakdown) -> pd.DataFrame:
-    rep = _frame(step_trace)
-    rec = _frame(breakdown)
+    steps = set(ops["_step"])
+    rep = _frame(step_trace, steps)
+    rec = _frame(breakdown, steps)
     per_rank = ops.groupby(["_step", "rank"]).agg(p2p=("dur_ns", "sum"),
                                                   exposed=("exposed_ns", lambda x: x.sum()
                                                            if x.notna().all() else pd.NA))
@@ -435,11 +436,18 @@ def _stages(ops: pd.DataFrame, lines, stage_of, schedule, step_trace, breakdown)
     return pd.DataFrame(rows, columns=STAGE_COLUMNS)
 
 
-def _frame(t: pa.Table | None) -> dict:
+def _frame(t: pa.Table | None, steps: set) -> dict:
+    """(step, rank) -> row of ``t`` for the ``steps`` (-1: no step number) p2p ops were seen in
+    (a step_trace_time of 10^6 steps is ~1 GB as dicts)."""
     if t is None or t.num_rows == 0:
         return {}
+    t = t.select(["rank", "step", "computing_ns", "stage_ns", "bubble_ns"])
+    st = t.column("step")
+    keep = pc.is_in(st, value_set=pa.array(sorted(steps), st.type))
+    if -1 in steps:
+        keep = pc.or_kleene(keep, pc.is_null(st))
     out = {}
-    for rec in t.select(["rank", "step", "computing_ns", "stage_ns", "bubble_ns"]).to_pylist():
+    for rec in t.filter(pc.fill_null(keep, False)).to_pylist():
         step = -1 if rec["step"] is None else rec["step"]
         out[(step, rec["rank"])] = rec
     return out

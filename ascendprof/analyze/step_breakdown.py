@@ -480,10 +480,26 @@ CHECK_COLUMNS = ["Rank", "Step", "Metric", "Reported(us)", "Recomputed(us)", "De
 NOTE_THRESHOLD_PCT = 1.0
 
 
-def _by_step(t: pa.Table | None) -> dict:
+def _by_step(t: pa.Table | None, steps=None) -> dict:
+    """step -> row (a dict) of ``t``, the last row of a repeated step; only ``steps`` when given
+    (a reported table of 10^6 steps is ~1 GB as dicts, and most are summarised)."""
     if t is None or t.num_rows == 0:
         return {}
+    if steps is not None:
+        at = _step_rows(t)
+        t = t.take(pa.array(sorted(at[s] for s in steps if s in at), pa.int64()))
     return {r["step"]: r for r in t.to_pylist()}
+
+
+def _step_rows(t: pa.Table | None) -> dict:
+    """step -> index of its last row in ``t``: the keys of :func:`_by_step`, in its order (a
+    repeated step keeps its first place)."""
+    if t is None or t.num_rows == 0:
+        return {}
+    at: dict = {}
+    for i, s in enumerate(t.column("step").to_pylist()):
+        at[s] = i
+    return at
 
 
 def _pair_steps(rep: dict, rec: dict) -> list:
@@ -513,7 +529,7 @@ def check_table(per_rank: dict[int, tuple]):
     summarised: dict[int, int] = {}
     for rank in sorted(per_rank):
         reported, recomputed, method = per_rank[rank]
-        rep, rec = _by_step(reported), _by_step(recomputed)
+        rep, rec = _step_rows(reported), _by_step(recomputed)
         if not rep and not rec:
             for col, _ in METRICS:
                 out.append([rank, None, col, None, None, None, method,
@@ -535,6 +551,7 @@ def check_table(per_rank: dict[int, tuple]):
                             f"(more than {MAX_UNCHECKED_STEPS} such steps)"])
             gone = set(lost)
             steps = [st for st in steps if st not in gone]
+        rep = _by_step(reported, steps)
         for step in steps:
             r_row, c_row = rep.get(step), rec.get(step)
             for col, key in METRICS:
