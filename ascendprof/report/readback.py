@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -69,6 +70,36 @@ def read_frame(path: Path) -> pd.DataFrame:
     for c in df.columns:
         if c in TEXT_COLUMNS:
             df[c] = df[c].fillna("")
+    return df
+
+
+def read_step_frame(path: Path, steps: int, head: int, chunk_rows: int = 100_000
+                    ) -> pd.DataFrame:
+    """cluster_step_trace_time.csv as :func:`read_frame` reads it, bounded for the page (a run
+    of 10^6 steps writes millions of rows): the rows of the first ``steps`` steps in file
+    order, the first ``head`` rows, and the first row of each other (Type, Index), so every
+    rank and stage is there once. ``df.attrs``: ``rows`` and ``steps``, the file's counts of
+    rows and of distinct steps. Read ``chunk_rows`` at a time. Raises as read_frame."""
+    kept, first, seen, every, total = [], {}, set(), set(), 0
+    for part in pd.read_csv(path, dtype=TEXT_COLUMNS, keep_default_na=False, na_values=[""],
+                            chunksize=chunk_rows, low_memory=False):
+        for c in part.columns:
+            if c in TEXT_COLUMNS:
+                part[c] = part[c].fillna("")
+        step = part["Step"].astype(str) if "Step" in part else pd.Series("", index=part.index)
+        every.update(step.unique())
+        for s in step.unique():
+            if len(first) < steps:
+                first.setdefault(s, None)
+        key = (part["Type"].astype(str) + "|" + part["Index"].astype(str)
+               if "Type" in part and "Index" in part else pd.Series("", index=part.index))
+        keep = (step.isin(list(first)) | (np.arange(total, total + len(part)) < head)
+                | (~key.duplicated() & ~key.isin(seen))).to_numpy()
+        seen.update(key[keep])
+        kept.append(part[keep])
+        total += len(part)
+    df = pd.concat(kept, ignore_index=True) if kept else read_frame(path)
+    df.attrs.update(rows=total, steps=len(every))
     return df
 
 

@@ -35,6 +35,8 @@ FLAG_COLOR = "#d62728"
 MAX_BARS = 64
 #: rows of a numbers table before it is cut (the file holds them all)
 MAX_TABLE_ROWS = 256
+#: steps of cluster_step_trace_time.csv shown one tab each (the page reads only their rows)
+MAX_STEPS = 16
 
 
 @dataclass

@@ -25,6 +25,7 @@ from ascendprof.model.outputs import (COMMUNICATION_FILE, GROUPS_FILE, MATRIX_FI
                                       OP_STATISTICS_FILE, STEP_TRACE_FILE, SUMMARY_FILE)
 from ascendprof.report import readback
 from ascendprof.report.bounded import source_column
+from ascendprof.report.html.common import MAX_STEPS, MAX_TABLE_ROWS
 # the layouts of the files read back, re-exported for the page's sections
 from ascendprof.report.readback import (LINK_COLUMNS, TOTAL_COLUMNS,  # noqa: F401
                                         communication_totals, group_names, matrix_links)
@@ -131,6 +132,8 @@ def load(out: Path) -> ReportData:
                 d.comm_totals = communication_totals(path)
             elif path.suffix == ".json":
                 d.files[attr] = orjson.loads(path.read_bytes())
+            elif attr == "step_trace":
+                d.files[attr] = readback.read_step_frame(path, MAX_STEPS, MAX_TABLE_ROWS)
             else:
                 d.files[attr] = readback.read_frame(path)
         except (orjson.JSONDecodeError, json.JSONDecodeError, ValueError, KeyError,

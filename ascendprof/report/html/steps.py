@@ -14,8 +14,8 @@ import pandas as pd
 from ascendprof.model.ranks import rank_ranges
 from ascendprof.report.bounded import source_column
 from ascendprof.report.html.common import (cell, Chart, COLORS, FLAG_COLOR, MAX_BARS,
-                                           MAX_TABLE_ROWS, node_layout, Section, Table, Tabs,
-                                           tabs_or_one)
+                                           MAX_STEPS, MAX_TABLE_ROWS, node_layout, Section,
+                                           Table, Tabs, tabs_or_one)
 
 STACK = [("comp", "Computing"), ("comm", "Communication(Not Overlapped)"), ("free", "Free"),
          ("prep", "Preparing")]
@@ -25,8 +25,6 @@ METRICS = {"Computing": "computing_us", "Communication(Not Overlapped)": "comm_n
            "Stage": "stage_us", "Bubble": "bubble_us", "Preparing": "preparing_us"}
 #: ranks shown as bars when the cluster is aggregated: the flagged ones, then the longest
 TOP_RANKS = 32
-#: steps shown one tab each
-MAX_STEPS = 16
 
 
 def flagged_ranks(verdicts: dict | None) -> dict[int, list[str]]:
@@ -149,8 +147,9 @@ def numbers_table(st: pd.DataFrame) -> Table:
         rec = list(rec)
         rows.append([cell(v) for v in rec])
         keys.append({"type": cell(rec[1]), "index": cell(rec[2]), "step": cell(rec[0])})
-    note = (f"first {MAX_TABLE_ROWS} of {len(st)} rows; all in cluster_step_trace_time.csv"
-            if len(st) > MAX_TABLE_ROWS else "")
+    n = st.attrs.get("rows", len(st))  # the file's rows: the page reads only the first steps
+    note = (f"first {MAX_TABLE_ROWS} of {n} rows; all in cluster_step_trace_time.csv"
+            if n > MAX_TABLE_ROWS else "")
     return Table(cols, rows, source="cluster_step_trace_time.csv", keys=keys, note=note,
                  title="Numbers: cluster_step_trace_time.csv (µs)", css="numbers steps",
                  defs=DEFINITIONS)
@@ -173,10 +172,11 @@ def build(d, ctx) -> Section:
     stage_of = d.stage_of()
     steps = list(dict.fromkeys(rows["Step"].astype(str)))
     shown = steps[:MAX_STEPS]
+    n_steps = d.step_trace.attrs.get("steps", len(steps))  # the file's, not only those read
     n_ranks = rows["Rank"].nunique()
     sec.intro = (f"Where each rank's step time goes, from cluster_step_trace_time.csv "
-                 f"({n_ranks} ranks, {len(steps)} step{'s' if len(steps) != 1 else ''}"
-                 + (f", the first {MAX_STEPS} shown" if len(steps) > MAX_STEPS else "")
+                 f"({n_ranks} ranks, {n_steps} step{'s' if n_steps != 1 else ''}"
+                 + (f", the first {MAX_STEPS} shown" if n_steps > MAX_STEPS else "")
                  + "). Stage = Computing + Communication(Not Overlapped) + Free; Overlapped is "
                    "communication hidden under Computing; Preparing comes before the step. "
                    "Click a bar to select that rank in the Operators section; hover the "
