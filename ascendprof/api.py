@@ -374,6 +374,8 @@ def _regular(path: Path) -> bool:
 def _frame(df) -> "pd.DataFrame":
     import pandas as pd
 
+    if hasattr(df, "to_frame") and not isinstance(df, pd.DataFrame):  # made in slices
+        return df.to_frame()
     return df.copy() if df is not None else pd.DataFrame()
 
 

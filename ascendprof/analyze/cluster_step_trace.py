@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ascendprof.model import schemas as S
 from ascendprof.analyze.cluster_communication import parallel_groups
@@ -143,69 +144,135 @@ def _stages_from_metadata(metadata: dict[int, dict]) -> list[list[int]]:
 
 def build(step_trace: pa.Table, metadata: dict[int, dict], groups: dict | None = None
           ) -> pd.DataFrame:
-    """cluster_step_trace_time.csv as a DataFrame (write it with ``index=False``).
+    """cluster_step_trace_time.csv as one DataFrame (write it with ``index=False``): the
+    frames of :func:`table` concatenated. Same inputs, columns and errors as :func:`table`."""
+    return table(step_trace, metadata, groups).to_frame()
+
+
+def table(step_trace: pa.Table, metadata: dict[int, dict], groups: dict | None = None
+          ) -> "ClusterStepTrace":
+    """cluster_step_trace_time.csv as a :class:`ClusterStepTrace`, made a slice of steps at a
+    time when its frames are asked for (a run of 10^6 steps has millions of rows).
 
     In: ``step_trace`` = all ranks' STEP_TRACE tables (int ns); ``metadata`` = rank ->
     profiler_metadata.json object; ``groups`` = :func:`cluster_communication.build_groups` output
     (communication_group.json), from which the pipeline stages come — when None they are inferred
     from the metadata's parallel_group_info. Out columns: ``Step`` (int, or "" without step),
     ``Type`` ("rank"/"stage"), ``Index`` (rank int or stage "(r0, r1)"), the nine time columns
-    in us (float; empty where the source did not record that metric), then ``DP Index, PP Index, TP Index`` (int, "NA" for stage rows and unplaced
-    ranks) only when distributed_args are usable for all ranks. Raises nothing for a
-    well-formed table; an empty table gives an empty frame with the columns.
+    in us (float; empty where the source did not record that metric), then ``DP Index, PP
+    Index, TP Index`` (int, "NA" for stage rows and unplaced ranks) only when distributed_args
+    are usable for all ranks. Raises nothing for a well-formed table; an empty table gives one
+    empty frame with the columns.
     """
-    headers = ["Step", "Type", "Index"] + [c for c, _ in TIME_COLUMNS]
-    times = [c for c, _ in TIME_COLUMNS]
-    # on columns: 10^6 steps a rank are 10^6 rows, as a row list ~1 GB a rank
-    if step_trace is not None and step_trace.num_rows:
-        rank = step_trace.column("rank").to_numpy(zero_copy_only=False).astype("int64")
-        cols = {"Step": step_trace.column("step").to_pandas().astype("Int64"), "Type": "rank",
-                "Index": rank}
-        for out, c in TIME_COLUMNS:  # a metric the source never recorded stays empty, not 0
-            cols[out] = step_trace.column(c).to_numpy(zero_copy_only=False).astype("float64") / 1000
-        ranks = pd.DataFrame(cols).sort_values(["Step", "Index"], kind="stable",
-                                               na_position="first", ignore_index=True)
-    else:
-        ranks = pd.DataFrame({h: [] for h in headers})
+    return ClusterStepTrace(step_trace, metadata, groups)
 
-    stages = stages_from_groups(groups) if groups is not None else _stages_from_metadata(metadata)
-    parts = [ranks]
-    if stages and len(ranks):
-        first: dict[int, int] = {}
+
+class ClusterStepTrace:
+    """The rows of cluster_step_trace_time.csv, kept as the step table and a sort order:
+    :meth:`frames` gives them as DataFrames of about ``rows`` rows each (rank rows by step and
+    rank, then stage rows), :meth:`to_frame` as one; ``len()`` is the number of rows."""
+
+    def __init__(self, step_trace, metadata, groups):
+        self.headers = ["Step", "Type", "Index"] + [c for c, _ in TIME_COLUMNS]
+        self.t = step_trace if step_trace is not None and step_trace.num_rows else None
+        stages = (stages_from_groups(groups) if groups is not None
+                  else _stages_from_metadata(metadata))
+        n = self.t.num_rows if self.t is not None else 0
+        rank = (self.t.column("rank").to_numpy(zero_copy_only=False).astype("int64") if n
+                else np.zeros(0, np.int64))
+        step = self.t.column("step") if n else pa.array([], pa.int64())
+        # rows by step (no step first) then rank, stable: the order msprof-analyze's file has
+        key = np.where(step.is_null().to_numpy(zero_copy_only=False), -np.inf,
+                       pc.fill_null(step, 0).to_numpy(zero_copy_only=False).astype("float64"))
+        self.order = np.lexsort((rank, key))
+        self.key = key[self.order]
+        self.first: dict[int, int] = {}
         for i, s in enumerate(stages):
             for r in s:
-                first.setdefault(r, i)
-        names = [str(tuple(s)) for s in stages] + [str(tuple())]  # ranks in no stage: "()"
-        sid = ranks["Index"].map(first).fillna(len(stages)).to_numpy("int64")
+                self.first.setdefault(r, i)
+        self.names = [str(tuple(s)) for s in stages] + [str(tuple())]  # in no stage: "()"
+        self.n_stage_rows = 0
+        if stages and n:
+            sid = pd.Series(rank).map(self.first).fillna(len(stages)).to_numpy("float64")
+            pairs = np.unique(np.stack([key, sid]), axis=1)
+            self.n_stage_rows = pairs.shape[1]
+        self.stages = stages
+        args = _distributed_args(metadata)
+        index = parallel_index(args) if isinstance(args, dict) else None
+        if index is not None and len(index) < len(np.unique(rank)):
+            index = None
+        self.index = index
+        if index is not None:
+            self.headers = self.headers + PARALLEL_HEADERS
+
+    def __len__(self) -> int:
+        return len(self.order) + self.n_stage_rows
+
+    def _slices(self, rows: int):
+        """Slices of the sorted rows of about ``rows`` each, cut only between steps (a stage
+        row takes the max over its step's ranks)."""
+        n, i = len(self.order), 0
+        while i < n:
+            j = min(i + rows, n)
+            if j < n:
+                j = int(np.searchsorted(self.key, self.key[j - 1], side="right"))
+            yield slice(i, j)
+            i = j
+
+    def _rank_rows(self, sl: slice) -> pd.DataFrame:
+        t = self.t.take(pa.array(self.order[sl]))
+        cols = {"Step": t.column("step").to_pandas().astype("Int64"), "Type": "rank",
+                "Index": t.column("rank").to_numpy(zero_copy_only=False).astype("int64")}
+        for out, c in TIME_COLUMNS:  # a metric the source never recorded stays empty, not 0
+            cols[out] = t.column(c).to_numpy(zero_copy_only=False).astype("float64") / 1000
+        return pd.DataFrame(cols)
+
+    def _stage_rows(self, ranks: pd.DataFrame) -> pd.DataFrame:
+        times = [c for c, _ in TIME_COLUMNS]
+        sid = ranks["Index"].map(self.first).fillna(len(self.stages)).to_numpy("int64")
         step_code = pd.factorize(ranks["Step"].astype("float64").fillna(-1e300))[0]
         # one stage row per (step, stage), in order of first appearance among the rank rows
-        code, _ = pd.factorize(step_code * (len(stages) + 1) + sid)
+        code, _ = pd.factorize(step_code * (len(self.stages) + 1) + sid)
         at = np.unique(code, return_index=True)[1]
         stage = ranks[times].groupby(code, sort=True).max()
-        stage.insert(0, "Index", [names[i] for i in sid[at]])
+        stage.insert(0, "Index", [self.names[i] for i in sid[at]])
         stage.insert(0, "Type", "stage")
-        stage.insert(0, "Step", ranks["Step"].to_numpy()[at])
-        parts.append(stage.reset_index(drop=True))
+        stage.insert(0, "Step", ranks["Step"].iloc[at].to_numpy(dtype=object, na_value=None))
+        return stage.reset_index(drop=True)
 
-    args = _distributed_args(metadata)
-    index = parallel_index(args) if isinstance(args, dict) else None
-    if index is not None and len(index) < ranks["Index"].nunique():
-        index = None
-    if index is not None:
-        headers = headers + PARALLEL_HEADERS
-        na = ["NA"] * 3
-        table = np.array([list(p) if p else na for p in index] + [na], dtype=object)
-        at = ranks["Index"].to_numpy("int64", na_value=-1) if len(ranks) else np.zeros(0, int)
-        at = np.where((at >= 0) & (at < len(index)), at, len(index))
-        for j, h in enumerate(PARALLEL_HEADERS):
-            ranks[h] = table[at, j]
-        for p in parts[1:]:
-            for h in PARALLEL_HEADERS:
-                p[h] = "NA"
-    out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else ranks
-    step = out["Step"].astype(object)
-    out["Step"] = step.where(step.notna(), "")
-    return out[headers]
+    def _finish(self, df: pd.DataFrame, stage: bool) -> pd.DataFrame:
+        if self.index is not None:
+            if stage:
+                for h in PARALLEL_HEADERS:
+                    df[h] = "NA"
+            else:
+                na = ["NA"] * 3
+                place = np.array([list(p) if p else na for p in self.index] + [na],
+                                 dtype=object)
+                at = df["Index"].to_numpy("int64")
+                at = np.where((at >= 0) & (at < len(self.index)), at, len(self.index))
+                for j, h in enumerate(PARALLEL_HEADERS):
+                    df[h] = place[at, j]
+        step = df["Step"].astype(object)
+        df["Step"] = step.where(step.notna(), "")
+        return df[self.headers]
+
+    def frames(self, rows: int = 65536):
+        """The file's rows as DataFrames (rank rows, then stage rows), each holding the steps
+        of about ``rows`` rank rows; one empty frame with the columns when there are none."""
+        if self.t is None:
+            yield pd.DataFrame({h: [] for h in self.headers})
+            return
+        for sl in self._slices(rows):
+            yield self._finish(self._rank_rows(sl), stage=False)
+        if self.stages:
+            for sl in self._slices(rows):
+                yield self._finish(self._stage_rows(self._rank_rows(sl)), stage=True)
+
+    def to_frame(self) -> pd.DataFrame:
+        """All rows in one DataFrame."""
+        parts = list(self.frames())
+        return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
 
 
-__all__ = ["build", "parallel_index", "stages_from_groups", "TIME_COLUMNS", "PARALLEL_HEADERS"]
+__all__ = ["build", "table", "ClusterStepTrace", "parallel_index", "stages_from_groups", "TIME_COLUMNS", "PARALLEL_HEADERS"]

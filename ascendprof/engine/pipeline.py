@@ -317,7 +317,7 @@ def gather(root: str, sources: list[Source], results: list[RankResult],
                                                 membership=membership)
     rows = _step_rows(ca, problems)
     if rows is not None and rows.num_rows:
-        ca.cluster_step_trace = cluster_step_trace.build(rows, ca.metadata, groups)
+        ca.cluster_step_trace = cluster_step_trace.table(rows, ca.metadata, groups)
     ca.communication_group = groups
     if has_comm:
         ca.communication = cluster_communication.CommunicationFile(

@@ -81,7 +81,7 @@ class ClusterAnalysis:
     #: per rank: does the recomputed breakdown agree with the profiler's, which values are used
     #: (step_breakdown.rank_checks: rank, status, used, metrics with deviation_pct, reason)
     breakdown_check: list = field(default_factory=list)
-    cluster_step_trace: object = None           # pandas DataFrame (cluster_step_trace_time.csv)
+    cluster_step_trace: object = None           # cluster_step_trace.ClusterStepTrace (frames())
     communication: object = None                # cluster_communication.json: a Mapping
     #                                             (cluster_communication.CommunicationFile)
     communication_matrix: object = None         # cluster_communication_matrix.json: a Mapping

@@ -22,7 +22,7 @@ import orjson
 from ascendprof.model.outputs import (  # noqa: F401 - OUTPUT_FILES: the registry, re-exported
     COMMUNICATION_FILE, GROUPS_FILE, MATRIX_FILE, OP_STATISTICS_FILE, OUTPUT_FILES,
     STEP_TRACE_FILE, SUMMARY_FILE)
-from ascendprof.sysio.atomic import write_csv, write_frame_csv, write_json
+from ascendprof.sysio.atomic import write_csv, write_frame_csv, write_frames_csv, write_json
 from ascendprof.sysio.jsonstream import write_json_items
 from ascendprof.sysio.lifetime import die_with_parent
 
@@ -181,7 +181,8 @@ def write_outputs(ca, out: Path, summary: dict, early: EarlyWrite | None = None)
 
     def frame(name, df):
         if df is not None and len(df):
-            written.append(write_frame_csv(out / name, df))
+            written.append(write_frames_csv(out / name, df.frames()) if hasattr(df, "frames")
+                           else write_frame_csv(out / name, df))
 
     def js(name, obj):
         # cluster files compact, as msprof-analyze writes them (no indentation: a 256-rank

@@ -285,12 +285,22 @@ CSV_CHUNK_ROWS = 65536
 
 def write_frame_csv(path: Path, df) -> Path:
     """Write a pandas DataFrame as CSV (no index) atomically; text cells made safe for
-    spreadsheets (:func:`csv_safe`). Formatted a slice of rows at a time (each cell's text does
-    not depend on its neighbours), so memory stays that of the frame."""
+    spreadsheets (:func:`csv_safe`). See :func:`write_frames_csv`."""
+    return write_frames_csv(path, [df])
+
+
+def write_frames_csv(path: Path, frames) -> Path:
+    """Write the DataFrames of the iterable ``frames`` (same columns) as one CSV (the first
+    one's header, no index) atomically; text cells made safe for spreadsheets
+    (:func:`csv_safe`). Formatted a slice of rows at a time (each cell's text does not depend
+    on its neighbours), so memory stays that of one frame."""
     def pieces():
-        for i in range(0, max(len(df), 1), CSV_CHUNK_ROWS):
-            part = csv_safe_frame(df.iloc[i:i + CSV_CHUNK_ROWS])
-            yield part.to_csv(index=False, header=i == 0, lineterminator="\n").encode("utf-8")
+        first = True
+        for df in frames:
+            for i in range(0, max(len(df), 1 if first else 0), CSV_CHUNK_ROWS):
+                part = csv_safe_frame(df.iloc[i:i + CSV_CHUNK_ROWS])
+                yield part.to_csv(index=False, header=first, lineterminator="\n").encode("utf-8")
+                first = False
     return write_pieces(path, pieces())
 
 
