@@ -39,6 +39,7 @@ and appended to benchmarks/RESULTS.md with the machine description.
 from __future__ import annotations
 
 import argparse
+import csv
 import datetime as dt
 import json
 import os
@@ -145,6 +146,28 @@ def generate(n: int, out: Path, extra: list[str]) -> Path:
     return out
 
 
+def many_steps(base: Path, out: Path, n: int) -> Path:
+    """A copy of the generated collection ``base`` whose every step_trace_time.csv repeats its
+    first row as steps 1..n (a hostile size: ~120 MB a rank at 10^6 steps)."""
+    stamp = out / ".args"
+    if stamp.is_file() and stamp.read_text() == f"{base} {n}":
+        return out
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(base, out)
+    for st in out.rglob("step_trace_time.csv"):
+        head, first = st.read_text(encoding="utf-8").splitlines()[:2]
+        cells = next(csv.reader([first]))
+        at = next(csv.reader([head])).index("Step")
+        with open(st, "w", newline="", encoding="utf-8") as f:
+            f.write(head + "\n")
+            w = csv.writer(f, lineterminator="\n")
+            for step in range(1, n + 1):
+                cells[at] = str(step)
+                w.writerow(cells)
+    stamp.write_text(f"{base} {n}")
+    return out
+
+
 def du_mb(path: Path) -> float:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1e6
 
@@ -170,13 +193,13 @@ def file_create_ms(where: Path, n: int = 200) -> float:
 
 
 def run_cluster(name: str, data: Path, work: Path, ref: str | None, *,
-                warm: bool = True, extra: tuple = ()) -> dict:
+                warm: bool = True, extra: tuple = (), page: bool = False) -> dict:
     ap_out = work / f"{name}.ascendprof"
     shutil.rmtree(ap_out, ignore_errors=True)
     env = dict(os.environ)
     env.pop("ASCENDPROF_CACHE", None)
-    cmd = ascendprof_cmd() + ["analyse", str(data), "-o", str(ap_out), "-q", "--no-html",
-                              *extra]
+    cmd = ascendprof_cmd() + ["analyse", str(data), "-o", str(ap_out), "-q",
+                              *([] if page else ["--no-html"]), *extra]
     row = {"name": name, "input_mb": du_mb(data)}
     # probed where the cold run's cache and tables/ will be created, just before it
     ap_out.mkdir(parents=True)
@@ -470,6 +493,8 @@ def main(argv=None) -> int:
     ap.add_argument("--hostile-kernels", type=int, default=1_000_000,
                     help="kernel rows of the large-kernel rank (~0.35 kB each in "
                          "kernel_details.csv, ~1.5 kB in trace_view.json)")
+    ap.add_argument("--hostile-steps", type=int, default=1_000_000,
+                    help="steps in each step_trace_time.csv of the 2-rank many-steps collection")
     ap.add_argument("--html-only", action="store_true",
                     help="only the HTML report of the largest cluster (size, build time)")
     a = ap.parse_args(argv)
@@ -524,7 +549,12 @@ def main(argv=None) -> int:
         rows.append(run_cluster(f"1 rank, {a.hostile_kernels // 1000}k kernels (kernel_details"
                                 f" + trace_view.json, --timeline)", data, work, None,
                                 warm=False, extra=("--timeline",)))
-        print(json.dumps(rows[-2:]), file=sys.stderr)
+        data = many_steps(generate(2, work / "hostile_steps_base", []), work / "hostile_steps",
+                          a.hostile_steps)
+        rows.append(run_cluster(f"2 ranks, step_trace_time.csv of {a.hostile_steps:,} steps "
+                                f"each (defaults: page included)", data, work, None,
+                                warm=False, page=True))
+        print(json.dumps(rows[-3:]), file=sys.stderr)
     tp = {}
     if a.llm_kernels:
         print("LLM-size rank …", file=sys.stderr)

@@ -398,6 +398,32 @@ def test_cluster_step_trace_by_hand_missing_steps_and_metrics():
     assert cst.build(None, {}).empty
 
 
+def test_cluster_step_trace_written_in_slices_has_the_text_of_one_frame(tmp_path):
+    """The file is written a slice of steps at a time (a run of 10^6 steps has millions of
+    rows); the text is what one frame gives: steps as integers (also in stage rows when another
+    row has no step), a stage row per step with the max of its ranks, slices cut between steps.
+    Ranks 0 and 1 form the stage (0, 1): collective group {0, 1} beside the pp p2p group
+    {0, 2}."""
+    from ascendprof.sysio.atomic import write_frames_csv
+
+    us = 1000
+    st = S.from_lists(S.STEP_TRACE, {"rank": [1, 0, 0, 1, 0], "step": [2, 2, 1, 1, None],
+                                     "computing_ns": [5 * us, 7 * us, 1 * us, 3 * us, 9 * us]})
+    groups = {"comm_group_parallel_info": [
+        {"type": "p2p", "rank_set": [0, 2], "group_name": "a", "pg_name": "pp"},
+        {"type": "collective", "rank_set": [0, 1], "group_name": "c", "pg_name": "dp"}]}
+    t = cst.table(st, {}, groups)
+    assert len(t) == 5 + 3  # rank rows, and stage rows for steps '', 1 and 2
+    for rows in (1, 2, 100):  # a slice per step, two steps in a slice, one slice for all
+        path = write_frames_csv(tmp_path / f"c{rows}.csv", t.frames(rows=rows))
+        with open(path, newline="") as f:
+            got = [[r["Step"], r["Type"], r["Index"], r["Computing"]] for r in csv.DictReader(f)]
+        assert got == [["", "rank", "0", "9.0"], ["1", "rank", "0", "1.0"],
+                       ["1", "rank", "1", "3.0"], ["2", "rank", "0", "7.0"],
+                       ["2", "rank", "1", "5.0"], ["", "stage", "(0, 1)", "9.0"],
+                       ["1", "stage", "(0, 1)", "3.0"], ["2", "stage", "(0, 1)", "7.0"]], rows
+
+
 def test_cluster_step_trace_parallel_columns_and_ranks_outside_stages():
     """DP/PP/TP Index columns appear only when distributed_args place at least as many ranks as
     there are; a rank the layout does not place gets 'NA' (as stage rows do); a rank in no
