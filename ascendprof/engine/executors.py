@@ -88,11 +88,16 @@ def peak_rss_bytes() -> int:
 
 
 def release_free_heap() -> None:
-    """Hand the C heap's free pages back to the OS (glibc ``malloc_trim``; nothing elsewhere).
+    """Hand the C heap's and Arrow's memory pool's free pages back to the OS (glibc
+    ``malloc_trim``, ``MemoryPool.release_unused``).
 
     The cluster step runs phases whose transient objects (verdict split, matrix dicts) are
     freed but stay in the process's heap; trimming between phases keeps one phase's garbage
     from adding to the next one's peak (measured: 238 -> 220 MB at 256 ranks)."""
+    import pyarrow as pa  # lazy: the CLI imports this module at start-up (`--help`)
+
+    # Arrow's own allocator (mimalloc) keeps freed pages too: 0.25 GB at 10^6 steps
+    pa.default_memory_pool().release_unused()
     if not sys.platform.startswith("linux"):
         return
     try:  # the process's own symbols (not ctypes.util.find_library, which forks ldconfig)
