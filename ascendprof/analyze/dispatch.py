@@ -78,27 +78,38 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
     d = d[d["_step"] != -1]
     idle_by_task = _idle_before(tables, wins, d)
     d["idle_ns"] = [idle_by_task.get(int(s), 0) for s in d["device_start_ns"]]
+    # numpy columns and one stable sort by (step, op type) instead of a pandas groupby: the
+    # same groups in the same order, each group's rows in their original order
+    step_of = d["_step"].to_numpy()
+    delay = d["delay_ns"].to_numpy()
+    host_dur = d["host_dur_ns"].fillna(0).to_numpy()
+    idle_ns = d["idle_ns"].to_numpy()
+    op_codes, op_names = pd.factorize(d["op_type"], sort=True)
+    order = np.lexsort((op_codes, step_of))
+    ks, kc = step_of[order], op_codes[order]
+    cut = np.flatnonzero((ks[1:] != ks[:-1]) | (kc[1:] != kc[:-1])) + 1
     ops, steps = [], []
-    for (step, op), g in d.groupby(["_step", "op_type"], sort=True):
-        dl = g["delay_ns"].to_numpy()
-        ops.append({"rank": rank, "step": None if step < 0 else int(step), "op_type": op,
-                    "launches": len(g), "host_api_ns": int(g["host_dur_ns"].fillna(0).sum()),
-                    "delay_sum_ns": int(dl.sum()), "delay_p50_ns": int(np.median(dl)),
-                    "delay_max_ns": int(dl.max()), "idle_before_ns": int(g["idle_ns"].sum()),
-                    "source": src})
+    for lo_i, hi_i in zip(np.concatenate([[0], cut]).tolist(),
+                          np.concatenate([cut, [len(order)]]).tolist()):
+        rows = order[lo_i:hi_i]
+        step, dl = int(ks[lo_i]), delay[rows]
+        ops.append({"rank": rank, "step": None if step < 0 else step,
+                    "op_type": op_names[kc[lo_i]], "launches": len(rows),
+                    "host_api_ns": int(host_dur[rows].sum()), "delay_sum_ns": int(dl.sum()),
+                    "delay_p50_ns": int(np.median(dl)), "delay_max_ns": int(dl.max()),
+                    "idle_before_ns": int(idle_ns[rows].sum()), "source": src})
     q = tables.get(S.TASK_QUEUE)
     qd = q.to_pandas() if q is not None and q.num_rows else None
     for step, lo, hi in wins:
-        key = -2 if step is None else step
-        g = d[d["_step"] == key]
-        if g.empty:
+        rows = np.flatnonzero(step_of == (-2 if step is None else step))
+        if not len(rows):
             continue
-        dl = g["delay_ns"].to_numpy()
-        row = {"rank": rank, "step": step, "launches": len(g),
-               "host_api_ns": int(g["host_dur_ns"].fillna(0).sum()),
+        dl = delay[rows]
+        row = {"rank": rank, "step": step, "launches": len(rows),
+               "host_api_ns": int(host_dur[rows].sum()),
                "delay_mean_ns": int(dl.mean()), "delay_p50_ns": int(np.median(dl)),
                "delay_p95_ns": int(np.percentile(dl, 95)), "delay_max_ns": int(dl.max()),
-               "idle_launch_ns": int(g["idle_ns"].sum()), "source": src}
+               "idle_launch_ns": int(idle_ns[rows].sum()), "source": src}
         row.update(_queue(qd, lo, hi))
         steps.append(row)
     return {DISPATCH: pa.Table.from_pylist(ops, schema=OPS_SCHEMA),
