@@ -363,11 +363,19 @@ def _read_db(con, path: Path, rank: int) -> dict[str, pa.Table]:
     out: dict[str, pa.Table] = {}
     host = {"source": [], "name": [], "tid": [], "start_ns": [], "dur_ns": []}
     if "PYTORCH_API" in have:
-        for name, start, end, tid in con.execute(
-                f"SELECT {_string('p', 'name')}, p.startNs, p.endNs, p.globalTid "
-                f"FROM PYTORCH_API p"):
-            src = keep_framework(name or "", None) if name else None
+        # keep_framework looks at the name alone: asked once per distinct name (a rank has a
+        # few hundred, against thousands of rows), and only the rows it keeps are fetched
+        kept = {}
+        for nid, name in con.execute("SELECT id, value FROM STRING_IDS WHERE id IN "
+                                     "(SELECT DISTINCT name FROM PYTORCH_API)"):
+            src = keep_framework(name, None) if isinstance(name, str) and name else None
             if src:
+                kept[nid] = (name, src)
+        if kept:
+            for nid, start, end, tid in con.execute(
+                    f"SELECT name, startNs, endNs, globalTid FROM PYTORCH_API "
+                    f"WHERE name IN ({','.join(str(int(i)) for i in kept)})"):
+                name, src = kept[nid]
                 _add_db(host, src, name, tid, start, end)
     if "CANN_API" in have:
         levels = dict(con.execute("SELECT id, name FROM ENUM_API_TYPE").fetchall()) \
@@ -520,16 +528,20 @@ def db_pmu_columns(path: Path, kernels: pa.Table) -> pa.Table:
     try:
         if not {"TASK_PMU_INFO", "TASK"} <= _tables(con):
             return kernels
+        # only the ratio names' rows (about half of them), named through one join
         rows = con.execute(
-            f"SELECT t.startNs, t.streamId, t.taskId, {_string('p', 'name')}, p.value "
-            f"FROM TASK_PMU_INFO p JOIN TASK t ON t.globalTaskId = p.globalTaskId").fetchall()
+            "SELECT t.startNs, t.streamId, t.taskId, s.value, p.value "
+            "FROM TASK_PMU_INFO p JOIN TASK t ON t.globalTaskId = p.globalTaskId "
+            "JOIN STRING_IDS s ON s.id = p.name "
+            "WHERE substr(s.value, -6) = '_ratio' OR substr(s.value, -5) = '_rate' "
+            "ORDER BY p.rowid").fetchall()
     except sqlite3.Error as e:
         raise InputError(path, f"SQLite error: {e}") from None
     finally:
         con.close()
     values: dict[str, dict] = {}
     for start, stream, task, name, value in rows:
-        if name and (name.endswith("_ratio") or name.endswith("_rate")):
+        if isinstance(name, str) and (name.endswith("_ratio") or name.endswith("_rate")):
             values.setdefault(name, {})[(start, stream, task)] = value
     if not values:
         return kernels

@@ -113,34 +113,42 @@ ALIGN_WARNING, ALIGN_CRITICAL = 0.2, 0.7
 
 
 def _byte_alignment(ctx):
-    t = ctx.df(S.HCCL_TASKS)
-    t = t[(t["transport"] == "SDMA") & (t["link_type"] != "ON_CHIP")
-          & (t["size_bytes"] > ALIGN_BYTES)]
-    if t.empty:
+    # numpy columns of the pandas frame (the same values, types and row order as its filters
+    # and groupby by op name gave; nan-skipping sums as pandas')
+    h = ctx.df(S.HCCL_TASKS)
+    size = h["size_bytes"].to_numpy()
+    sel = ((h["transport"].to_numpy() == "SDMA") & (h["link_type"].to_numpy() != "ON_CHIP")
+           & (size > ALIGN_BYTES))
+    if not sel.any():
         return None
-    bad = t[t["size_bytes"] % ALIGN_BYTES != 0]
-    if bad.empty:
+    size, dur = size[sel], h["dur_ns"].to_numpy()[sel]
+    unaligned = size % ALIGN_BYTES != 0
+    n_bad = int(unaligned.sum())
+    if not n_bad:
         return None
-    ratio = float(bad["dur_ns"].sum() / t["dur_ns"].sum()) if t["dur_ns"].sum() else 0.0
+    judged_ns, bad_ns = np.nansum(dur), np.nansum(dur[unaligned])
+    ratio = float(bad_ns / judged_ns) if judged_ns else 0.0
     ops = []
-    for name, g in t.groupby(t["op_name"].fillna("?")):
-        b = g[g["size_bytes"] % ALIGN_BYTES != 0]
-        if b.empty:
+    codes, names = pd.factorize(h["op_name"].fillna("?").to_numpy()[sel], sort=True)
+    for gi, name in enumerate(names):
+        rows = codes == gi
+        b = rows & unaligned
+        if not b.any():
             continue
-        d = g["dur_ns"].sum()
-        ops.append({"op_name": name, "total_size_bytes": int(g["size_bytes"].sum()),
-                    "duration_us": us(d), "unaligned_duration_us": us(b["dur_ns"].sum()),
-                    "unaligned_tasks": len(b),
-                    "example_size_bytes": int(b["size_bytes"].iloc[0]),
-                    "bandwidth_gbps": round(g["size_bytes"].sum() / d, 4) if d else None})
+        d, total = np.nansum(dur[rows]), np.nansum(size[rows])
+        ops.append({"op_name": name, "total_size_bytes": int(total),
+                    "duration_us": us(d), "unaligned_duration_us": us(np.nansum(dur[b])),
+                    "unaligned_tasks": int(b.sum()),
+                    "example_size_bytes": int(size[b][0]),
+                    "bandwidth_gbps": round(total / d, 4) if d else None})
     ops.sort(key=lambda o: -o["unaligned_duration_us"])
-    ns = ctx.per_step(bad["dur_ns"].sum())
+    ns = ctx.per_step(bad_ns)
     sev = "critical" if ratio >= ALIGN_CRITICAL else "warning" if ratio >= ALIGN_WARNING \
         else "info"
     return finding(
         RULES[1], [ctx.rank], severity=sev,
         message=(f"{len(ops)} communication op(s) move SDMA data in pieces that are not a "
-                 f"multiple of {ALIGN_BYTES} bytes ({len(bad)} task(s), {ratio:.0%} of the "
+                 f"multiple of {ALIGN_BYTES} bytes ({n_bad} task(s), {ratio:.0%} of the "
                  f"judged SDMA task time; e.g. {ops[0]['op_name']}, "
                  f"{ops[0]['example_size_bytes']} bytes)."),
         advice=["Pad the tensors the collective moves (gradient buckets, parameter shards) so "
@@ -148,7 +156,7 @@ def _byte_alignment(ctx):
                 "multiple of 256 for bf16/fp16, 128 for fp32).",
                 "For framework-made buckets, choose bucket sizes that are multiples of 512 "
                 "bytes; ask the HCCL team if the sizes come from the library."],
-        evidence={"unaligned_tasks": len(bad), "judged_tasks": len(t),
+        evidence={"unaligned_tasks": n_bad, "judged_tasks": int(sel.sum()),
                   "unaligned_time_ratio": round(ratio, 4), "ops": ops[:10]},
         impact_ns=ns, step_ns=ctx.step_ns)
 

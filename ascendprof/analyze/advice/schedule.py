@@ -346,11 +346,14 @@ def _outermost(ev: pd.DataFrame) -> pd.DataFrame:
     for _, g in ev.sort_values(["start_ns", "dur_ns"], ascending=[True, False]).groupby(
             ev["tid"].fillna(-1)):
         reach = None
-        for r in g.itertuples():
-            end = r.start_ns + r.dur_ns
+        # plain Python values of the sorted group's columns (itertuples' numpy scalars
+        # compare and add alike, at many times the cost)
+        for i, start, dur in zip(g.index.tolist(), g["start_ns"].tolist(),
+                                 g["dur_ns"].tolist()):
+            end = start + dur
             if reach is not None and end <= reach:
                 continue
-            keep.append(r.Index)
+            keep.append(i)
             reach = end if reach is None else max(reach, end)
     return ev.loc[keep]
 
