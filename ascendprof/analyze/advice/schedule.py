@@ -217,13 +217,19 @@ def _launch_evidence(ctx, gaps: pd.DataFrame) -> dict | None:
     """Launch delays (task start − its launching host call; LAUNCHES, as dispatch.csv) and the
     idle of the gaps whose next task was launched after the gap began; None without launch
     links."""
-    la = ctx.df(S.LAUNCHES)
-    la = la[la["device_start_ns"].notna() & la["host_start_ns"].notna()]
-    if la.empty:
+    t = ctx.tables.get(S.LAUNCHES)
+    if t is None or t.num_rows == 0:
         return None
-    la = la.sort_values("device_start_ns")
-    dev = la["device_start_ns"].to_numpy(np.int64)
-    host = la["host_start_ns"].to_numpy(np.int64)
+    # the two columns as pandas holds them (an integer column with nulls is float), sorted as
+    # its sort_values sorts (quicksort of the values): the same launch for each gap
+    dev = t["device_start_ns"].to_numpy(zero_copy_only=False)
+    host = t["host_start_ns"].to_numpy(zero_copy_only=False)
+    ok = ~(pd.isna(dev) | pd.isna(host))
+    dev, host = dev[ok], host[ok]
+    if not len(dev):
+        return None
+    order = dev.argsort(kind="quicksort")
+    dev, host = dev[order].astype(np.int64), host[order].astype(np.int64)
     delay = dev - host
     late = 0
     if len(gaps):
@@ -232,7 +238,7 @@ def _launch_evidence(ctx, gaps: pd.DataFrame) -> dict | None:
         started = np.zeros(len(gaps), bool)
         started[ok] = host[j[ok]] > gaps["start_ns"].to_numpy(np.int64)[ok]
         late = int(gaps["dur_ns"].to_numpy(np.int64)[started].sum())
-    return {"launches": int(len(la)), "delay_median_us": us(float(np.median(delay))),
+    return {"launches": int(len(dev)), "delay_median_us": us(float(np.median(delay))),
             "delay_p95_us": us(float(np.percentile(delay, 95))),
             "idle_before_launch_us_per_step": us(ctx.per_step(late)), "file": "dispatch.csv"}
 
