@@ -74,13 +74,18 @@ def _host_sets(tables: dict) -> tuple[iv.Intervals, iv.Intervals, bool]:
     h = tables.get(S.HOST_EVENTS)
     if h is None or h.num_rows == 0:
         return iv.empty(), iv.empty(), False
-    d = h.select(["source", "name", "start_ns", "dur_ns"]).to_pandas()
-    name = d["name"].fillna("")
-    sync = name.str.startswith(SYNC_PREFIXES) | name.isin(SYNC_OPS)
-    loader = (d["source"] == "framework") & name.str.lower().str.contains("dataloader")
-    f = lambda m: iv.union(iv.from_durations(d.loc[m, "start_ns"].to_numpy(),  # noqa: E731
-                                             d.loc[m, "dur_ns"].fillna(0).to_numpy()))
-    return f(sync), f(loader), True
+    # the Arrow kernels pandas' string methods run, without building the frame
+    name = pc.fill_null(h["name"], "")
+    sync = pc.is_in(name, value_set=pa.array(SYNC_OPS, pa.string()))
+    for p in SYNC_PREFIXES:
+        sync = pc.or_(sync, pc.starts_with(name, p))
+    loader = pc.and_(pc.fill_null(pc.equal(h["source"], "framework"), False),
+                     pc.match_substring(pc.utf8_lower(name), "dataloader"))
+    start = h["start_ns"].to_numpy(zero_copy_only=False)  # (as pandas holds it)
+    dur = pc.fill_null(h["dur_ns"], 0).to_numpy()
+    f = lambda m: iv.union(iv.from_durations(start[m], dur[m]))  # noqa: E731
+    return (f(np.asarray(sync.to_numpy(zero_copy_only=False), bool)),
+            f(np.asarray(loader.to_numpy(zero_copy_only=False), bool)), True)
 
 
 def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str, pa.Table]:
