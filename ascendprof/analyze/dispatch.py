@@ -43,73 +43,103 @@ def _place(ts: np.ndarray, wins: list) -> np.ndarray:
     return out
 
 
-def launches_frame(tables: dict) -> pd.DataFrame | None:
-    """LAUNCHES as a DataFrame with ``delay_ns`` and ``op_type`` (KERNELS' type of the task
-    starting at the same ns, else the task name), or None when there are none."""
+def _values(t: pa.Table, col: str) -> np.ndarray:
+    """Column ``col`` of ``t`` as ``t.to_pandas()`` holds it: an integer column with nulls as
+    float64 with NaN, texts as objects (None for null)."""
+    return t[col].to_numpy(zero_copy_only=False)
+
+
+def _fill0(v: np.ndarray) -> np.ndarray:
+    """pandas' ``fillna(0)`` of a numeric column."""
+    return np.where(np.isnan(v), 0.0, v) if v.dtype.kind == "f" else v
+
+
+def launches_columns(tables: dict) -> dict | None:
+    """The LAUNCHES rows with a device and a host start as numpy columns (``dev``, ``host``,
+    ``flow``, ``host_dur``, ``host_name``, ``delay`` = dev - host, ``op_type``: KERNELS' type of
+    the task starting at the same ns, else the task name, else "(unknown)"), typed as pandas
+    types them (an integer column with nulls is float); None when there are none."""
     la = tables.get(S.LAUNCHES)
     if la is None or la.num_rows == 0:
         return None
-    d = la.to_pandas()
-    d = d[d["device_start_ns"].notna() & d["host_start_ns"].notna()].copy()
-    d["delay_ns"] = d["device_start_ns"] - d["host_start_ns"]
+    dev, host = _values(la, "device_start_ns"), _values(la, "host_start_ns")
+    ok = ~(pd.isna(dev) | pd.isna(host))
+    d = {"dev": dev[ok], "host": host[ok], "flow": _values(la, "flow_start_ns")[ok],
+         "host_dur": _fill0(_values(la, "host_dur_ns")[ok]),
+         "host_name": _values(la, "host_name")[ok]}
+    d["delay"] = d["dev"] - d["host"]
     k = tables.get(S.KERNELS)
     types = {}
-    if k is not None and k.num_rows:
+    if k is not None and k.num_rows and len(d["dev"]):
         k = k.select(["start_ns", "op_type"])  # only the launched tasks' starts, of millions
         k = k.filter(pc.is_in(k["start_ns"], value_set=pa.array(
-            d["device_start_ns"].astype("int64").unique(), pa.int64())))
+            pd.unique(d["dev"].astype("int64")), pa.int64())))
         kk = k.to_pandas().dropna()
         types = dict(zip(kk["start_ns"].astype("int64"), kk["op_type"]))
-    d["op_type"] = [types.get(int(s), n) for s, n in zip(d["device_start_ns"], d["task_name"])]
-    d["op_type"] = d["op_type"].fillna("(unknown)")
+    names = [types.get(int(s), n) for s, n in zip(d["dev"].tolist(),
+                                                  _values(la, "task_name")[ok].tolist())]
+    d["op_type"] = np.array(["(unknown)" if n is None else n for n in names], dtype=object)
     return d
 
 
 def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str, pa.Table]:
     """{DISPATCH: per step and op type; DISPATCH_STEPS: per step} when the rank has launch
     links (module doc)."""
-    d = launches_frame(tables)
-    if d is None or d.empty:
+    d = launches_columns(tables)
+    if d is None or not len(d["dev"]):
         return {}
     wins = idle.step_windows(tables)
-    src = ("db connection ids" if (d["host_start_ns"] == d["flow_start_ns"]).all()
-           and d["host_name"].notna().all() else "trace_view flows")
-    d["_step"] = _place(d["device_start_ns"].to_numpy(np.int64), wins)
-    d = d[d["_step"] != -1]
+    src = ("db connection ids" if (d["host"] == d["flow"]).all()
+           and pd.notna(d["host_name"]).all() else "trace_view flows")
+    step_of = _place(d["dev"].astype(np.int64), wins)
+    inside = step_of != -1
+    d = {c: v[inside] for c, v in d.items()}
+    step_of = step_of[inside]
     idle_by_task = _idle_before(tables, wins, d)
-    d["idle_ns"] = [idle_by_task.get(int(s), 0) for s in d["device_start_ns"]]
+    idle_ns = np.array([idle_by_task.get(s, 0) for s in d["dev"].astype(np.int64).tolist()],
+                       dtype=np.int64)
+    # one stable sort by (step, op type) instead of a pandas groupby: the same groups in the
+    # same order, each group's rows in their original order
+    delay, host_dur = d["delay"], d["host_dur"]
+    op_codes, op_names = pd.factorize(d["op_type"], sort=True)
+    order = np.lexsort((op_codes, step_of))
+    ks, kc = step_of[order], op_codes[order]
+    cut = np.flatnonzero((ks[1:] != ks[:-1]) | (kc[1:] != kc[:-1])) + 1
     ops, steps = [], []
-    for (step, op), g in d.groupby(["_step", "op_type"], sort=True):
-        dl = g["delay_ns"].to_numpy()
-        ops.append({"rank": rank, "step": None if step < 0 else int(step), "op_type": op,
-                    "launches": len(g), "host_api_ns": int(g["host_dur_ns"].fillna(0).sum()),
-                    "delay_sum_ns": int(dl.sum()), "delay_p50_ns": int(np.median(dl)),
-                    "delay_max_ns": int(dl.max()), "idle_before_ns": int(g["idle_ns"].sum()),
-                    "source": src})
+    for lo_i, hi_i in zip(np.concatenate([[0], cut]).tolist(),
+                          np.concatenate([cut, [len(order)]]).tolist()):
+        rows = order[lo_i:hi_i]
+        step, dl = int(ks[lo_i]), delay[rows]
+        ops.append({"rank": rank, "step": None if step < 0 else step,
+                    "op_type": op_names[kc[lo_i]], "launches": len(rows),
+                    "host_api_ns": int(host_dur[rows].sum()), "delay_sum_ns": int(dl.sum()),
+                    "delay_p50_ns": int(np.median(dl)), "delay_max_ns": int(dl.max()),
+                    "idle_before_ns": int(idle_ns[rows].sum()), "source": src})
     q = tables.get(S.TASK_QUEUE)
-    qd = q.to_pandas() if q is not None and q.num_rows else None
+    qd = ({c: _values(q, c) for c in ("enqueue_ns", "dequeue_ns", "enqueue_dur_ns")}
+          if q is not None and q.num_rows else None)
     for step, lo, hi in wins:
-        key = -2 if step is None else step
-        g = d[d["_step"] == key]
-        if g.empty:
+        rows = np.flatnonzero(step_of == (-2 if step is None else step))
+        if not len(rows):
             continue
-        dl = g["delay_ns"].to_numpy()
-        row = {"rank": rank, "step": step, "launches": len(g),
-               "host_api_ns": int(g["host_dur_ns"].fillna(0).sum()),
+        dl = delay[rows]
+        row = {"rank": rank, "step": step, "launches": len(rows),
+               "host_api_ns": int(host_dur[rows].sum()),
                "delay_mean_ns": int(dl.mean()), "delay_p50_ns": int(np.median(dl)),
                "delay_p95_ns": int(np.percentile(dl, 95)), "delay_max_ns": int(dl.max()),
-               "idle_launch_ns": int(g["idle_ns"].sum()), "source": src}
+               "idle_launch_ns": int(idle_ns[rows].sum()), "source": src}
         row.update(_queue(qd, lo, hi))
         steps.append(row)
     return {DISPATCH: pa.Table.from_pylist(ops, schema=OPS_SCHEMA),
             DISPATCH_STEPS: pa.Table.from_pylist(steps, schema=STEPS_SCHEMA)}
 
 
-def _idle_before(tables: dict, wins: list, d: pd.DataFrame) -> dict[int, int]:
+def _idle_before(tables: dict, wins: list, d: dict) -> dict[int, int]:
     """{device start of a task: ns of the host-launch-bound gap that ended with it}."""
     busy = idle.busy_intervals(tables)
-    starts = np.sort(d["device_start_ns"].to_numpy(np.int64))
-    by_start = dict(zip(d["device_start_ns"].astype("int64"), d["host_start_ns"].astype("int64")))
+    dev = d["dev"].astype(np.int64)
+    starts = np.sort(dev)
+    by_start = dict(zip(dev.tolist(), d["host"].astype(np.int64).tolist()))
     out: dict[int, int] = {}
     for _, lo, hi in wins:
         gaps = iv.difference(iv.make([lo], [hi]), iv.clip(busy, lo, hi))
@@ -122,26 +152,28 @@ def _idle_before(tables: dict, wins: list, d: pd.DataFrame) -> dict[int, int]:
     return out
 
 
-def _queue(qd: pd.DataFrame | None, lo: int, hi: int) -> dict:
+def _queue(qd: dict | None, lo: int, hi: int) -> dict:
     none = {"queue_entries": 0, "queue_wait_mean_ns": None, "queue_wait_max_ns": None,
             "queue_len_max": None, "queue_len_mean": None, "enqueue_ns": None}
     if qd is None:
         return none
-    g = qd[(qd["enqueue_ns"] >= lo) & (qd["enqueue_ns"] <= hi) & qd["dequeue_ns"].notna()]
-    if g.empty:
+    enq, deq = qd["enqueue_ns"], qd["dequeue_ns"]
+    m = (enq >= lo) & (enq <= hi) & ~pd.isna(deq)
+    if not m.any():
         return none
-    wait = (g["dequeue_ns"] - g["enqueue_ns"]).to_numpy()
+    enq, deq = enq[m], deq[m]
+    wait = deq - enq
     # queue length: +1 at each enqueue, -1 at each dequeue, over [lo, hi]
-    ev = np.concatenate([g["enqueue_ns"].to_numpy(), g["dequeue_ns"].to_numpy()])
-    step = np.concatenate([np.ones(len(g), np.int64), -np.ones(len(g), np.int64)])
+    ev = np.concatenate([enq, deq])
+    step = np.concatenate([np.ones(len(enq), np.int64), -np.ones(len(enq), np.int64)])
     order = np.lexsort((step, ev))  # a dequeue at the same ns before an enqueue
     ev, level = ev[order], np.cumsum(step[order])
     span = np.diff(np.append(ev, max(hi, ev[-1])))
     mean = float((level * span).sum() / span.sum()) if span.sum() else None
-    return {"queue_entries": len(g), "queue_wait_mean_ns": int(wait.mean()),
+    return {"queue_entries": len(enq), "queue_wait_mean_ns": int(wait.mean()),
             "queue_wait_max_ns": int(wait.max()), "queue_len_max": int(level.max()),
             "queue_len_mean": None if mean is None else round(mean, 3),
-            "enqueue_ns": int(g["enqueue_dur_ns"].fillna(0).sum())}
+            "enqueue_ns": int(_fill0(qd["enqueue_dur_ns"][m]).sum())}
 
 
 def build(ops: pa.Table | None, steps: pa.Table | None) -> dict[str, pd.DataFrame]:

@@ -74,13 +74,18 @@ def _host_sets(tables: dict) -> tuple[iv.Intervals, iv.Intervals, bool]:
     h = tables.get(S.HOST_EVENTS)
     if h is None or h.num_rows == 0:
         return iv.empty(), iv.empty(), False
-    d = h.select(["source", "name", "start_ns", "dur_ns"]).to_pandas()
-    name = d["name"].fillna("")
-    sync = name.str.startswith(SYNC_PREFIXES) | name.isin(SYNC_OPS)
-    loader = (d["source"] == "framework") & name.str.lower().str.contains("dataloader")
-    f = lambda m: iv.union(iv.from_durations(d.loc[m, "start_ns"].to_numpy(),  # noqa: E731
-                                             d.loc[m, "dur_ns"].fillna(0).to_numpy()))
-    return f(sync), f(loader), True
+    # the Arrow kernels pandas' string methods run, without building the frame
+    name = pc.fill_null(h["name"], "")
+    sync = pc.is_in(name, value_set=pa.array(SYNC_OPS, pa.string()))
+    for p in SYNC_PREFIXES:
+        sync = pc.or_(sync, pc.starts_with(name, p))
+    loader = pc.and_(pc.fill_null(pc.equal(h["source"], "framework"), False),
+                     pc.match_substring(pc.utf8_lower(name), "dataloader"))
+    start = h["start_ns"].to_numpy(zero_copy_only=False)  # (as pandas holds it)
+    dur = pc.fill_null(h["dur_ns"], 0).to_numpy()
+    f = lambda m: iv.union(iv.from_durations(start[m], dur[m]))  # noqa: E731
+    return (f(np.asarray(sync.to_numpy(zero_copy_only=False), bool)),
+            f(np.asarray(loader.to_numpy(zero_copy_only=False), bool)), True)
 
 
 def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str, pa.Table]:
@@ -91,6 +96,8 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
     if not len(busy[0]) or not wins:
         return {}
     sync, loader, have_host = _host_sets(tables)
+    # what classify counts as data loader: the loader spans outside the synchronisation ones
+    loader_only = iv.difference(loader, sync) if len(sync[0]) else loader
     la = tables.get(S.LAUNCHES)
     launches = None
     if la is not None and la.num_rows:
@@ -109,12 +116,7 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
     for step, lo, hi in wins:
         gaps = iv.difference(iv.make([lo], [hi]), iv.clip(busy, lo, hi)) if hi > lo else iv.empty()
         acc = dict.fromkeys(CAUSES, 0)
-        if len(sync[0]) or len(loader[0]):
-            for a, b in zip(gaps[0].tolist(), gaps[1].tolist()):
-                acc.update({c: acc[c] + v
-                            for c, v in classify(a, b, sync, loader, launches).items()})
-        else:  # no host spans: classify's arithmetic for every gap at once (same result)
-            _classify_without_host(gaps, launches, acc)
+        _classify_all(gaps, sync, loader_only, launches, acc)
         inner = iv.hull(iv.clip(busy, lo, hi))
         edge = int(iv.total(gaps) - iv.total(iv.intersection(gaps, inner)))
         rows.append({"rank": rank, "step": step, "window_ns": hi - lo, "gaps": len(gaps[0]),
@@ -124,21 +126,31 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
     return {IDLE: pa.Table.from_pylist(rows, schema=PARTIAL_SCHEMA)}
 
 
-def _classify_without_host(gaps: iv.Intervals, launches: tuple | None, acc: dict) -> None:
-    """Add to ``acc`` the causes of ``gaps`` when there are no synchronisation or data-loader
-    spans: what :func:`classify` gives each gap, vectorised (a rank has thousands of gaps)."""
+def _classify_all(gaps: iv.Intervals, sync: iv.Intervals, loader_only: iv.Intervals,
+                  launches: tuple | None, acc: dict) -> None:
+    """Add to ``acc`` the causes of ``gaps`` (normalised): what :func:`classify` gives each
+    gap, vectorised (a rank has thousands of gaps). ``loader_only`` is the data-loader spans
+    less the synchronisation ones (what classify takes from a gap once sync is out of it), so
+    each gap's data-loader time is its overlap with that set."""
     a, b = gaps[0].astype(np.int64), gaps[1].astype(np.int64)
     length = b - a
     short = length < SHORT_GAP_NS
     acc["short"] += int(length[short].sum())
+    long_ = ~short & (length > 0)
+    a, b, length = a[long_], b[long_], length[long_]
+    s = iv.length_in_windows(sync, a, b) if len(sync[0]) else np.zeros(len(a), np.int64)
+    dl = (iv.length_in_windows(loader_only, a, b) if len(loader_only[0])
+          else np.zeros(len(a), np.int64))
+    left = length - s - dl
+    acc["sync"] += int(s.sum())
+    acc["data_loader"] += int(dl.sum())
     launched = np.zeros(len(a), dtype=bool)
     if launches is not None and len(launches[0]):
         j = np.searchsorted(launches[0], b, side="left")
         ok = j < len(launches[0])
         launched[ok] = launches[1][j[ok]] > a[ok]
-    long_ = ~short & (length > 0)
-    acc["host_launch"] += int(length[long_ & launched].sum())
-    acc["other"] += int(length[long_ & ~launched].sum())
+    acc["host_launch"] += int(left[launched].sum())
+    acc["other"] += int(left[~launched].sum())
 
 
 def classify(a: int, b: int, sync: iv.Intervals, loader: iv.Intervals,

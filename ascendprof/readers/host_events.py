@@ -363,11 +363,19 @@ def _read_db(con, path: Path, rank: int) -> dict[str, pa.Table]:
     out: dict[str, pa.Table] = {}
     host = {"source": [], "name": [], "tid": [], "start_ns": [], "dur_ns": []}
     if "PYTORCH_API" in have:
-        for name, start, end, tid in con.execute(
-                f"SELECT {_string('p', 'name')}, p.startNs, p.endNs, p.globalTid "
-                f"FROM PYTORCH_API p"):
-            src = keep_framework(name or "", None) if name else None
+        # keep_framework looks at the name alone: asked once per distinct name (a rank has a
+        # few hundred, against thousands of rows), and only the rows it keeps are fetched
+        kept = {}
+        for nid, name in con.execute("SELECT id, value FROM STRING_IDS WHERE id IN "
+                                     "(SELECT DISTINCT name FROM PYTORCH_API)"):
+            src = keep_framework(name, None) if isinstance(name, str) and name else None
             if src:
+                kept[nid] = (name, src)
+        if kept:
+            for nid, start, end, tid in con.execute(
+                    f"SELECT name, startNs, endNs, globalTid FROM PYTORCH_API "
+                    f"WHERE name IN ({','.join(str(int(i)) for i in kept)})"):
+                name, src = kept[nid]
                 _add_db(host, src, name, tid, start, end)
     if "CANN_API" in have:
         levels = dict(con.execute("SELECT id, name FROM ENUM_API_TYPE").fetchall()) \
@@ -520,26 +528,49 @@ def db_pmu_columns(path: Path, kernels: pa.Table) -> pa.Table:
     try:
         if not {"TASK_PMU_INFO", "TASK"} <= _tables(con):
             return kernels
-        rows = con.execute(
-            f"SELECT t.startNs, t.streamId, t.taskId, {_string('p', 'name')}, p.value "
-            f"FROM TASK_PMU_INFO p JOIN TASK t ON t.globalTaskId = p.globalTaskId").fetchall()
+        # the ratio names, then only their rows, and the task keys apart: SQLite would build
+        # an index of TASK by globalTaskId for every query joining them (TASK has none)
+        names = {i: v for i, v in con.execute(
+            "SELECT id, value FROM STRING_IDS WHERE id IN (SELECT DISTINCT name FROM "
+            "TASK_PMU_INFO) AND (substr(value, -6) = '_ratio' OR substr(value, -5) = '_rate')")
+            if isinstance(v, str) and (v.endswith("_ratio") or v.endswith("_rate"))}
+        tasks: dict = {}  # globalTaskId: [(startNs, streamId, taskId)] in TASK's order
+        for gid, *key in con.execute("SELECT globalTaskId, startNs, streamId, taskId FROM TASK"):
+            tasks.setdefault(gid, []).append(tuple(key))
+        found = con.execute(f"SELECT globalTaskId, name, value FROM TASK_PMU_INFO WHERE name IN "
+                            f"({','.join(str(int(i)) for i in names)})").fetchall() \
+            if names else []
     except sqlite3.Error as e:
         raise InputError(path, f"SQLite error: {e}") from None
     finally:
         con.close()
-    values: dict[str, dict] = {}
-    for start, stream, task, name, value in rows:
-        if name and (name.endswith("_ratio") or name.endswith("_rate")):
-            values.setdefault(name, {})[(start, stream, task)] = value
-    if not values:
+    if not found:
         return kernels
-    keys = list(zip(kernels["start_ns"].to_pylist(), kernels["stream_id"].to_pylist(),
-                    kernels["task_id"].to_pylist()))
-    for name in sorted(values):
-        col = [values[name].get(k) for k in keys]
-        kernels = kernels.append_column(
-            pa.field(S.PMU_PREFIX + name, pa.float64()),
-            pa.array([None if v is None else float(v) for v in col], pa.float64()))
+    # each row's value goes to the kernels with its task's key (start, stream, task id); a
+    # later row of the same name and kernel replaces an earlier one, a NULL value included
+    at: dict = {}
+    for i, k in enumerate(zip(kernels["start_ns"].to_pylist(), kernels["stream_id"].to_pylist(),
+                              kernels["task_id"].to_pylist())):
+        at.setdefault(k, []).append(i)
+    per: dict[str, dict] = {}  # name: {kernel row: value}
+    for gid, nid, value in found:
+        keys = tasks.get(gid)
+        if not keys:
+            continue
+        got = per.get(names[nid])
+        if got is None:
+            got = per[names[nid]] = {}
+        for key in keys:
+            for i in at.get(key, ()):
+                got[i] = value
+    n = kernels.num_rows
+    for name in sorted(per):
+        v, valid = np.zeros(n, np.float64), np.zeros(n, bool)
+        for i, value in per[name].items():
+            if value is not None:
+                v[i], valid[i] = float(value), True
+        kernels = kernels.append_column(pa.field(S.PMU_PREFIX + name, pa.float64()),
+                                        pa.array(v, pa.float64(), mask=~valid))
     return kernels
 
 

@@ -113,34 +113,42 @@ ALIGN_WARNING, ALIGN_CRITICAL = 0.2, 0.7
 
 
 def _byte_alignment(ctx):
-    t = ctx.df(S.HCCL_TASKS)
-    t = t[(t["transport"] == "SDMA") & (t["link_type"] != "ON_CHIP")
-          & (t["size_bytes"] > ALIGN_BYTES)]
-    if t.empty:
+    # numpy columns of the pandas frame (the same values, types and row order as its filters
+    # and groupby by op name gave; nan-skipping sums as pandas')
+    h = ctx.df(S.HCCL_TASKS)
+    size = h["size_bytes"].to_numpy()
+    sel = ((h["transport"].to_numpy() == "SDMA") & (h["link_type"].to_numpy() != "ON_CHIP")
+           & (size > ALIGN_BYTES))
+    if not sel.any():
         return None
-    bad = t[t["size_bytes"] % ALIGN_BYTES != 0]
-    if bad.empty:
+    size, dur = size[sel], h["dur_ns"].to_numpy()[sel]
+    unaligned = size % ALIGN_BYTES != 0
+    n_bad = int(unaligned.sum())
+    if not n_bad:
         return None
-    ratio = float(bad["dur_ns"].sum() / t["dur_ns"].sum()) if t["dur_ns"].sum() else 0.0
+    judged_ns, bad_ns = np.nansum(dur), np.nansum(dur[unaligned])
+    ratio = float(bad_ns / judged_ns) if judged_ns else 0.0
     ops = []
-    for name, g in t.groupby(t["op_name"].fillna("?")):
-        b = g[g["size_bytes"] % ALIGN_BYTES != 0]
-        if b.empty:
+    codes, names = pd.factorize(h["op_name"].fillna("?").to_numpy()[sel], sort=True)
+    for gi, name in enumerate(names):
+        rows = codes == gi
+        b = rows & unaligned
+        if not b.any():
             continue
-        d = g["dur_ns"].sum()
-        ops.append({"op_name": name, "total_size_bytes": int(g["size_bytes"].sum()),
-                    "duration_us": us(d), "unaligned_duration_us": us(b["dur_ns"].sum()),
-                    "unaligned_tasks": len(b),
-                    "example_size_bytes": int(b["size_bytes"].iloc[0]),
-                    "bandwidth_gbps": round(g["size_bytes"].sum() / d, 4) if d else None})
+        d, total = np.nansum(dur[rows]), np.nansum(size[rows])
+        ops.append({"op_name": name, "total_size_bytes": int(total),
+                    "duration_us": us(d), "unaligned_duration_us": us(np.nansum(dur[b])),
+                    "unaligned_tasks": int(b.sum()),
+                    "example_size_bytes": int(size[b][0]),
+                    "bandwidth_gbps": round(total / d, 4) if d else None})
     ops.sort(key=lambda o: -o["unaligned_duration_us"])
-    ns = ctx.per_step(bad["dur_ns"].sum())
+    ns = ctx.per_step(bad_ns)
     sev = "critical" if ratio >= ALIGN_CRITICAL else "warning" if ratio >= ALIGN_WARNING \
         else "info"
     return finding(
         RULES[1], [ctx.rank], severity=sev,
         message=(f"{len(ops)} communication op(s) move SDMA data in pieces that are not a "
-                 f"multiple of {ALIGN_BYTES} bytes ({len(bad)} task(s), {ratio:.0%} of the "
+                 f"multiple of {ALIGN_BYTES} bytes ({n_bad} task(s), {ratio:.0%} of the "
                  f"judged SDMA task time; e.g. {ops[0]['op_name']}, "
                  f"{ops[0]['example_size_bytes']} bytes)."),
         advice=["Pad the tensors the collective moves (gradient buckets, parameter shards) so "
@@ -148,7 +156,7 @@ def _byte_alignment(ctx):
                 "multiple of 256 for bf16/fp16, 128 for fp32).",
                 "For framework-made buckets, choose bucket sizes that are multiples of 512 "
                 "bytes; ask the HCCL team if the sizes come from the library."],
-        evidence={"unaligned_tasks": len(bad), "judged_tasks": len(t),
+        evidence={"unaligned_tasks": n_bad, "judged_tasks": int(sel.sum()),
                   "unaligned_time_ratio": round(ratio, 4), "ops": ops[:10]},
         impact_ns=ns, step_ns=ctx.step_ns)
 
@@ -182,32 +190,52 @@ def _contention(ctx):
     if not mm.any():
         raise Skip("no MatMul kernels")
     ops = ctx.df(S.COMM_OPS)
-    o = ops.merge(sd[["step_key", "op_name", "group", "size_mb", "bandwidth_gbps"]],
-                  on=["step_key", "op_name", "group"])
-    o = o.dropna(subset=["start_ns", "elapse_ns"])
-    if o.empty:
+    # pandas' inner merge of ops with the filtered bandwidth rows on (step_key, op_name,
+    # group), as row numbers: each op in order with its matching rows in theirs (a missing key
+    # matches a missing key, as in pandas), then its dropna of the ops without a time
+    keys = ("step_key", "op_name", "group")
+    na = lambda v: None if v is None or v != v else v  # noqa: E731
+    match: dict = {}
+    for j, k in enumerate(zip(*(sd[c].tolist() for c in keys))):
+        match.setdefault(tuple(map(na, k)), []).append(j)
+    start, elapse = ops["start_ns"].to_numpy(), ops["elapse_ns"].to_numpy()
+    timed = ~(pd.isna(start) | pd.isna(elapse))
+    li, ri = [], []
+    for i, k in enumerate(zip(*(ops[c].tolist() for c in keys))):
+        for j in match.get(tuple(map(na, k)), ()):
+            if timed[i]:
+                li.append(i)
+                ri.append(j)
+    if not li:
         return None
+    li, ri = np.array(li, np.int64), np.array(ri, np.int64)
+    start, elapse = start[li], elapse[li]
+    bw = sd["bandwidth_gbps"].to_numpy()[ri]
     busy = I.union(I.from_durations(a["start"][mm], a["dur"][mm].astype(np.int64)))
-    over = I.length_in_windows(busy, o["start_ns"].to_numpy(),
-                               (o["start_ns"] + o["elapse_ns"]).to_numpy())
-    o = o.assign(matmul_overlap_ns=over)
-    slow = o[(o["matmul_overlap_ns"] > 0) & (o["bandwidth_gbps"] < limit)]
-    if slow.empty:
+    over = I.length_in_windows(busy, start, start + elapse)
+    sel = (over > 0) & (bw < limit)
+    if not sel.any():
         return None
-    ns = ctx.per_step(slow["elapse_ns"].sum())
+    ns = ctx.per_step(elapse[sel].sum())
     share = ctx.share(ns)
     if share is None or share < CONTENTION_MIN_PCT:
         return None
-    alone = o[o["matmul_overlap_ns"] == 0]["bandwidth_gbps"]
-    rows = [{"op_name": r.op_name, "elapse_ms": ms(r.elapse_ns), "size_mb": round(r.size_mb, 3),
-             "bandwidth_gbps": round(r.bandwidth_gbps, 3),
-             "matmul_overlap_ms": ms(r.matmul_overlap_ns)}
-            for r in slow.sort_values("bandwidth_gbps").head(10).itertuples()]
+    slow_bw, alone = pd.Series(bw[sel]), pd.Series(bw[over == 0])
+    n_slow = int(sel.sum())
+    names = ops["op_name"].to_numpy()[li]
+    size = sd["size_mb"].to_numpy()[ri]
+    idx = np.flatnonzero(sel)
+    top = idx[bw[idx].argsort(kind="quicksort")][:10]  # sort_values("bandwidth_gbps").head(10)
+    rows = [{"op_name": n, "elapse_ms": ms(e), "size_mb": round(z, 3),
+             "bandwidth_gbps": round(b, 3), "matmul_overlap_ms": ms(v)}
+            for n, e, z, b, v in zip(names[top].tolist(), elapse[top].tolist(),
+                                     size[top].tolist(), bw[top].tolist(),
+                                     over[top].tolist())]
     return finding(
         RULES[2], [ctx.rank], severity=severity_by_share(share, CONTENTION_MIN_PCT, 10.0),
-        message=(f"{len(slow)} SDMA transfer(s) of {CONTENTION_MIN_MB:g} MB or more run at "
+        message=(f"{n_slow} SDMA transfer(s) of {CONTENTION_MIN_MB:g} MB or more run at "
                  f"under {limit:.1f} GB/s while MatMul kernels run alongside (median "
-                 f"{slow['bandwidth_gbps'].median():.1f} GB/s"
+                 f"{slow_bw.median():.1f} GB/s"
                  + (f" vs {alone.median():.1f} GB/s for transfers with no MatMul alongside"
                     if len(alone) else "")
                  + f"); they take {ms(ns):.1f} ms per step."),
@@ -216,8 +244,8 @@ def _contention(ctx):
                 "bandwidth it costs.",
                 "Schedule the bandwidth-heavy collectives next to vector rather than MatMul "
                 "work, or split them so they meet fewer MatMuls."],
-        evidence={"threshold_gbps": limit, "slow_ops_count": len(slow), "slow_ops": rows,
-                  "median_gbps_overlapped": round(float(slow["bandwidth_gbps"].median()), 3),
+        evidence={"threshold_gbps": limit, "slow_ops_count": n_slow, "slow_ops": rows,
+                  "median_gbps_overlapped": round(float(slow_bw.median()), 3),
                   "median_gbps_alone": None if alone.empty else round(float(alone.median()), 3)},
         impact_ns=ns, step_ns=ctx.step_ns)
 

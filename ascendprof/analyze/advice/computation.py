@@ -370,8 +370,9 @@ def pipe_groups(ctx) -> list[dict]:
     first[codes[::-1]] = np.arange(len(codes))[::-1]  # first row of each group
     op_types = a["op_type"][sel]
     out = []
+    ratio_lists = {c: x.tolist() for c, x in ratios.items()}  # Python floats (NaN: none)
     for gi in range(n):
-        r = {c: (None if np.isnan(x[gi]) else float(x[gi])) for c, x in ratios.items()}
+        r = {c: (None if x[gi] != x[gi] else x[gi]) for c, x in ratio_lists.items()}
         if all(v is None for v in r.values()):
             continue
         i = first[gi]

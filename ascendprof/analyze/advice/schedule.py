@@ -73,10 +73,22 @@ def _windows(ctx, t, start: np.ndarray, dur: np.ndarray) -> list[tuple]:
     return [(None, int(start.min()), int((start + dur).max()))]
 
 
+def host_columns(ctx) -> dict:
+    """HOST_EVENTS' columns as numpy arrays, as its pandas frame (:meth:`Context.df`) holds them
+    (texts as objects, missing as NaN; an integer column with nulls as float), plus ``lower``:
+    the names in lower case (None where missing). Computed once per rank."""
+    def f():
+        h = ctx.df(S.HOST_EVENTS)
+        out = {c: h[c].to_numpy() for c in h.columns}
+        out["lower"] = [n.lower() if isinstance(n, str) else None for n in out["name"].tolist()]
+        return out
+    return ctx._memo("host_columns", f)
+
+
 def host_activity(ctx, lo: int, hi: int, top: int = 3) -> list[dict]:
     """What the host was in during ``[lo, hi)``: the HOST_EVENTS (not ProfilerStep# or the
     dataloader's nested Python frames, not Node@launch) overlapping it most, with the overlap."""
-    names, start, end = ctx._memo("host_activity", lambda: _host_rows(ctx.df(S.HOST_EVENTS)))
+    names, start, end = ctx._memo("host_activity", lambda: _host_rows(host_columns(ctx)))
     if not len(names):
         return []
     ov = np.minimum(end, hi) - np.maximum(start, lo)  # numpy: called per gap, on every event
@@ -93,13 +105,14 @@ def host_activity(ctx, lo: int, hi: int, top: int = 3) -> list[dict]:
     return out
 
 
-def _host_rows(h):
-    """(names, start, end) numpy arrays of the HOST_EVENTS host_activity looks at."""
-    if not h.empty:
-        h = h[~h["name"].str.startswith("ProfilerStep#") & (h["name"] != "Node@launch")]
-    start = h["start_ns"].to_numpy(dtype=np.int64, na_value=0)
-    return (h["name"].to_numpy(dtype=object), start,
-            start + h["dur_ns"].to_numpy(dtype=np.int64, na_value=0))
+def _host_rows(h: dict):
+    """(names, start, end) numpy arrays of the HOST_EVENTS host_activity looks at (``h``:
+    :func:`host_columns`)."""
+    keep = np.array([not (isinstance(n, str) and n.startswith("ProfilerStep#"))
+                     and n != "Node@launch" for n in h["name"].tolist()], bool)
+    int_ns = lambda v: np.where(pd.isna(v), 0, v).astype(np.int64)  # noqa: E731
+    start = int_ns(h["start_ns"][keep])
+    return h["name"][keep].astype(object), start, start + int_ns(h["dur_ns"][keep])
 
 
 def profiler_overhead(meta: dict) -> list[str]:
@@ -217,13 +230,19 @@ def _launch_evidence(ctx, gaps: pd.DataFrame) -> dict | None:
     """Launch delays (task start − its launching host call; LAUNCHES, as dispatch.csv) and the
     idle of the gaps whose next task was launched after the gap began; None without launch
     links."""
-    la = ctx.df(S.LAUNCHES)
-    la = la[la["device_start_ns"].notna() & la["host_start_ns"].notna()]
-    if la.empty:
+    t = ctx.tables.get(S.LAUNCHES)
+    if t is None or t.num_rows == 0:
         return None
-    la = la.sort_values("device_start_ns")
-    dev = la["device_start_ns"].to_numpy(np.int64)
-    host = la["host_start_ns"].to_numpy(np.int64)
+    # the two columns as pandas holds them (an integer column with nulls is float), sorted as
+    # its sort_values sorts (quicksort of the values): the same launch for each gap
+    dev = t["device_start_ns"].to_numpy(zero_copy_only=False)
+    host = t["host_start_ns"].to_numpy(zero_copy_only=False)
+    ok = ~(pd.isna(dev) | pd.isna(host))
+    dev, host = dev[ok], host[ok]
+    if not len(dev):
+        return None
+    order = dev.argsort(kind="quicksort")
+    dev, host = dev[order].astype(np.int64), host[order].astype(np.int64)
     delay = dev - host
     late = 0
     if len(gaps):
@@ -232,7 +251,7 @@ def _launch_evidence(ctx, gaps: pd.DataFrame) -> dict | None:
         started = np.zeros(len(gaps), bool)
         started[ok] = host[j[ok]] > gaps["start_ns"].to_numpy(np.int64)[ok]
         late = int(gaps["dur_ns"].to_numpy(np.int64)[started].sum())
-    return {"launches": int(len(la)), "delay_median_us": us(float(np.median(delay))),
+    return {"launches": int(len(dev)), "delay_median_us": us(float(np.median(delay))),
             "delay_p95_us": us(float(np.percentile(delay, 95))),
             "idle_before_launch_us_per_step": us(ctx.per_step(late)), "file": "dispatch.csv"}
 
@@ -254,13 +273,13 @@ _SYNC_TRIGGERS = ("aten::item", "aten::_local_scalar_dense", "aten::is_nonzero",
                   "aten::nonzero", "aten::equal", "aten::masked_select")
 
 
-def _idle_after(gaps: pd.DataFrame, syncs: pd.DataFrame) -> float:
-    """Total length (ns) of the device gaps that begin inside a synchronisation call: the
-    device ran dry while the host waited, and stays idle until the host launches again."""
-    if gaps.empty or syncs.empty:
+def _idle_after(gaps: pd.DataFrame, s: np.ndarray, d: np.ndarray) -> float:
+    """Total length (ns) of the device gaps that begin inside a synchronisation call (starts
+    ``s``, durations ``d``): the device ran dry while the host waited, and stays idle until the
+    host launches again."""
+    if gaps.empty or not len(s):
         return 0.0
-    s = syncs["start_ns"].to_numpy()
-    e = s + syncs["dur_ns"].to_numpy()
+    e = s + d
     order = np.argsort(s)
     s, e = s[order], np.maximum.accumulate(e[order])
     g = gaps["start_ns"].to_numpy()
@@ -270,22 +289,27 @@ def _idle_after(gaps: pd.DataFrame, syncs: pd.DataFrame) -> float:
 
 
 def _synchronize(ctx):
-    h = ctx.df(S.HOST_EVENTS)
-    if len(h):
-        cann = h[h["source"] == "cann"].sort_values("start_ns")
-        is_sync = cann["name"].str.startswith("AscendCL@aclrtSynchronize")
-        syncs = cann[is_sync]
-        launches = cann["name"] == "Node@launch"
-        prev_launch = launches.shift(1, fill_value=False).to_numpy()
-        co = int((is_sync.to_numpy() & prev_launch).sum())
+    h = host_columns(ctx)
+    if len(h["name"]):
+        # numpy columns; the CANN rows in the order of pandas' sort_values (quicksort)
+        cann = np.flatnonzero(h["source"] == "cann")
+        cann = cann[h["start_ns"][cann].argsort(kind="quicksort")]
+        names = h["name"][cann]
+        is_sync = np.array([isinstance(n, str) and n.startswith("AscendCL@aclrtSynchronize")
+                            for n in names.tolist()], bool)
+        launches = names == "Node@launch"
+        prev_launch = np.concatenate([[False], launches[:-1]])
+        co = int((is_sync & prev_launch).sum())
         n_launch = int(launches.sum())
         co_ratio = co / n_launch if n_launch else 0.0
-        sync_ns = ctx.per_step(syncs["dur_ns"].sum())
+        syncs = cann[is_sync]
+        sync_ns = ctx.per_step(np.nansum(h["dur_ns"][syncs]))
         sync_calls = ctx.per_step(len(syncs))
-        idle_after = _idle_after(device_gaps(ctx), syncs)
-        fw = h[(h["source"] == "framework") & h["name"].isin(_SYNC_TRIGGERS)]
+        idle_after = _idle_after(device_gaps(ctx), h["start_ns"][syncs], h["dur_ns"][syncs])
+        fw = ctx.df(S.HOST_EVENTS)["name"][(h["source"] == "framework")
+                                           & np.isin(h["name"], _SYNC_TRIGGERS)]
         # top-level triggers only (aten::item calls aten::_local_scalar_dense)
-        triggers = {n: round(ctx.per_step(c), 1) for n, c in fw["name"].value_counts().items()}
+        triggers = {n: round(ctx.per_step(c), 1) for n, c in fw.value_counts().items()}
     else:
         a = ctx.df(S.API_STATISTIC)
         if a.empty:
@@ -340,35 +364,46 @@ def _synchronize(ctx):
 DATALOADER_US = 10000.0
 
 
-def _outermost(ev: pd.DataFrame) -> pd.DataFrame:
-    """Events not inside another event of the same thread (per tid, by start then longest)."""
+def _outermost(start: np.ndarray, dur: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """Positions of the events not inside another event of the same thread (per tid, by start
+    then longest), thread by thread in ascending tid (missing: -1), each in that order."""
+    order = np.lexsort((-dur, start))  # stable, as pandas' two-key sort_values
+    tid = np.where(pd.isna(tid), -1, tid)
     keep = []
-    for _, g in ev.sort_values(["start_ns", "dur_ns"], ascending=[True, False]).groupby(
-            ev["tid"].fillna(-1)):
+    for t in np.unique(tid).tolist():
         reach = None
-        for r in g.itertuples():
-            end = r.start_ns + r.dur_ns
+        # plain Python values of the sorted thread (numpy scalars compare and add alike, at
+        # many times the cost)
+        rows = order[tid[order] == t]
+        for i, st, d in zip(rows.tolist(), start[rows].tolist(), dur[rows].tolist()):
+            end = st + d
             if reach is not None and end <= reach:
                 continue
-            keep.append(r.Index)
+            keep.append(i)
             reach = end if reach is None else max(reach, end)
-    return ev.loc[keep]
+    return np.array(keep, np.int64)
 
 
 def _dataloader(ctx):
-    h = ctx.df(S.HOST_EVENTS)
-    dl = h[(h["source"] == "framework") & h["name"].str.lower().str.contains("dataloader")]
-    if dl.empty:
+    h = host_columns(ctx)
+    dl = np.flatnonzero((h["source"] == "framework")
+                        & np.array([low is not None and "dataloader" in low
+                                    for low in h["lower"]], bool))
+    if not len(dl):
         return None
-    top = _outermost(dl)
-    per = top.groupby(top["step"].fillna(-1))["dur_ns"].sum() if len(top) else pd.Series([])
-    worst = float(per.max())
+    top = dl[_outermost(h["start_ns"][dl], h["dur_ns"][dl], h["tid"][dl])]
+    step = h["step"][top]
+    step = np.where(pd.isna(step), -1, step).astype(step.dtype)
+    dur = h["dur_ns"][top]
+    keys = np.unique(step)
+    per = {k: np.nansum(dur[step == k]) for k in keys.tolist()}  # the groupby's sums
+    worst = float(max(per.values()))
     share = ctx.share(worst)
+    names = h["name"][top].tolist()
     evidence = {"dataloader_ms_per_step": {("collection" if k == -1 else str(int(k))): ms(v)
                                            for k, v in per.items()},
-                "events": sorted(top["name"].unique().tolist())[:5],
-                "single_process": bool(top["name"].str.lower().str.contains(
-                    "singleprocess").any())}
+                "events": sorted(set(names))[:5],
+                "single_process": any("singleprocess" in h["lower"][i] for i in top.tolist())}
     if worst < DATALOADER_US * 1000:
         return None
     advice = ["Raise DataLoader num_workers and set pin_memory=True (and persistent_workers=True).",
