@@ -480,13 +480,14 @@ CHECK_COLUMNS = ["Rank", "Step", "Metric", "Reported(us)", "Recomputed(us)", "De
 NOTE_THRESHOLD_PCT = 1.0
 
 
-def _by_step(t: pa.Table | None, steps=None) -> dict:
+def _by_step(t: pa.Table | None, steps=None, at: dict | None = None) -> dict:
     """step -> row (a dict) of ``t``, the last row of a repeated step; only ``steps`` when given
-    (a reported table of 10^6 steps is ~1 GB as dicts, and most are summarised)."""
+    (a reported table of 10^6 steps is ~1 GB as dicts, and most are summarised), found with
+    ``at`` (:func:`_step_rows` of ``t``) when given."""
     if t is None or t.num_rows == 0:
         return {}
     if steps is not None:
-        at = _step_rows(t)
+        at = _step_rows(t) if at is None else at
         t = t.take(pa.array(sorted(at[s] for s in steps if s in at), pa.int64()))
     return {r["step"]: r for r in t.to_pylist()}
 
@@ -551,7 +552,7 @@ def check_table(per_rank: dict[int, tuple]):
                             f"(more than {MAX_UNCHECKED_STEPS} such steps)"])
             gone = set(lost)
             steps = [st for st in steps if st not in gone]
-        rep = _by_step(reported, steps)
+        rep = _by_step(reported, steps, rep)
         for step in steps:
             r_row, c_row = rep.get(step), rec.get(step)
             for col, key in METRICS:
