@@ -1,0 +1,118 @@
+"""communication.json's layout through the user's path (``read_source`` on a rank directory):
+op keys split at the last '@', the profiler's "Total ..." sums left out, entries that are not
+objects skipped with a warning, and the one problem naming the first op left out for a bad time.
+
+Rank directory: a copy of fixtures/torch_npu-static-graph-mem/rank0_ascend_pt (a real Level1
+rank) whose communication.json is replaced by the spec-built file below; every expected value is
+written out by hand from that file.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from ascendprof.model import schemas as S
+from ascendprof.model.problems import Problems
+from ascendprof.readers import read_source
+from ascendprof.scan import scan
+from conftest import FIXTURES
+
+RANK0 = FIXTURES / "torch_npu-static-graph-mem" / "rank0_ascend_pt"
+OUT = "ASCEND_PROFILER_OUTPUT"
+
+
+def _times(elapse=2.0):
+    return {"Start Timestamp(us)": 1000.5, "Elapse Time(ms)": elapse, "Transit Time(ms)": 0.5,
+            "Wait Time(ms)": 0.25, "Synchronization Time(ms)": 0.125, "Idle Time(ms)": 1.25,
+            "Wait Time Ratio": 0.3333, "Synchronization Time Ratio": 0.2}
+
+
+def _read(tmp_path, comm: dict):
+    rank_dir = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(RANK0, rank_dir)
+    path = rank_dir / OUT / "communication.json"
+    path.write_text(json.dumps(comm), encoding="utf-8")
+    src = next(s for s in scan(rank_dir, Problems()) if s.rank == 0)
+    data = read_source(src)
+    return data, path, [p for p in data.problems.items if p.path == str(path)]
+
+
+LONG = "not a number but a sentence far longer than forty characters"
+
+
+@pytest.mark.parametrize("bad, shown", [
+    # JSON text cut to 37 characters (the quote and 36 letters) + '...'
+    (LONG, '"not a number but a sentence far long...'),
+    (-1e16, "-1e+16"),  # a float as Python writes it, not orjson's '-1e16'
+])
+def test_layout_ops_totals_and_problems(tmp_path, bad, shown):
+    comm = {
+        "step3": {
+            "collective": {
+                "hcom_allReduce__1_1@group@a": {"Communication Time Info": _times()},
+                "hcom_broadcast__2_1@g2": {"Communication Time Info": _times(bad)},
+                "hcom_allGather__3_1": {"Communication Time Info": _times()},
+                "tcp_like_op__4_1@g2": {"Communication Time Info": _times()},
+                "Total Op Info": {"Communication Time Info": _times(9.0)},
+                "total op info": {"Communication Time Info": _times(9.0)},
+            },
+            "p2p": "not an object",
+        },
+        "step4": 5,
+    }
+    data, path, probs = _read(tmp_path, comm)
+    ops = data.tables[S.COMM_OPS].to_pylist()
+    # the op with the bad time is left out; the two Total sums are not ops
+    assert sorted((o["op_name"], o["group"], o["step"], o["kind"]) for o in ops) == [
+        ("hcom_allGather__3_1", "", 3, "collective"),  # no '@': no group
+        ("hcom_allReduce__1_1@group", "a", 3, "collective"),  # the group follows the LAST '@'
+        ("tcp_like_op__4_1", "g2", 3, "collective"),  # starts with 't' but is no "Total"
+    ]
+    assert {o["rank"] for o in ops} == {0}
+    assert all(o["elapse_ns"] == 2_000_000 for o in ops)
+    got = sorted((p.reason, p.rank, p.where, p.severity, p.affects) for p in probs)
+    assert got == sorted([
+        ("step entry 'step4' is not an object; skipped", 0, "", "warning", ()),
+        ("step3/p2p is not an object; skipped", 0, "", "warning", ()),
+        ("1 op(s) left out: a Communication Time Info time that is not a non-negative number "
+         f"(e.g. Elapse Time(ms) = {shown} in hcom_broadcast__2_1@g2)", 0, "step3", "skipped",
+         ("communication", "communication_matrix", "verdicts")),
+    ])
+
+
+def test_top_level_not_an_object_names_the_file(tmp_path):
+    data, path, probs = _read(tmp_path, [1, 2])
+    assert [p.reason for p in probs] == ["top level is not a JSON object"], probs
+    assert S.COMM_OPS not in data.tables or not data.tables[S.COMM_OPS].num_rows
+
+
+def test_matrix_link_keys_groups_and_values(tmp_path):
+    """communication_matrix.json through read_source: the group is what follows the last '@' of
+    the link key ('' without one); a key entry that is not an object is skipped with a warning;
+    a "Total ..." entry is no link; values as written (ms -> ns)."""
+    link = {"Transport Type": "HCCS", "Transit Size(MB)": 12.5, "Transit Time(ms)": 0.25,
+            "Bandwidth(GB/s)": 50.0, "Large Packet Ratio": 1.0, "Op Name": "hcom_allReduce__1_1"}
+    matrix = {"step3": {"collective": {
+        "allreduce-top1@group@a": {"0-1": link, "1-0": "not an object"},
+        "allreduce-bottom1": {"1-0": dict(link, **{"Transit Time(ms)": 0.5})},
+        "bad-key@g": 7,
+        "Total Op Info": {"0-1": link},
+    }}}
+    rank_dir = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(RANK0, rank_dir)
+    path = rank_dir / OUT / "communication_matrix.json"
+    path.write_text(json.dumps(matrix), encoding="utf-8")
+    data = read_source(next(s for s in scan(rank_dir, Problems()) if s.rank == 0))
+    links = data.tables[S.COMM_LINKS].to_pylist()
+    assert sorted((r["link_key"], r["group"], r["src_rank"], r["dst_rank"], r["transit_ns"],
+                   r["size_mb"], r["bandwidth_gbps"], r["step"]) for r in links) == [
+        ("allreduce-bottom1", "", 1, 0, 500_000, 12.5, 50.0, 3),
+        ("allreduce-top1@group@a", "a", 0, 1, 250_000, 12.5, 50.0, 3),
+    ]
+    assert {r["op_name"] for r in links} == {"hcom_allReduce__1_1"} and \
+        {r["rank"] for r in links} == {0}
+    probs = [(p.reason, p.severity, p.rank) for p in data.problems.items if p.path == str(path)]
+    assert probs == [("'bad-key@g' in step3 is not an object; skipped", "warning", 0)]
