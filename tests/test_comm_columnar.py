@@ -264,3 +264,29 @@ def test_true_or_false_scan_is_substring_search(parts):
     # the reference is Python's own substring search, over text made of the needles' letters
     raw = b"".join(parts)
     assert columns.has_true_or_false(raw) == (b"true" in raw or b"false" in raw)
+
+
+def test_start_timestamp_beyond_int64_names_file_and_value(tmp_path):
+    # 1e16 us = 1e19 ns > 2^63 - 1: the vectorised conversion fails, the value-by-value way
+    # names the value
+    path = _write(tmp_path, {"step1": {"p2p": {"hcom_send__3@g": {"Communication Time Info": {
+        "Elapse Time(ms)": 1.0, "Start Timestamp(us)": 1e16}}}}})
+    with pytest.raises(InputError, match=r"communication\.json.*out of range.*1e\+?16"):
+        read_communication(path, 0)
+
+
+@pytest.mark.parametrize("rank", [2**31, -2**31 - 1])
+def test_rank_beyond_int32_names_the_file(tmp_path, rank):
+    path = _write(tmp_path, {"step1": {"p2p": {"hcom_send__3@g": {"Communication Time Info": {
+        "Elapse Time(ms)": 1.0}}}}})
+    with pytest.raises(InputError, match=r"communication\.json"):
+        read_communication(path, rank)
+
+
+def test_start_timestamp_beyond_int64_streamed_names_file_and_value(tmp_path):
+    from ascendprof.readers.communication.fast import iter_tables
+
+    path = _write(tmp_path, {"step1": {"p2p": {"hcom_send__3@g": {"Communication Time Info": {
+        "Elapse Time(ms)": 1.0, "Start Timestamp(us)": 1e16}}}}})
+    with pytest.raises(InputError, match=r"communication\.json.*out of range.*1e\+?16"):
+        list(iter_tables(path, 0, None, whole_file_bytes=0))  # read in batches

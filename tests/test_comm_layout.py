@@ -116,3 +116,12 @@ def test_matrix_link_keys_groups_and_values(tmp_path):
         {r["rank"] for r in links} == {0}
     probs = [(p.reason, p.severity, p.rank) for p in data.problems.items if p.path == str(path)]
     assert probs == [("'bad-key@g' in step3 is not an object; skipped", "warning", 0)]
+
+
+def test_start_timestamp_beyond_int64_is_a_problem_not_a_crash(tmp_path):
+    """1e16 us is beyond int64 ns: the file is recorded as unreadable, naming the value, and
+    the rank's other files are read."""
+    data, path, probs = _read(tmp_path, {"step1": {"p2p": {"hcom_send__3@g": {
+        "Communication Time Info": dict(_times(), **{"Start Timestamp(us)": 1e16})}}}})
+    assert len(probs) == 1 and "out of range" in probs[0].reason and "1e+16" in probs[0].reason
+    assert data.tables[S.KERNELS].num_rows > 0
