@@ -290,3 +290,20 @@ def test_start_timestamp_beyond_int64_streamed_names_file_and_value(tmp_path):
         "Elapse Time(ms)": 1.0, "Start Timestamp(us)": 1e16}}}}})
     with pytest.raises(InputError, match=r"communication\.json.*out of range.*1e\+?16"):
         list(iter_tables(path, 0, None, whole_file_bytes=0))  # read in batches
+
+
+def test_streamed_per_value_batch_keeps_opinfo_verbatim(tmp_path):
+    """A batch the typed decoders do not take (a JSON true in a Bandwidth Info) read in batches
+    by the per-value rules: opinfo_json is the op's own text."""
+    from ascendprof.readers.communication.fast import iter_tables
+
+    op = {"Communication Time Info": {"Elapse Time(ms)": 1.5, "Transit Time(ms)": 0.5,
+                                      "Wait Time(ms)": 0.25, "Synchronization Time(ms)": 0.125},
+          "Communication Bandwidth Info": {"HCCS": {"Transit Size(MB)": 4,
+                                                    "Large Packet Ratio": True}}}
+    path = _write(tmp_path, {"step1": {"collective": {"hcom_allReduce__9@g": op}}})
+    ops = [r for part in iter_tables(path, 0, None, whole_file_bytes=0)
+           for r in part[S.COMM_OPS].to_pylist()]
+    assert [(r["op_name"], r["group"], r["elapse_ns"]) for r in ops] == [
+        ("hcom_allReduce__9", "g", 1_500_000)]
+    assert json.loads(ops[0]["opinfo_json"]) == op

@@ -125,3 +125,81 @@ def test_start_timestamp_beyond_int64_is_a_problem_not_a_crash(tmp_path):
         "Communication Time Info": dict(_times(), **{"Start Timestamp(us)": 1e16})}}}})
     assert len(probs) == 1 and "out of range" in probs[0].reason and "1e+16" in probs[0].reason
     assert data.tables[S.KERNELS].num_rows > 0
+
+
+def test_per_value_way_ops_bandwidth_and_problems(tmp_path):
+    """A file the typed decoders do not take (a JSON true and a NaN literal in it) is read by
+    the per-value rules, through read_source: ops without '@' keep their name and no group, a
+    Time Info that is not an object skips its op with a warning, Bandwidth Info values that are
+    not numbers are left out (null) with one problem per field counting them, OPINFO kept
+    verbatim, NaN literals warned about."""
+    bw = {"HCCS": {"Transit Size(MB)": 8, "Transit Time(ms)": 0.5, "Bandwidth(GB/s)": 16.0,
+                   "Large Packet Ratio": 0.0, "Size Distribution": {"8.0": [1, 0.5]}}}
+    text_bw = {"HCCS": {"Transit Size(MB)": "8", "Transit Time(ms)": 0.5,
+                        "Bandwidth(GB/s)": [16.0], "Large Packet Ratio": True}}
+    comm = {"step2": {"collective": {
+        "hcom_allReduce__1_1@g": {"Communication Time Info": _times(),
+                                  "Communication Bandwidth Info": bw},
+        "hcom_allGather__2_1": {"Communication Time Info": _times(),
+                                "Communication Bandwidth Info": text_bw},
+        "hcom_reduce__3_1@g": {"Communication Time Info": _times(),
+                               "Communication Bandwidth Info": text_bw},
+        "hcom_broadcast__4_1@g": {"Communication Time Info": [1, 2]},
+        "hcom_scatter__5_1@g": {"Communication Time Info": dict(_times(), **{
+            "Wait Time Ratio": "__NAN__"})},
+    }}}
+    rank_dir = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(RANK0, rank_dir)
+    path = rank_dir / OUT / "communication.json"
+    path.write_text(json.dumps(comm).replace('"__NAN__"', "NaN"), encoding="utf-8")
+    data = read_source(next(s for s in scan(rank_dir, Problems()) if s.rank == 0))
+    ops = data.tables[S.COMM_OPS].to_pylist()
+    assert sorted((o["op_name"], o["group"]) for o in ops) == [
+        ("hcom_allGather__2_1", ""), ("hcom_allReduce__1_1", "g"), ("hcom_reduce__3_1", "g"),
+        ("hcom_scatter__5_1", "g")]
+    by_name = {o["op_name"]: o for o in ops}
+    assert json.loads(by_name["hcom_allReduce__1_1"]["opinfo_json"]) == comm["step2"][
+        "collective"]["hcom_allReduce__1_1@g"]
+    assert by_name["hcom_allReduce__1_1"]["start_ns"] == 1_000_500
+    bws = {(r["op_name"], r["transport"]): r for r in data.tables[S.COMM_BANDWIDTH].to_pylist()}
+    assert bws[("hcom_allReduce__1_1", "HCCS")]["size_mb"] == 8.0
+    assert bws[("hcom_allReduce__1_1", "HCCS")]["bandwidth_gbps"] == 16.0
+    assert bws[("hcom_allGather__2_1", "HCCS")]["size_mb"] is None
+    assert bws[("hcom_allGather__2_1", "HCCS")]["bandwidth_gbps"] is None
+    assert bws[("hcom_allGather__2_1", "HCCS")]["transit_ns"] == 500_000
+    probs = sorted((p.reason, p.rank, p.where, p.severity, p.affects)
+                   for p in data.problems.items if p.path == str(path))
+    assert probs == sorted([
+        ("NaN or Infinity literal(s), not valid JSON: read as numbers that are not a number; "
+         "the values holding them are left out", 0, "", "warning", ()),
+        ("op 'hcom_broadcast__4_1@g' in step2: 'Communication Time Info' is not an object; "
+         "op skipped", 0, "", "warning", ()),
+        ('2 Transit Size(MB) value(s) that are not a number left out (e.g. "8" in '
+         "hcom_allGather__2_1@, HCCS)", 0, "step2, column Transit Size(MB)", "skipped",
+         ("communication", "verdicts")),
+        ("2 Bandwidth(GB/s) value(s) that are not a number left out (e.g. [16.0] in "
+         "hcom_allGather__2_1@, HCCS)", 0, "step2, column Bandwidth(GB/s)", "skipped",
+         ("communication", "verdicts")),
+    ])
+
+
+def test_matrix_local_ranks_beyond_int32_and_times_beyond_int64(tmp_path):
+    """src/dst are the group-local ranks as written, null when not an int32 (2^31 is not,
+    2^31 - 1 is); a Transit Time beyond int64 ns makes the file unreadable, the problem naming
+    the file and the value."""
+    from ascendprof.model.errors import InputError
+    from ascendprof.readers.communication.matrix import read_matrix
+
+    link = {"Transport Type": "HCCS", "Transit Size(MB)": 1, "Transit Time(ms)": 1,
+            "Bandwidth(GB/s)": 1}
+    p = tmp_path / "communication_matrix.json"
+    p.write_text(json.dumps({"step1": {"collective": {"allreduce-top1@g": {
+        "2147483647-2147483648": link, "0-4294967296": link}}}}))
+    rows = read_matrix(p, 0).to_pylist()
+    assert sorted((r["src_rank"], r["dst_rank"]) for r in rows) == [
+        (0, None), (2147483647, None)]
+    p.write_text(json.dumps({"step1": {"collective": {"allreduce-top1@g": {
+        "0-1": dict(link, **{"Transit Time(ms)": 1e13})}}}}))
+    with pytest.raises(InputError,
+                       match=r"communication_matrix\.json.*out of range.*10000000000000"):
+        read_matrix(p, 0)
