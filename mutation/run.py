@@ -78,7 +78,7 @@ def _mutmut_config(mod: dict) -> str:
             '# hypothesis examples fixed so a run is repeatable\n'
             'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "no:randomly", "-n", "0", '
             '"-q", "-x"]\n'
-            'also_copy = ["fixtures", "benchmarks"]\n'
+            'also_copy = ["fixtures", "benchmarks", "docs"]\n'
             "timeout_multiplier = 10.0\ntimeout_constant = 20.0\n")
 
 
