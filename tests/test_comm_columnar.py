@@ -307,3 +307,14 @@ def test_streamed_per_value_batch_keeps_opinfo_verbatim(tmp_path):
     assert [(r["op_name"], r["group"], r["elapse_ns"]) for r in ops] == [
         ("hcom_allReduce__9", "g", 1_500_000)]
     assert json.loads(ops[0]["opinfo_json"]) == op
+
+
+def test_nan_literal_in_broken_json_is_invalid_json(tmp_path):
+    # valid but for NaN would be read; broken besides, it is the JSON error naming the file
+    path = tmp_path / "communication.json"
+    raw = (b'{"step1": {"p2p": {"hcom_send__3@g": {"Communication Time Info": '
+           b'{"Elapse Time(ms)": NaN}}}')
+    path.write_bytes(raw)
+    with pytest.raises(InputError, match=r"communication\.json.*invalid JSON") as e:
+        read_communication(path, 0)
+    assert e.value.where == raw.index(b"NaN")  # the first thing JSON does not allow

@@ -105,7 +105,7 @@ def test_matrix_link_keys_groups_and_values(tmp_path):
         "allreduce-bottom1": {"1-0": dict(link, **{"Transit Time(ms)": 0.5})},
         "bad-key@g": 7,
         "Total Op Info": {"0-1": link},
-    }}}
+    }}, "step4": "not an object"}
     rank_dir = tmp_path / "rank0_ascend_pt"
     shutil.copytree(RANK0, rank_dir)
     path = rank_dir / OUT / "communication_matrix.json"
@@ -118,9 +118,10 @@ def test_matrix_link_keys_groups_and_values(tmp_path):
         ("allreduce-top1@group@a", "a", 0, 1, 250_000, 12.5, 50.0, 3),
     ]
     assert {r["op_name"] for r in links} == {"hcom_allReduce__1_1"} and \
-        {r["rank"] for r in links} == {0}
+        {r["rank"] for r in links} == {0} and {r["transport"] for r in links} == {"HCCS"}
     probs = [(p.reason, p.severity, p.rank) for p in data.problems.items if p.path == str(path)]
-    assert probs == [("'bad-key@g' in step3 is not an object; skipped", "warning", 0)]
+    assert sorted(probs) == [("'bad-key@g' in step3 is not an object; skipped", "warning", 0),
+                             ("step entry 'step4' is not an object; skipped", "warning", 0)]
 
 
 def test_start_timestamp_beyond_int64_is_a_problem_not_a_crash(tmp_path):
