@@ -134,3 +134,14 @@ def test_open_regular_refuses_a_fifo_without_blocking(tmp_path):
     os.mkfifo(path)
     with pytest.raises(InputError, match=r"not a regular file \(FIFO\); not read"):
         textio.read_regular(path)
+
+
+def test_typed_read_of_a_row_of_the_wrong_width_is_the_text_readers_error(tmp_path):
+    # not a cell conversion error: the typed read gives up and the text read names the row
+    path = _write(tmp_path, "a.csv", b"Count,Name\n1,x\n2,y,extra\n")
+    with pytest.raises(InputError) as e:
+        textio.read_csv(path, types={"Count": pa.int64()})
+    assert str(e.value.path) == str(path)
+    bad: list = []
+    t = textio.read_csv(path, types={"Count": pa.int64()}, bad_rows=bad)
+    assert t.column("Count").to_pylist() == [1] and len(bad) == 1
