@@ -145,3 +145,27 @@ def test_typed_read_of_a_row_of_the_wrong_width_is_the_text_readers_error(tmp_pa
     bad: list = []
     t = textio.read_csv(path, types={"Count": pa.int64()}, bad_rows=bad)
     assert t.column("Count").to_pylist() == [1] and len(bad) == 1
+
+
+def test_an_empty_first_line_is_a_line_end_even_in_a_large_file(tmp_path):
+    # the header line is empty (a line end at byte 0): the error is not "no line end"
+    path = _write(tmp_path, "a.csv", b"\n" + b"x" * (textio.HEADER_MAX_BYTES + 10) + b"\n")
+    with pytest.raises(InputError) as e:
+        textio.read_csv(path)
+    assert "no line end" not in str(e.value) and "malformed CSV" in str(e.value)
+
+
+def test_a_file_that_grew_past_the_limit_while_read_is_refused(tmp_path, monkeypatch):
+    # fstat saw it within the limit (0 bytes); the read finds more than 1 MB
+    path = _write(tmp_path, "a.json", b"[" + b"1," * (1 << 20) + b"1]")
+    real = os.fstat
+
+    def fstat_then_grown(fd):
+        st = real(fd)
+        return os.stat_result((st.st_mode, st.st_ino, st.st_dev, st.st_nlink, st.st_uid,
+                               st.st_gid, 0, st.st_atime, st.st_mtime, st.st_ctime))
+    monkeypatch.setattr(textio.os, "fstat", fstat_then_grown)
+    with pytest.raises(InputError) as e:
+        textio.read_regular(path, 1 << 20)
+    assert str(e.value.path) == str(path)
+    assert "more than the 1 MB a file of this kind may hold; not read" in str(e.value)
