@@ -207,7 +207,9 @@ def build() -> tuple[str, list[str]]:
     mods = __import__("run").modules()
     missing = [m for m in mods if m not in {r["name"] for r in res}]
     if missing:
-        out += ["", "Not measured yet (`make mutants MODULES=\"...\"` measures them):", ""]
+        out += ["", "Not measured yet: a sampled run takes one to twenty minutes a module on this "
+                "machine, one run at a time, and the session ran out of time before these "
+                "(`make mutants MODULES=\"...\"` measures them):", ""]
         out += [f"- `{mods[m]['path'].removeprefix('ascendprof/')}`"
                 + (f": {mods[m]['note']}" if mods[m].get("note") else "") for m in missing]
     out += ["", "## Tests that fail on the code before a bug's fix", "",

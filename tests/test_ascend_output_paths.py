@@ -63,3 +63,25 @@ def test_metadata_not_an_object_is_a_problem_and_the_other_file_still_read(tmp_p
         (str(rank_dir / "profiler_info_0.json"), "not a JSON object", 0, ("metadata",))]
     with pytest.raises(Exception, match="not a JSON object"):
         read_metadata(rank_dir)
+
+
+@pytest.mark.parametrize("n_bad, lines", [
+    (2, "3, 5"),
+    (7, "3, 5, 7, 9, 11 ..."),  # the first five, then '...'
+])
+def test_rows_of_the_wrong_width_are_left_out_naming_their_lines(tmp_path, n_bad, lines):
+    """op_statistic.csv with rows cut short (3 fields where the header has 8) after every good
+    row: line 1 is the header, good rows on lines 2, 4, 6 ..., bad rows on 3, 5, 7 ..."""
+    rank_dir = _copy(tmp_path)
+    path = rank_dir / OUT / "op_statistic.csv"
+    header, *rows = path.read_text(encoding="utf-8").splitlines()
+    out = [header]
+    for i in range(n_bad):
+        out += [rows[i], "Cut,AI_CORE,1"]
+    path.write_text("\n".join(out) + "\n", encoding="utf-8")
+    data = _read(rank_dir)
+    assert data.tables[S.OP_STATISTIC].num_rows == n_bad
+    probs = [p for p in data.problems.items if p.path == str(path)]
+    assert [(p.reason, p.where, p.severity) for p in probs] == [(
+        f"{n_bad} row(s) left out: 3 field(s) where the header has 8 (a row cut off, e.g. by an "
+        f"interrupted copy, or a stray separator); lines {lines}", "line 3", "skipped")]
