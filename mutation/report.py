@@ -83,9 +83,11 @@ def _norm(diff: str) -> str:
 
 
 def _judged(s: dict, reasons: dict) -> tuple[str, str]:
-    """(kind, note) of one survivor: kind 'equivalent', 'accepted' or 'unexplained'."""
+    """(kind, note) of one survivor: kind 'equivalent', 'accepted', 'killed later' (a test added
+    after the run fails on it: checked by applying the mutant's diff to the module and running
+    that test) or 'unexplained'."""
     why = reasons.get(s["mutant"])
-    if why is None or why.get("kind") not in ("equivalent", "accepted"):
+    if why is None or why.get("kind") not in ("equivalent", "accepted", "killed later"):
         return "unexplained", "**not explained**"
     if _norm(why.get("diff", "")) != _norm(s["diff"]):
         return "unexplained", f"**stale reason** (the mutant changed): {why['reason']}"
@@ -126,6 +128,11 @@ BEFORE_FIX = [
 ]
 
 
+def _later(k: int, n: int) -> str:
+    lo, hi = wilson(k, n)
+    return f"{_pct(k, n):.1f} %, {lo:.1f}–{hi:.1f} %"
+
+
 def _full_note(res: list[dict]) -> str:
     full = [r for r in res if "sample" not in r]
     if not full:
@@ -164,18 +171,24 @@ def build() -> tuple[str, list[str]]:
            "Survivors are mutants no selected test noticed (`survived`) or that no selected "
            "test reaches (`no tests`); each is listed below as *equivalent* (the program "
            "behaves the same for every input it can get: no test can kill it) or *accepted* "
-           "(a real change nobody should need a test for, with the reason). Equivalent mutants "
-           "are left out of the share; accepted ones count as not killed.", "",
+           "(a real change nobody should need a test for, with the reason) or *killed later* "
+           "(a test written after the run, named, fails on it: checked by applying the mutant's "
+           "diff to the module and running that test; the run itself had no such test). "
+           "Equivalent mutants are left out of the share; accepted ones count as not killed. "
+           "The interval and the target are those of the run; the column *with later tests* "
+           "counts the mutants killed later as killed, until the module is measured again.", "",
            "## Summary", "",
            "| module | measured on | mutants run | killed | equivalent | accepted | "
            "unexplained | killed of non-equivalent | 95 % interval | lower bound ≥ "
-           f"{TARGET_MODULE:g} % | seconds | module and tests unchanged since |",
-           "|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|---|"]
+           f"{TARGET_MODULE:g} % | killed later | with later tests: share, interval | seconds | "
+           "module and tests unchanged since |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|---|---:|---|"]
     pooled = [0, 0, 0, 0]  # killed, non-equivalent, mutants, seconds
     for r in res:
         k, n = _killed(r), r["total"]
         kinds = [_judged(s, reasons)[0] for s in r["survivors"]]
-        eq, acc, unx = (kinds.count(x) for x in ("equivalent", "accepted", "unexplained"))
+        eq, acc, unx, later = (kinds.count(x) for x in ("equivalent", "accepted",
+                                                         "unexplained", "killed later"))
         blob = (r.get("blobs") or {}).get(r["module"]) or _git(
             "rev-parse", f"{r['commit']}:{r['module']}") or "?"
         lo, hi = wilson(k, n - eq)
@@ -188,7 +201,8 @@ def build() -> tuple[str, list[str]]:
         out.append(f"| `{r['module'].removeprefix('ascendprof/')}` | commit {r['commit'][:10]}, "
                    f"file {blob[:10]} ({r['measured'][:10]}) | {run} | {k} | {eq} | {acc} | "
                    f"{unx} | {k} / {n - eq} = {_pct(k, n - eq):.1f} % | {lo:.1f}–{hi:.1f} % | "
-                   f"{met} | {_seconds(r)} | {_current(r)} |")
+                   f"{met} | {later} | {_later(k + later, n - eq) if later else '—'} | "
+                   f"{_seconds(r)} | {_current(r)} |")
         pooled[0] += k
         pooled[1] += n - eq
         pooled[2] += n
