@@ -434,8 +434,8 @@ def test_api_statistic_average_and_variance_through_read_source(shared_data):
 @pytest.mark.parametrize("rank", (0, 1))
 def test_memory_tables_carry_the_rank_and_megabytes(shared_data, rank):
     """OP_MEMORY and NPU_MEM through read_source: every row carries the source's rank; totals
-    are bytes / 2^20. NPU_MEM's APP rows (torch_npu's merged STRING_IDS do not name the type:
-    of its two types, APP is the one whose largest ddr + hbm is the smaller, the device total
+    are bytes / 2^20. NPU_MEM's APP rows (here STRING_IDS names the types 'app' and 'device';
+    the app one is also the one whose largest ddr + hbm is the smaller, the device total
     including the application's memory) become MEMORY_RECORD rows of component APP, Total
     Reserved = (ddr + hbm) / 2^20 at each timestamp."""
     rank_dir = _levels(shared_data) / "db" / "level2" / f"rank{rank}_ascend_pt"
@@ -606,3 +606,66 @@ def test_npu_mem_type_named_app_in_string_ids_is_taken_alone(tmp_path):
     got = sorted((r["ts_ns"], r["total_reserved_mb"]) for r in app)
     assert [t for t, _ in got] == [t for t, _ in want]
     assert [v for _, v in got] == pytest.approx([b / 2**20 for _, b in want], rel=1e-12)
+
+
+def test_npu_mem_types_not_named_app_by_the_smaller_peak(tmp_path):
+    """Where STRING_IDS does not name NPU_MEM's types (torch_npu's merged STRING_IDS may reuse
+    the ids for other strings), of the two types the one whose largest ddr + hbm is the smaller
+    is APP (the device total includes the application's memory)."""
+    rank_dir = _changed_copy(tmp_path, "UPDATE NPU_MEM SET type = type + 800000")
+    with _ro(rank_dir / OUT / "ascend_pytorch_profiler_0.db") as c:
+        npu = c.execute("SELECT type, ddr, hbm, timestampNs FROM NPU_MEM").fetchall()
+        assert not c.execute("SELECT COUNT(*) FROM STRING_IDS WHERE id IN "
+                             "(SELECT type FROM NPU_MEM)").fetchone()[0]
+    peak: dict = {}
+    for typ, ddr, hbm, _ in npu:
+        peak[typ] = max(peak.get(typ, 0), ddr + hbm)
+    app_type = min(peak, key=peak.get)
+    want = sorted((ts, (ddr + hbm) / 2**20) for typ, ddr, hbm, ts in npu if typ == app_type)
+    app = [r for r in read_source(_source(rank_dir)).tables[S.MEMORY_RECORD].to_pylist()
+           if r["component"] == "APP"]
+    got = sorted((r["ts_ns"], r["total_reserved_mb"]) for r in app)
+    assert [t for t, _ in got] == [t for t, _ in want] and len(want) > 10
+    assert [v for _, v in got] == pytest.approx([v for _, v in want], rel=1e-12)
+
+
+def test_kernel_context_ids_memory_records_and_dataloader_spans(shared_data):
+    """Through read_source on the level2 db export: a kernel's context id is TASK.contextId,
+    CANN's invalid marker 4294967295 read as null (kernel_details.csv writes N/A); MEMORY_RECORD
+    totals are bytes / 2^20 and streamPtr is kept as text; the data loader spans of PYTORCH_API
+    ('enumerate(DataLoader)...') are timeline rows on thread DataLoader."""
+    rank_dir = _levels(shared_data) / "db" / "level2" / "rank0_ascend_pt"
+    data = read_source(_source(rank_dir))
+    with _ro(rank_dir / OUT / "ascend_pytorch_profiler_0.db") as c:
+        ctx = c.execute("""SELECT t.contextId FROM TASK t JOIN COMPUTE_TASK_INFO ci
+                           ON ci.globalTaskId = t.globalTaskId""").fetchall()
+        mem = c.execute("SELECT totalReserved, totalActive, streamPtr FROM MEMORY_RECORD"
+                        ).fetchall()
+        loader = c.execute("""SELECT s.value, p.startNs, p.endNs - p.startNs FROM PYTORCH_API p
+                              JOIN STRING_IDS s ON s.id = p.name
+                              WHERE s.value LIKE 'enumerate(DataLoader)%'""").fetchall()
+    want_ctx = Counter(None if v == 4294967295 else v for (v,) in ctx)
+    assert want_ctx[None] and len(want_ctx) > 1
+    k = data.tables[S.KERNELS].to_pylist()
+    assert Counter(r["context_id"] for r in k if r["accelerator_core"] != dbreader.COMM_CORE) \
+        == want_ctx
+    rec = data.tables[S.MEMORY_RECORD].to_pylist()
+    got = sorted((r["total_reserved_mb"], r["total_active_mb"], r["stream_ptr"])
+                 for r in rec if r["component"] != "APP")
+    assert got == sorted((r / 2**20, a / 2**20, None if p is None else str(p))
+                         for r, a, p in mem) and any(p is not None for _, _, p in mem)
+    tl = [r for r in data.tables[S.TIMELINE].to_pylist() if r["track"] == "dataloader"]
+    assert [(r["name"], r["start_ns"], r["dur_ns"], r["thread"]) for r in tl] == [
+        (n, int(s), d, "DataLoader") for n, s, d in loader] and loader  # startNs may be TEXT
+
+
+
+def test_profiler_metadata_json_beside_the_db_is_read(tmp_path):
+    """A profiler_metadata.json in the rank directory (spec §A.13; the db exports at hand have
+    none, so one is written here) is the rank's metadata; the db's META_DATA only adds keys it
+    lacks."""
+    rank_dir = _changed_copy(tmp_path)
+    want = {"ENV_VARIABLES": {"ASCEND_GLOBAL_LOG_LEVEL": "3"}, "distributed_args": {"tp": 2}}
+    (rank_dir / "profiler_metadata.json").write_text(json.dumps(want), encoding="utf-8")
+    meta = read_source(_source(rank_dir)).meta["profiler_metadata"]
+    assert {k: meta.get(k) for k in want} == want
