@@ -1,7 +1,16 @@
 """Mutation testing of the modules that hold the profiling knowledge, one module at a time.
 
     .venv/bin/python mutation/run.py [MODULE ...]      # default: every module in modules.toml
+    .venv/bin/python mutation/run.py --sample 100 MODULE  # a bigger sample
+    .venv/bin/python mutation/run.py --full MODULE     # every mutant (hours for a big module)
     .venv/bin/python mutation/run.py --list
+
+By default a module is measured on a SAMPLE: mutmut generates every mutant of the module and
+collects which listed tests reach which function (``mutmut run`` with a name filter that
+matches nothing stops right after that phase), then a fixed-seed random sample of the mutant
+names (``--sample``, default 60; ``--seed``) is run with ``mutmut run NAME ...``. The result
+records the sample, the number of mutants it was drawn from, the statuses and the seconds; the
+report gives the kill rate with its 95 % Wilson interval. ``--full`` runs every mutant.
 
 For each module (a path under ascendprof/, listed in mutation/modules.toml with the tests that
 exercise it): the committed tree (HEAD; commit first) is copied to ``.mutants/<name>/`` (never
@@ -19,6 +28,7 @@ import argparse
 import datetime as _dt
 import json
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -68,7 +78,7 @@ def _mutmut_config(mod: dict) -> str:
             '# hypothesis examples fixed so a run is repeatable\n'
             'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "no:randomly", "-n", "0", '
             '"-q", "-x"]\n'
-            'also_copy = ["fixtures", "benchmarks"]\n'
+            'also_copy = ["fixtures", "benchmarks", "docs"]\n'
             "timeout_multiplier = 10.0\ntimeout_constant = 20.0\n")
 
 
@@ -91,7 +101,38 @@ def _diff(work: Path, mutmut: str, env: dict, name: str) -> str:
     return "\n".join(lines)
 
 
-def run_module(name: str, mod: dict, mutmut: str) -> dict:
+#: A name filter that matches no mutant: ``mutmut run`` generates the mutants and collects the
+#: test statistics, then stops with this message (mutmut 3.8's check of an empty filter).
+_NO_MUTANT = "ascendprof.x_sampling_matches_no_mutant__mutmut_0"
+_NOTHING_MATCHES = "Filtered for specific mutants, but nothing matches"
+#: Default sample size per module and seed (the sample of a module is drawn with
+#: random.Random(f"{seed}:{module name}") from the naturally sorted mutant names).
+SAMPLE = 60
+SEED = 33
+
+
+def _mutmut(work: Path, mutmut: str, env: dict, args: list[str], log: Path) -> int:
+    """One mutmut process at nice 19 with one child, output appended to *log*."""
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(f"\n$ mutmut {' '.join(args[:8])}{' ...' if len(args) > 8 else ''}\n")
+        f.flush()
+        r = subprocess.run(["nice", "-n", "19", mutmut, *args], cwd=work, env=env, stdout=f,
+                           stderr=subprocess.STDOUT, preexec_fn=_limit_memory)
+    return r.returncode
+
+
+def draw(names: list[str], size: int | None, seed: int, module: str) -> list[str]:
+    """The mutants to run: all of *names* when size is None or covers them, else a random sample
+    of *size* drawn with a generator seeded by seed and module name (the same code, seed and
+    size give the same sample), in natural order."""
+    ordered = sorted(names, key=_natural)
+    if size is None or size >= len(ordered):
+        return ordered
+    return sorted(random.Random(f"{seed}:{module}").sample(ordered, size), key=_natural)
+
+
+def run_module(name: str, mod: dict, mutmut: str, sample: int | None = SAMPLE,
+               seed: int = SEED) -> dict:
     commit = _git("rev-parse", "HEAD")
     work = WORK / name
     if work.exists():
@@ -105,14 +146,41 @@ def run_module(name: str, mod: dict, mutmut: str) -> dict:
                OPENBLAS_NUM_THREADS="1", PYTHONHASHSEED="0")
     started = time.monotonic()
     log = work / "mutmut-run.log"
-    with open(log, "w", encoding="utf-8") as f:
-        r = subprocess.run(["nice", "-n", "19", mutmut, "run", "--max-children", "1"],
-                           cwd=work, env=env, stdout=f, stderr=subprocess.STDOUT,
-                           preexec_fn=_limit_memory)
-    statuses = _statuses(work, mutmut, env)
-    if r.returncode != 0 or not statuses:
+    log.write_text("", encoding="utf-8")
+
+    def fail(what: str, rc: int):
         tail = log.read_text(encoding="utf-8", errors="replace")[-3000:]
-        raise SystemExit(f"mutmut failed for {name} (exit {r.returncode}); see {log}:\n{tail}")
+        raise SystemExit(f"mutmut {what} failed for {name} (exit {rc}); see {log}:\n{tail}")
+
+    chosen: list[str] = []
+    generated = None
+    if sample is None:
+        rc = _mutmut(work, mutmut, env, ["run", "--max-children", "1"], log)
+        if rc != 0:
+            fail("run", rc)
+    else:
+        # phase 1: generate the mutants and collect which tests reach which function
+        rc = _mutmut(work, mutmut, env, ["run", "--max-children", "1", _NO_MUTANT], log)
+        if _NOTHING_MATCHES not in log.read_text(encoding="utf-8", errors="replace"):
+            fail("mutant generation / test statistics", rc)
+        generated = round(time.monotonic() - started)
+        every = list(_statuses(work, mutmut, env))
+        if not every:
+            fail("mutant generation (no mutants listed)", rc)
+        chosen = draw(every, sample, seed, name)
+        # phase 2: run the sample (mutmut selects, per mutant, the tests reaching its function)
+        rc = _mutmut(work, mutmut, env, ["run", "--max-children", "1", *chosen], log)
+        if rc != 0:
+            fail("run of the sample", rc)
+    statuses = _statuses(work, mutmut, env)
+    if not statuses:
+        fail("run", rc)
+    population = len(statuses)
+    if chosen:
+        statuses = {m: statuses[m] for m in chosen}
+    left = [m for m, s in statuses.items() if s == "not checked"]
+    if left:
+        fail(f"run ({len(left)} mutants not checked, e.g. {left[0]})", rc)
     counts: dict[str, int] = {}
     for s in statuses.values():
         counts[s] = counts.get(s, 0) + 1
@@ -120,13 +188,17 @@ def run_module(name: str, mod: dict, mutmut: str) -> dict:
                  for m, s in sorted(statuses.items(), key=lambda kv: _natural(kv[0]))
                  if s not in ("killed", "timeout", "segfault", "caught by type check")]
     blobs = {p: _git("rev-parse", f"{commit}:{p}") for p in [mod["path"], *mod["tests"]]}
-    return {"module": mod["path"], "name": name, "tests": mod["tests"], "commit": commit,
-            "blobs": blobs,
-            "measured": _dt.datetime.now().isoformat(timespec="seconds"),
-            "seconds": round(time.monotonic() - started),
-            "mutmut": subprocess.run([mutmut, "--version"], capture_output=True,
-                                     text=True).stdout.strip(),
-            "total": len(statuses), "counts": counts, "survivors": survivors}
+    out = {"module": mod["path"], "name": name, "tests": mod["tests"], "commit": commit,
+           "blobs": blobs,
+           "measured": _dt.datetime.now().isoformat(timespec="seconds"),
+           "seconds": round(time.monotonic() - started),
+           "mutmut": _mutmut_version(),
+           "population": population, "total": len(statuses), "counts": counts,
+           "survivors": survivors}
+    if sample is not None:
+        out.update({"sample": len(chosen), "seed": seed, "seconds_generation": generated,
+                    "sampled": chosen})
+    return out
 
 
 #: Address space per process: a mutant that turns a loop endless while it appends (seen: 8.6 GB
@@ -140,6 +212,15 @@ def _limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
+def _mutmut_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mutmut")
+    except PackageNotFoundError:  # pragma: no cover
+        return ""
+
+
 def _natural(key: str):
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", key)]
 
@@ -148,6 +229,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("modules", nargs="*", help="names from mutation/modules.toml (default all)")
     ap.add_argument("--list", action="store_true", help="list the modules and their tests")
+    ap.add_argument("--sample", type=int, default=SAMPLE, metavar="N",
+                    help=f"mutants per module, a fixed-seed random sample (default {SAMPLE})")
+    ap.add_argument("--seed", type=int, default=SEED, help=f"seed of the sample (default {SEED})")
+    ap.add_argument("--full", action="store_true", help="run every mutant of the module")
     a = ap.parse_args(argv)
     mods = modules()
     if a.list:
@@ -163,10 +248,11 @@ def main(argv=None) -> int:
     RESULTS.mkdir(exist_ok=True)
     for name in a.modules or list(mods):
         print(f"mutating {mods[name]['path']} ...", flush=True)
-        res = run_module(name, mods[name], mutmut)
+        res = run_module(name, mods[name], mutmut, None if a.full else a.sample, a.seed)
         (RESULTS / f"{name}.json").write_text(json.dumps(res, indent=1) + "\n", encoding="utf-8")
         c = res["counts"]
-        print(f"  {res['total']} mutants: {c.get('killed', 0)} killed, "
+        of = f" (a sample of {res['population']})" if "sample" in res else ""
+        print(f"  {res['total']} mutants{of}: {c.get('killed', 0)} killed, "
               f"{c.get('timeout', 0)} timeout, {len(res['survivors'])} not killed "
               f"({res['seconds']} s)", flush=True)
     return 0

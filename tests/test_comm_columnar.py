@@ -264,3 +264,57 @@ def test_true_or_false_scan_is_substring_search(parts):
     # the reference is Python's own substring search, over text made of the needles' letters
     raw = b"".join(parts)
     assert columns.has_true_or_false(raw) == (b"true" in raw or b"false" in raw)
+
+
+def test_start_timestamp_beyond_int64_names_file_and_value(tmp_path):
+    # 1e16 us = 1e19 ns > 2^63 - 1: the vectorised conversion fails, the value-by-value way
+    # names the value
+    path = _write(tmp_path, {"step1": {"p2p": {"hcom_send__3@g": {"Communication Time Info": {
+        "Elapse Time(ms)": 1.0, "Start Timestamp(us)": 1e16}}}}})
+    with pytest.raises(InputError, match=r"communication\.json.*out of range.*1e\+?16"):
+        read_communication(path, 0)
+
+
+@pytest.mark.parametrize("rank", [2**31, -2**31 - 1])
+def test_rank_beyond_int32_names_the_file(tmp_path, rank):
+    path = _write(tmp_path, {"step1": {"p2p": {"hcom_send__3@g": {"Communication Time Info": {
+        "Elapse Time(ms)": 1.0}}}}})
+    with pytest.raises(InputError, match=r"communication\.json"):
+        read_communication(path, rank)
+
+
+def test_start_timestamp_beyond_int64_streamed_names_file_and_value(tmp_path):
+    from ascendprof.readers.communication.fast import iter_tables
+
+    path = _write(tmp_path, {"step1": {"p2p": {"hcom_send__3@g": {"Communication Time Info": {
+        "Elapse Time(ms)": 1.0, "Start Timestamp(us)": 1e16}}}}})
+    with pytest.raises(InputError, match=r"communication\.json.*out of range.*1e\+?16"):
+        list(iter_tables(path, 0, None, whole_file_bytes=0))  # read in batches
+
+
+def test_streamed_per_value_batch_keeps_opinfo_verbatim(tmp_path):
+    """A batch the typed decoders do not take (a JSON true in a Bandwidth Info) read in batches
+    by the per-value rules: opinfo_json is the op's own text."""
+    from ascendprof.readers.communication.fast import iter_tables
+
+    op = {"Communication Time Info": {"Elapse Time(ms)": 1.5, "Transit Time(ms)": 0.5,
+                                      "Wait Time(ms)": 0.25, "Synchronization Time(ms)": 0.125},
+          "Communication Bandwidth Info": {"HCCS": {"Transit Size(MB)": 4,
+                                                    "Large Packet Ratio": True}}}
+    path = _write(tmp_path, {"step1": {"collective": {"hcom_allReduce__9@g": op}}})
+    ops = [r for part in iter_tables(path, 0, None, whole_file_bytes=0)
+           for r in part[S.COMM_OPS].to_pylist()]
+    assert [(r["op_name"], r["group"], r["elapse_ns"]) for r in ops] == [
+        ("hcom_allReduce__9", "g", 1_500_000)]
+    assert json.loads(ops[0]["opinfo_json"]) == op
+
+
+def test_nan_literal_in_broken_json_is_invalid_json(tmp_path):
+    # valid but for NaN would be read; broken besides, it is the JSON error naming the file
+    path = tmp_path / "communication.json"
+    raw = (b'{"step1": {"p2p": {"hcom_send__3@g": {"Communication Time Info": '
+           b'{"Elapse Time(ms)": NaN}}}')
+    path.write_bytes(raw)
+    with pytest.raises(InputError, match=r"communication\.json.*invalid JSON") as e:
+        read_communication(path, 0)
+    assert e.value.where == raw.index(b"NaN")  # the first thing JSON does not allow

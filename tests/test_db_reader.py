@@ -23,6 +23,7 @@ from ascendprof.model.errors import InputError
 from ascendprof.scan import load_sources as load
 from ascendprof.model.problems import Problems
 from ascendprof.readers import db as dbreader
+from ascendprof.readers import read_source
 from ascendprof.scan import DB, TORCH_TEXT, Source, one_per_rank, scan
 
 OUT = "ASCEND_PROFILER_OUTPUT"
@@ -407,6 +408,65 @@ def test_api_statistic_sums_cann_api(shared_data):
     assert {(r["level"], r["api_name"]): (r["count"], r["total_ns"]) for r in api} == want
 
 
+def test_api_statistic_average_and_variance_through_read_source(shared_data):
+    """Average (ns) and population variance (us^2) per (level, API), as api_statistic.csv
+    gives them, against statistics.pvariance over the CANN_API durations in us."""
+    import statistics
+
+    rank_dir = _levels(shared_data) / "db" / "level2" / "rank1_ascend_pt"
+    api = read_source(_source(rank_dir)).tables[S.API_STATISTIC].to_pylist()
+    with _ro(rank_dir / OUT / "ascend_pytorch_profiler_1.db") as c:
+        rows = c.execute("""SELECT e.name, s.value, a.endNs - a.startNs FROM CANN_API a
+                            JOIN ENUM_API_TYPE e ON e.id = a.type
+                            JOIN STRING_IDS s ON s.id = a.name""").fetchall()
+    durs: dict = {}
+    for level, name, d in rows:
+        durs.setdefault((level, name), []).append(d)
+    assert len(api) == len(durs) and any(len(v) > 1 for v in durs.values())
+    for r in api:
+        d = durs[(r["level"], r["api_name"])]
+        assert r["avg_ns"] == round(sum(d) / len(d))
+        assert r["variance"] == pytest.approx(statistics.pvariance([x / 1000 for x in d]),
+                                              rel=1e-6, abs=1e-6)
+    assert all(r["rank"] == 1 for r in api)
+
+
+@pytest.mark.parametrize("rank", (0, 1))
+def test_memory_tables_carry_the_rank_and_megabytes(shared_data, rank):
+    """OP_MEMORY and NPU_MEM through read_source: every row carries the source's rank; totals
+    are bytes / 2^20. NPU_MEM's APP rows (here STRING_IDS names the types 'app' and 'device';
+    the app one is also the one whose largest ddr + hbm is the smaller, the device total
+    including the application's memory) become MEMORY_RECORD rows of component APP, Total
+    Reserved = (ddr + hbm) / 2^20 at each timestamp."""
+    rank_dir = _levels(shared_data) / "db" / "level2" / f"rank{rank}_ascend_pt"
+    data = read_source(_source(rank_dir))
+    with _ro(rank_dir / OUT / f"ascend_pytorch_profiler_{rank}.db") as c:
+        op_mem = c.execute("""SELECT size, allocationTotalReserved, releaseTotalAllocated
+                              FROM OP_MEMORY ORDER BY allocationTime""").fetchall()
+        npu = c.execute("SELECT type, ddr, hbm, timestampNs FROM NPU_MEM").fetchall()
+    om = data.tables[S.OPERATOR_MEMORY].to_pylist()
+    assert len(om) == len(op_mem) > 100 and {r["rank"] for r in om} == {rank}
+
+    def flat(rows):  # sorted, flattened; a value the profiler left empty (not released) as -1
+        return [-1.0 if v is None else v for row in sorted(
+            tuple(-1.0 if v is None else v for v in row) for row in rows) for v in row]
+    assert flat((r["size_kb"], r["alloc_total_reserved_mb"], r["release_total_allocated_mb"])
+                for r in om) == pytest.approx(flat(
+                    (sz / 1024, ar / 2**20, None if ra is None else ra / 2**20)
+                    for sz, ar, ra in op_mem))
+    peak: dict = {}
+    for typ, ddr, hbm, _ in npu:
+        peak[typ] = max(peak.get(typ, 0), ddr + hbm)
+    assert len(peak) == 2
+    app_type = min(peak, key=peak.get)
+    want = sorted((ts, (ddr + hbm) / 2**20) for typ, ddr, hbm, ts in npu if typ == app_type)
+    app = [r for r in data.tables[S.MEMORY_RECORD].to_pylist() if r["component"] == "APP"]
+    assert {r["rank"] for r in app} == {rank}
+    got = sorted((r["ts_ns"], r["total_reserved_mb"]) for r in app)
+    assert [t for t, _ in got] == [t for t, _ in want] and len(want) > 10
+    assert [v for _, v in got] == pytest.approx([v for _, v in want], rel=1e-12)
+
+
 @pytest.mark.parametrize("level", LEVELS)
 def test_step_breakdown_recompute_runs_on_db_timeline(shared_data, level):
     """The step breakdown recomputed from the db timeline equals the profiler's own
@@ -470,3 +530,142 @@ def test_hccl_carrier_tasks_are_not_compute():
     with _ro(DB_FIXTURE / OUT / "analysis.db") as c:
         (reported_us,) = c.execute("SELECT computing FROM StepTraceTime").fetchone()
     assert round(reported_us * 1000) == computing
+
+
+# ----------------------------------------------------------------------------- spec-built variants
+# A copy of the fixture database changed the way other exports differ from it (the spec's §B
+# columns); the expected values are read back from the changed database with sqlite3.
+
+def _changed_copy(tmp_path: Path, *sql: str) -> Path:
+    rank_dir = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(DB_FIXTURE, rank_dir)
+    c = sqlite3.connect(rank_dir / OUT / "ascend_pytorch_profiler_0.db")
+    try:
+        with c:
+            for q in sql:
+                c.execute(q)
+        # the export is in WAL mode and the reader opens it immutable (WAL not read): write
+        # the changes into the database file itself
+        c.execute("PRAGMA journal_mode=DELETE")
+    finally:
+        c.close()
+    return rank_dir
+
+
+def test_op_state_and_hf32_columns_of_newer_exports_are_resolved(tmp_path):
+    """COMPUTE_TASK_INFO.opState / hf32Eligible (newer CANN exports; the shared data has
+    neither) are STRING_IDS ids: through read_source the kernels carry their text."""
+    rank_dir = _changed_copy(
+        tmp_path,
+        "INSERT INTO STRING_IDS (id, value) VALUES (900001, 'dynamic'), (900002, 'YES')",
+        "ALTER TABLE COMPUTE_TASK_INFO ADD COLUMN opState INTEGER",
+        "ALTER TABLE COMPUTE_TASK_INFO ADD COLUMN hf32Eligible INTEGER",
+        "UPDATE COMPUTE_TASK_INFO SET opState = 900001, hf32Eligible = 900002")
+    with _ro(rank_dir / OUT / "ascend_pytorch_profiler_0.db") as c:
+        n_compute = c.execute("SELECT COUNT(*) FROM COMPUTE_TASK_INFO").fetchone()[0]
+    k = read_source(_source(rank_dir)).tables[S.KERNELS].to_pylist()
+    states = Counter((r["op_state"], r["hf32_eligible"]) for r in k)
+    assert states[("dynamic", "YES")] == n_compute > 0
+
+
+def test_hccl_task_extents_group_by_op_id_when_op_names_repeat(tmp_path):
+    """The communication section of each HCCL op is the extent of ITS tasks, matched by opId:
+    with every op (and its tasks) carrying the same name, as an export repeating an op name
+    would, the four ops keep their own four spans (min start, max end of the tasks of each
+    opId), not one span over all of them."""
+    rank_dir = _changed_copy(
+        tmp_path,
+        "UPDATE COMMUNICATION_OP SET opName = (SELECT MIN(opName) FROM COMMUNICATION_OP)",
+        "UPDATE COMMUNICATION_TASK_INFO SET name = (SELECT MIN(opName) FROM COMMUNICATION_OP)")
+    with _ro(rank_dir / OUT / "ascend_pytorch_profiler_0.db") as c:
+        want = c.execute("""SELECT MIN(t.startNs), MAX(t.endNs) - MIN(t.startNs)
+                            FROM COMMUNICATION_TASK_INFO ci JOIN TASK t
+                              ON t.globalTaskId = ci.globalTaskId
+                            GROUP BY ci.opId ORDER BY 1""").fetchall()
+    assert len(want) == 4
+    tl = read_source(_source(rank_dir)).tables[S.TIMELINE].to_pylist()
+    got = sorted((r["start_ns"], r["dur_ns"]) for r in tl if r["track"] == "communication"
+                 and r["thread"].endswith("Communication tasks"))
+    assert got == [tuple(w) for w in want]
+
+
+def test_npu_mem_type_named_app_in_string_ids_is_taken_alone(tmp_path):
+    """Where STRING_IDS names NPU_MEM's type ``APP`` (CANN's own exports), those rows are the
+    APP memory even without Device rows to compare with: MEMORY_RECORD gets one APP row per
+    NPU_MEM row, Total Reserved = (ddr + hbm) / 2^20."""
+    rank_dir = _changed_copy(
+        tmp_path,
+        "INSERT INTO STRING_IDS (id, value) VALUES (900003, 'APP')",
+        "DELETE FROM NPU_MEM WHERE type = (SELECT MAX(type) FROM NPU_MEM)",
+        "UPDATE NPU_MEM SET type = 900003")
+    with _ro(rank_dir / OUT / "ascend_pytorch_profiler_0.db") as c:
+        want = c.execute("SELECT timestampNs, ddr + hbm FROM NPU_MEM ORDER BY 1").fetchall()
+    assert len(want) > 10
+    app = [r for r in read_source(_source(rank_dir)).tables[S.MEMORY_RECORD].to_pylist()
+           if r["component"] == "APP"]
+    got = sorted((r["ts_ns"], r["total_reserved_mb"]) for r in app)
+    assert [t for t, _ in got] == [t for t, _ in want]
+    assert [v for _, v in got] == pytest.approx([b / 2**20 for _, b in want], rel=1e-12)
+
+
+def test_npu_mem_types_not_named_app_by_the_smaller_peak(tmp_path):
+    """Where STRING_IDS does not name NPU_MEM's types (torch_npu's merged STRING_IDS may reuse
+    the ids for other strings), of the two types the one whose largest ddr + hbm is the smaller
+    is APP (the device total includes the application's memory)."""
+    rank_dir = _changed_copy(tmp_path, "UPDATE NPU_MEM SET type = type + 800000")
+    with _ro(rank_dir / OUT / "ascend_pytorch_profiler_0.db") as c:
+        npu = c.execute("SELECT type, ddr, hbm, timestampNs FROM NPU_MEM").fetchall()
+        assert not c.execute("SELECT COUNT(*) FROM STRING_IDS WHERE id IN "
+                             "(SELECT type FROM NPU_MEM)").fetchone()[0]
+    peak: dict = {}
+    for typ, ddr, hbm, _ in npu:
+        peak[typ] = max(peak.get(typ, 0), ddr + hbm)
+    app_type = min(peak, key=peak.get)
+    want = sorted((ts, (ddr + hbm) / 2**20) for typ, ddr, hbm, ts in npu if typ == app_type)
+    app = [r for r in read_source(_source(rank_dir)).tables[S.MEMORY_RECORD].to_pylist()
+           if r["component"] == "APP"]
+    got = sorted((r["ts_ns"], r["total_reserved_mb"]) for r in app)
+    assert [t for t, _ in got] == [t for t, _ in want] and len(want) > 10
+    assert [v for _, v in got] == pytest.approx([v for _, v in want], rel=1e-12)
+
+
+def test_kernel_context_ids_memory_records_and_dataloader_spans(shared_data):
+    """Through read_source on the level2 db export: a kernel's context id is TASK.contextId,
+    CANN's invalid marker 4294967295 read as null (kernel_details.csv writes N/A); MEMORY_RECORD
+    totals are bytes / 2^20 and streamPtr is kept as text; the data loader spans of PYTORCH_API
+    ('enumerate(DataLoader)...') are timeline rows on thread DataLoader."""
+    rank_dir = _levels(shared_data) / "db" / "level2" / "rank0_ascend_pt"
+    data = read_source(_source(rank_dir))
+    with _ro(rank_dir / OUT / "ascend_pytorch_profiler_0.db") as c:
+        ctx = c.execute("""SELECT t.contextId FROM TASK t JOIN COMPUTE_TASK_INFO ci
+                           ON ci.globalTaskId = t.globalTaskId""").fetchall()
+        mem = c.execute("SELECT totalReserved, totalActive, streamPtr FROM MEMORY_RECORD"
+                        ).fetchall()
+        loader = c.execute("""SELECT s.value, p.startNs, p.endNs - p.startNs FROM PYTORCH_API p
+                              JOIN STRING_IDS s ON s.id = p.name
+                              WHERE s.value LIKE 'enumerate(DataLoader)%'""").fetchall()
+    want_ctx = Counter(None if v == 4294967295 else v for (v,) in ctx)
+    assert want_ctx[None] and len(want_ctx) > 1
+    k = data.tables[S.KERNELS].to_pylist()
+    assert Counter(r["context_id"] for r in k if r["accelerator_core"] != dbreader.COMM_CORE) \
+        == want_ctx
+    rec = data.tables[S.MEMORY_RECORD].to_pylist()
+    got = sorted((r["total_reserved_mb"], r["total_active_mb"], r["stream_ptr"])
+                 for r in rec if r["component"] != "APP")
+    assert got == sorted((r / 2**20, a / 2**20, None if p is None else str(p))
+                         for r, a, p in mem) and any(p is not None for _, _, p in mem)
+    tl = [r for r in data.tables[S.TIMELINE].to_pylist() if r["track"] == "dataloader"]
+    assert [(r["name"], r["start_ns"], r["dur_ns"], r["thread"]) for r in tl] == [
+        (n, int(s), d, "DataLoader") for n, s, d in loader] and loader  # startNs may be TEXT
+
+
+
+def test_profiler_metadata_json_beside_the_db_is_read(tmp_path):
+    """A profiler_metadata.json in the rank directory (spec §A.13; the db exports at hand have
+    none, so one is written here) is the rank's metadata; the db's META_DATA only adds keys it
+    lacks."""
+    rank_dir = _changed_copy(tmp_path)
+    want = {"ENV_VARIABLES": {"ASCEND_GLOBAL_LOG_LEVEL": "3"}, "distributed_args": {"tp": 2}}
+    (rank_dir / "profiler_metadata.json").write_text(json.dumps(want), encoding="utf-8")
+    meta = read_source(_source(rank_dir)).meta["profiler_metadata"]
+    assert {k: meta.get(k) for k in want} == want

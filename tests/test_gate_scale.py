@@ -107,3 +107,34 @@ def test_all_checks_lists_every_check(clusters):
     full = gate(base, cur, "--all-checks").output
     assert "PASS" not in brief and full.count("PASS") >= 40
     assert gate(base, cur, "--all").output == full  # the short name
+
+
+def test_links_of_an_output_cluster_matrix():
+    """An analyse output without per-rank tables gives the gate its links from
+    cluster_communication_matrix.json: each group's 'Total Op Info@<group>' links in global
+    ranks, self-links (on-chip copies) and other ops left out, ms -> ns, values as written."""
+    from ascendprof.compare.gate.links import LINK_COLUMNS, from_matrix
+    from ascendprof.report.readback import matrix_links
+
+    doc = {"(8, 9)": {"step3": {
+        "Total Op Info@g8": {
+            "8-9": {"Transport Type": "HCCS", "Transit Size(MB)": 64.0, "Transit Time(ms)": 2.5,
+                    "Bandwidth(GB/s)": 25.6},
+            "9-8": {"Transport Type": "RDMA", "Transit Size(MB)": 32, "Transit Time(ms)": 1},
+            "9-9": {"Transport Type": "LOCAL", "Transit Size(MB)": 1, "Transit Time(ms)": 0.1},
+            "8-x": {"Transport Type": "HCCS", "Transit Size(MB)": 1, "Transit Time(ms)": 1}},
+        "allreduce-top1@g8": {"8-9": {"Transport Type": "HCCS", "Transit Size(MB)": 1,
+                                      "Transit Time(ms)": 1}},
+    }}}
+    got = from_matrix(matrix_links(doc))
+    assert list(got.columns) == LINK_COLUMNS
+    assert got.to_dict("records") == [
+        {"group": "g8", "step_key": "step3", "src": 8, "dst": 9, "transport": "HCCS",
+         "size_mb": 64.0, "transit_ns": 2_500_000.0},
+        {"group": "g8", "step_key": "step3", "src": 9, "dst": 8, "transport": "RDMA",
+         "size_mb": 32.0, "transit_ns": 1_000_000.0},
+    ]
+    assert from_matrix(matrix_links({})) is None
+    only_self = {"g": {"step1": {"Total Op Info@g": {"3-3": {"Transit Size(MB)": 1,
+                                                             "Transit Time(ms)": 1}}}}}
+    assert from_matrix(matrix_links(only_self)) is None

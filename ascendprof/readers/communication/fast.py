@@ -107,7 +107,10 @@ def _whole(path, rank, problems):
     except msgspec.ValidationError:  # (a DecodeError too: the layout decode checked the JSON)
         entries.ops = None
     sink = BatchProblems()
-    tables = typed_tables(entries, path, rank, sink) if entries.ops is not None else None
+    try:
+        tables = typed_tables(entries, path, rank, sink) if entries.ops is not None else None
+    except ValueError as e:  # a Start Timestamp beyond int64 ns (units raise only ValueError)
+        raise InputError(path, str(e)) from None
     if tables is None:  # a value the structs do not take exactly: the per-value rules
         return read_communication_per_value(path, rank, problems, raw)
     sink.flush(problems, path, rank)
@@ -139,7 +142,15 @@ def _entries_of(layout: dict) -> Entries:
 
 def _decode_batch(entries: Entries, path, rank, sink: BatchProblems):
     """Tables of one streamed batch: by DuckDB when the batch's shape allows, else msgspec,
-    else the per-value rules. Raises InputError for an op text that is not valid JSON."""
+    else the per-value rules. Raises InputError for an op text that is not valid JSON or a time
+    beyond int64 ns."""
+    try:
+        return _decode_batch_or_raise(entries, path, rank, sink)
+    except ValueError as e:  # a Start Timestamp beyond int64 ns (units raise only ValueError)
+        raise InputError(path, str(e)) from None
+
+
+def _decode_batch_or_raise(entries: Entries, path, rank, sink: BatchProblems):
     tables = duck_tables(entries, path, rank, sink)
     if tables is not None:
         return tables
