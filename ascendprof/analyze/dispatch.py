@@ -106,8 +106,8 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
     ks, kc = step_of[order], op_codes[order]
     cut = np.flatnonzero((ks[1:] != ks[:-1]) | (kc[1:] != kc[:-1])) + 1
     ops, steps = [], []
-    for lo_i, hi_i in zip(np.concatenate([[0], cut]).tolist(),
-                          np.concatenate([cut, [len(order)]]).tolist()):
+    bounds = zip(np.concatenate([[0], cut]).tolist(), np.concatenate([cut, [len(order)]]).tolist())
+    for lo_i, hi_i in (bounds if len(order) else ()):  # no launch inside a step: no group
         rows = order[lo_i:hi_i]
         step, dl = int(ks[lo_i]), delay[rows]
         ops.append({"rank": rank, "step": None if step < 0 else step,
