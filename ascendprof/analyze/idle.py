@@ -108,12 +108,7 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
     reported = {}
     stt = tables.get(S.STEP_TRACE)
     if stt is not None and stt.num_rows:  # the windows' steps only: 10^6 dicts are ~1 GB
-        stt = stt.select(["step", "free_ns"])
-        want = pa.array([w[0] for w in wins if w[0] is not None], stt.column("step").type)
-        keep = pc.is_in(stt.column("step"), value_set=want)
-        if any(w[0] is None for w in wins):
-            keep = pc.or_kleene(keep, pc.is_null(stt.column("step")))
-        stt = stt.filter(pc.fill_null(keep, False))
+        stt = S.of_steps(stt.select(["step", "free_ns"]), {w[0] for w in wins})
         reported = {r["step"]: r["free_ns"] for r in stt.to_pylist()}
     host_data = ("host events + launch links" if have_host and launches is not None else
                  "host events" if have_host else "launch links" if launches is not None

@@ -442,12 +442,8 @@ def _frame(t: pa.Table | None, steps: set) -> dict:
     if t is None or t.num_rows == 0:
         return {}
     t = t.select(["rank", "step", "computing_ns", "stage_ns", "bubble_ns"])
-    st = t.column("step")
-    keep = pc.is_in(st, value_set=pa.array(sorted(steps), st.type))
-    if -1 in steps:
-        keep = pc.or_kleene(keep, pc.is_null(st))
     out = {}
-    for rec in t.filter(pc.fill_null(keep, False)).to_pylist():
+    for rec in S.of_steps(t, set(steps) | ({None} if -1 in steps else set())).to_pylist():
         step = -1 if rec["step"] is None else rec["step"]
         out[(step, rec["rank"])] = rec
     return out

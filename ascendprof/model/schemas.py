@@ -279,6 +279,17 @@ def of_rank(table: pa.Table | None, rank: int) -> pa.Table | None:
     return table if table.num_rows else None
 
 
+def of_steps(table: pa.Table, steps) -> pa.Table:
+    """The rows of ``table`` (a ``step`` column) whose step is one of ``steps``; ``None`` among
+    them takes the rows without a step. For the few steps an analysis reports out of a table
+    that may hold 10^6 (one Python object per row would be ~1 GB)."""
+    st = table.column("step")
+    keep = pc.is_in(st, value_set=pa.array(sorted(s for s in steps if s is not None), st.type))
+    if None in steps:
+        keep = pc.or_kleene(keep, pc.is_null(st))
+    return table.filter(pc.fill_null(keep, False))
+
+
 def empty(name: str) -> pa.Table:
     """An empty table with the schema of ``name``."""
     return SCHEMAS[name].empty_table()

@@ -66,7 +66,15 @@ def read_frame(path: Path) -> pd.DataFrame:
     """One of our CSV outputs as written: the file's column names and units; the
     :data:`TEXT_COLUMNS` as text ('' for an empty cell), the others as pandas infers them.
     Raises pandas' ValueError (or UnicodeDecodeError) for a file it cannot parse."""
-    df = pd.read_csv(path, dtype=TEXT_COLUMNS, keep_default_na=False, na_values=[""])
+    return _text_filled(pd.read_csv(path, **_READ_OPTIONS))
+
+
+#: how our CSV outputs are read back: identifiers as text, only an empty cell is missing
+_READ_OPTIONS = dict(dtype=TEXT_COLUMNS, keep_default_na=False, na_values=[""])
+
+
+def _text_filled(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with '' for the empty cells of its :data:`TEXT_COLUMNS`."""
     for c in df.columns:
         if c in TEXT_COLUMNS:
             df[c] = df[c].fillna("")
@@ -81,11 +89,8 @@ def read_step_frame(path: Path, steps: int, head: int, chunk_rows: int = 100_000
     rank and stage is there once. ``df.attrs``: ``rows`` and ``steps``, the file's counts of
     rows and of distinct steps. Read ``chunk_rows`` at a time. Raises as read_frame."""
     kept, first, seen, every, total = [], {}, set(), set(), 0
-    for part in pd.read_csv(path, dtype=TEXT_COLUMNS, keep_default_na=False, na_values=[""],
-                            chunksize=chunk_rows, low_memory=False):
-        for c in part.columns:
-            if c in TEXT_COLUMNS:
-                part[c] = part[c].fillna("")
+    for part in pd.read_csv(path, chunksize=chunk_rows, low_memory=False, **_READ_OPTIONS):
+        part = _text_filled(part)
         step = part["Step"].astype(str) if "Step" in part else pd.Series("", index=part.index)
         every.update(step.unique())
         for s in step.unique():
