@@ -29,6 +29,7 @@ import math
 import statistics
 from collections import Counter
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -179,26 +180,40 @@ def _step_rows(ca):
 
 def _step_table(rep, rec):
     """The reported rows and the recomputed ones of the (rank, step)s not reported, one Arrow
-    table with ``origin`` and ``_total`` (Computing + Communication(Not Overlapped) + Free, ns,
-    a missing part as 0)."""
-    cols = [c for c, _ in METRICS]
+    table of rank, step, the nine metrics (ns, as the tables hold them), ``origin`` (0 reported,
+    1 recomputed: see :data:`_ORIGINS`) and ``_total`` (Computing + Communication(Not
+    Overlapped) + Free, ns, a missing part as 0). The reported table's columns are used as they
+    are, not copied: at 10^6 steps its float and string copies and a hash join took ~0.5 GB."""
+    cols = ["rank", "step"] + [c for c, _ in METRICS]
     parts = []
-    for t, origin in ((rep, "reported"), (rec, "recomputed")):
+    for t, origin in ((rep, 0), (rec, 1)):
         if t is None or not t.num_rows:
             continue
-        t = pa.table({"rank": t["rank"].cast(pa.int64()), "step": t["step"].cast(pa.int64()),
-                      **{c: (t[c].cast(pa.float64()) if c in t.column_names
-                             else pa.nulls(t.num_rows, pa.float64())) for c in cols}})
-        t = t.append_column("_key", pc.fill_null(t["step"], -(1 << 62)))
+        t = pa.table({c: (t[c] if c in t.column_names else pa.nulls(t.num_rows, pa.int64()))
+                      for c in cols})
         if parts:  # the recomputed rows of (rank, step)s the profiler did not report
-            t = t.join(parts[0].select(["rank", "_key"]), keys=["rank", "_key"],
-                       join_type="left anti")
-        parts.append(t.append_column("origin", pa.repeat(pa.scalar(origin), t.num_rows)))
+            t = t.filter(pa.array(~np.isin(_pair_codes(t), _pair_codes(parts[0]))))
+        parts.append(t.append_column("origin", pa.repeat(pa.scalar(origin, pa.int8()),
+                                                         t.num_rows)))
+    if len(parts) > 1 and not parts[1].schema.equals(parts[0].schema):
+        parts = [p.cast(pa.schema([(f.name, f.type if f.name in ("origin",) else
+                                    pa.int64() if f.name in ("rank", "step") else pa.float64())
+                                   for f in p.schema])) for p in parts]
     t = pa.concat_tables(parts)
-    total = pc.add(pc.add(pc.fill_null(t["computing_ns"], 0.0),
-                          pc.fill_null(t["comm_not_overlapped_ns"], 0.0)),
-                   pc.fill_null(t["free_ns"], 0.0))
-    return t.append_column("_total", total)
+    total = pc.add(pc.add(pc.fill_null(t["computing_ns"], 0),
+                          pc.fill_null(t["comm_not_overlapped_ns"], 0)),
+                   pc.fill_null(t["free_ns"], 0))
+    return t.append_column("_total", total.cast(pa.float64()))
+
+
+#: the ``origin`` codes of :func:`_step_table`
+_ORIGINS = ("reported", "recomputed")
+
+
+def _pair_codes(t) -> np.ndarray:
+    """(rank, step) of each row of ``t`` as one int64 (a missing step its own value)."""
+    step = pc.fill_null(t["step"].cast(pa.int64()), -(1 << 31) - 1).to_numpy()
+    return (t["rank"].cast(pa.int64()).to_numpy() << 33) + step
 
 
 def _row_of(r: dict) -> dict:
@@ -214,29 +229,32 @@ def _bounded_step_rows(t, named: set[int]):
     each rank a verdict names; each rank's mean over its steps (all of them up to MAX_ROWS
     ranks, else the SHOWN ranks with the longest mean step); the spread of every metric."""
     n = t.num_rows
-    order = pc.sort_indices(t, sort_keys=[("_total", "descending"), ("rank", "ascending"),
-                                          ("_key", "ascending")])
+    key = pc.fill_null(t["step"].cast(pa.int64()), -(1 << 62))  # a missing step sorts first
+    order = pc.sort_indices(pa.table({"_total": t["_total"], "rank": t["rank"], "_key": key}),
+                            sort_keys=[("_total", "descending"), ("rank", "ascending"),
+                                       ("_key", "ascending")])
+    del key
     keep = set(order[:SHOWN].to_pylist()) | {order[n - 1].as_py()}
     ranks_in_order = pc.take(t["rank"], order)
     for r in sorted(named)[:NAMED]:  # the longest step of each named rank
         mine = pc.filter(order, pc.equal(ranks_in_order, r))
         if len(mine):
             keep.add(mine[0].as_py())
-    picked = t.take(pa.array(sorted(keep)))
-    rows = sorted((_row_of(r) for r in picked.to_pylist()),
+    del ranks_in_order, order
+    picked = t.take(pa.array(sorted(keep))).to_pylist()
+    rows = sorted((_row_of(r | {"origin": _ORIGINS[r["origin"]]}) for r in picked),
                   key=lambda r: (r["rank"], r["step"] if r["step"] is not None else -1))
     agg = t.group_by("rank").aggregate([(c, "mean") for c, _ in METRICS]
                                        + [("rank", "count"), ("origin", "min"),
                                           ("origin", "max")])
     means = []
     for r in agg.to_pylist():
-        origin = r["origin_min"] if r["origin_min"] == r["origin_max"] else "mixed"
+        origin = _ORIGINS[r["origin_min"]] if r["origin_min"] == r["origin_max"] else "mixed"
         means.append(_row_of({"rank": r["rank"], "step": None, "origin": origin,
                               **{c: r[f"{c}_mean"] for c, _ in METRICS}})
                      | {"steps": r["rank_count"]})
     means.sort(key=lambda r: r["rank"])
-    step_ids = pc.unique(t["step"].drop_null()).to_pylist()
-    step_ids.sort()
+    step_ids = np.sort(pc.unique(t["step"].drop_null()).to_numpy())
     shown_means = means
     how_means = "each rank's mean over its steps"
     if len(means) > MAX_ROWS:
@@ -270,12 +288,14 @@ def _spread(col) -> dict | None:
             "max": mm["max"] / 1000}
 
 
-def _steps_value(step_ids: list) -> list | dict:
-    """A list of step ids, bounded above MAX_ROWS (the first and the last SHOWN // 2)."""
+def _steps_value(step_ids) -> list | dict:
+    """A sorted list (or numpy array) of step ids, bounded above MAX_ROWS (the first and the
+    last SHOWN // 2)."""
+    as_list = (lambda a: a.tolist()) if hasattr(step_ids, "tolist") else list
     if len(step_ids) <= MAX_ROWS:
-        return step_ids
+        return as_list(step_ids)
     half = SHOWN // 2
-    shown = step_ids[:half] + step_ids[-half:]
+    shown = as_list(step_ids[:half]) + as_list(step_ids[-half:])
     return {"bounded": marker(len(step_ids), len(shown), f"the first {half} and the last "
                               f"{half} steps", "cluster_step_trace_time.csv"),
             "items": shown}
