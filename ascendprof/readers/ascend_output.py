@@ -26,6 +26,7 @@ called from here.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -241,8 +242,63 @@ def _read_table(path: Path, rank: int, columns: dict[str, tuple[str, str]], tabl
     """A CSV whose ``columns`` all convert as they are, ``required`` ones present -> ``table``
     (the simple parsers below). Raises InputError."""
     path = Path(path)
+    try:
+        big = os.stat(path).st_size >= bigtables.SPILL_BYTES
+    except OSError:
+        big = False  # read_csv names the problem
+    done = _read_table_batched(path, rank, columns, table, required, bad_rows, lossy) \
+        if big else None
+    if done is not None:
+        return done
     raw = read_csv(path, bad_rows=bad_rows, required=required, types=_read_types(columns))
     return _build(path, raw, rank, columns, table, lossy=lossy)
+
+
+#: text read at a time by :func:`_read_table_batched` (Arrow reads ahead several such blocks)
+_BATCH_BYTES = 4 << 20
+
+
+def _read_table_batched(path: Path, rank: int, columns: dict[str, tuple[str, str]], table: str,
+                        required: tuple, bad_rows: list | None, lossy: list | None):
+    """:func:`_read_table` for a file of :data:`~ascendprof.sysio.bigtables.SPILL_BYTES` or
+    more: its ``columns`` read as text a few MB at a time, each batch converted as the whole file
+    would be (the whole file's bytes and its text table were ~0.5 GB at 10^6 steps of
+    step_trace_time.csv). The same table; None when the file needs the whole-file read
+    (duplicated headers). Raises InputError as :func:`_read_table` does."""
+    header = csv_header(path)
+    names = [n.strip() for n in header]
+    if len(set(names)) != len(names) or len(set(header)) != len(header):
+        return None
+    missing = [c for c in required if c not in names]
+    if missing:
+        raise InputError(path, f"missing column(s) {', '.join(missing)}")
+    keep = [h for h, n in zip(header, names) if n in columns]
+    rename = dict(zip(header, names))
+    if bad_rows is not None:
+        bad_rows.clear()
+    parts, row0, seen = [], 0, []
+    try:  # one thread: a row of the wrong width is reported with its line number
+        reader = open_csv_stream(path, {h: pa.string() for h in keep}, bad_rows, keep,
+                                 threads=False, block_bytes=_BATCH_BYTES)
+        for batch in reader:
+            raw = pa.Table.from_batches([batch]).rename_columns(
+                [rename[c] for c in batch.schema.names])
+            parts.append(_build(path, raw, rank, columns, table, row0=row0, lossy=seen))
+            row0 += raw.num_rows
+    except (pa.ArrowInvalid, ValueError) as e:
+        msg = str(e).splitlines()[0]
+        if "invalid UTF8" in msg or "UTF-8" in msg:
+            raise InputError(path, "not UTF-8 text") from None
+        raise InputError(path, f"malformed CSV: {msg}") from None
+    if lossy is not None:  # one entry per column, as one read of the whole file gives
+        merged: dict[str, list] = {}
+        for name, n, n_abs, example in seen:
+            m = merged.setdefault(name, [name, 0, 0, example])
+            m[1] += n
+            m[2] += n_abs
+        order = list(columns)
+        lossy.extend(tuple(m) for m in sorted(merged.values(), key=lambda m: order.index(m[0])))
+    return pa.concat_tables(parts) if parts else None
 
 
 # ----------------------------------------------------------------------------- kernel_details
