@@ -287,17 +287,18 @@ def _checked_header(path: Path, line: bytes, unended: bool) -> list[str]:
 
 def open_csv_stream(path: Path, column_types: dict, bad_rows: list | None = None,
                     include_columns=None, threads: bool = True,
-                    block_bytes: int = STREAM_BLOCK_BYTES):
-    """A pyarrow CSV stream reader over ``path`` (record batches of ~``block_bytes`` of text;
-    Arrow reads several blocks ahead, ~0.15 GB at 16 MB), typed as :func:`read_csv` with
-    ``types`` reads it (:data:`MISSING_CELLS` null), parsed on Arrow's threads unless
-    ``threads`` is False; rows of the wrong width are skipped into ``bad_rows`` when given (on
-    threads their line numbers are unknown, None).
-    Conversion errors surface while iterating (pyarrow.ArrowInvalid)."""
+                    block_bytes: int | None = None):
+    """A pyarrow CSV stream reader over ``path`` (record batches of ~``block_bytes`` of text,
+    default :data:`STREAM_BLOCK_BYTES`; Arrow reads several blocks ahead, ~0.15 GB at 16 MB),
+    typed as :func:`read_csv` with ``types`` reads it (:data:`MISSING_CELLS` null), parsed on
+    Arrow's threads unless ``threads`` is False; rows of the wrong width are skipped into
+    ``bad_rows`` when given (on threads their line numbers are unknown, None). Conversion
+    errors surface while iterating (pyarrow.ArrowInvalid)."""
     import pyarrow.csv as pacsv
 
     opts = _csv_options(column_types, MISSING_CELLS, THREADED_CSV_BYTES, bad_rows)
-    opts["read_options"] = pacsv.ReadOptions(block_size=block_bytes, use_threads=threads)
+    opts["read_options"] = pacsv.ReadOptions(block_size=block_bytes or STREAM_BLOCK_BYTES,
+                                             use_threads=threads)
     if include_columns is not None:
         opts["convert_options"].include_columns = list(include_columns)
     return pacsv.open_csv(path, **opts)
