@@ -15,7 +15,6 @@ from importlib import import_module
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 from ascendprof.analyze import (advice as advice_rules, cluster_communication, cluster_step_trace,
@@ -387,11 +386,8 @@ def _step_rows(ca, problems):
         return st
     # (rank, step) as one int64 code each: a set of Python tuples was ~130 MB at 10^6 steps,
     # and its memory stayed with the process
-    n_have = st.num_rows if st is not None and st.num_rows else 0
-    both = pa.concat_tables([st.select(["rank", "step"]).cast(bd.select(["rank", "step"]).schema),
-                             bd.select(["rank", "step"])]) if n_have else bd
-    key = _pair_codes(both)
-    keep = np.flatnonzero(~np.isin(key[n_have:], key[:n_have]))
+    have = S.pair_codes(st) if st is not None and st.num_rows else np.zeros(0, np.int64)
+    keep = np.flatnonzero(~np.isin(S.pair_codes(bd), have))
     if not len(keep):
         return st
     extra = bd.take(pa.array(keep)).select(st.column_names if st is not None and st.num_rows
@@ -420,11 +416,3 @@ def _share_rows(ca: ClusterAnalysis, name: str, whole: pa.Table | None) -> None:
             n = r.tables[name].num_rows
             r.tables[name] = whole.slice(at, n)
             at += n
-
-
-def _pair_codes(t: pa.Table) -> np.ndarray:
-    """One int64 per row of ``t`` that is equal exactly when (rank, step) is (a missing step
-    equals a missing step)."""
-    r, nr = pd.factorize(t.column("rank").to_pandas(), use_na_sentinel=False)
-    s, ns = pd.factorize(t.column("step").to_pandas(), use_na_sentinel=False)
-    return r.astype(np.int64) * max(len(ns), 1) + s

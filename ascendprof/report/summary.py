@@ -192,7 +192,7 @@ def _step_table(rep, rec):
         t = pa.table({c: (t[c] if c in t.column_names else pa.nulls(t.num_rows, pa.int64()))
                       for c in cols})
         if parts:  # the recomputed rows of (rank, step)s the profiler did not report
-            t = t.filter(pa.array(~np.isin(_pair_codes(t), _pair_codes(parts[0]))))
+            t = t.filter(pa.array(~np.isin(S.pair_codes(t), S.pair_codes(parts[0]))))
         parts.append(t.append_column("origin", pa.repeat(pa.scalar(origin, pa.int8()),
                                                          t.num_rows)))
     if len(parts) > 1 and not parts[1].schema.equals(parts[0].schema):
@@ -208,12 +208,6 @@ def _step_table(rep, rec):
 
 #: the ``origin`` codes of :func:`_step_table`
 _ORIGINS = ("reported", "recomputed")
-
-
-def _pair_codes(t) -> np.ndarray:
-    """(rank, step) of each row of ``t`` as one int64 (a missing step its own value)."""
-    step = pc.fill_null(t["step"].cast(pa.int64()), -(1 << 31) - 1).to_numpy()
-    return (t["rank"].cast(pa.int64()).to_numpy() << 33) + step
 
 
 def _row_of(r: dict) -> dict:
