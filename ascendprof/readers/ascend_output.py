@@ -254,6 +254,29 @@ def _read_table(path: Path, rank: int, columns: dict[str, tuple[str, str]], tabl
     return _build(path, raw, rank, columns, table, lossy=lossy)
 
 
+def _stream_header(path: Path, required: tuple, aliases: dict | None = None):
+    """(header as written, names stripped and with ``aliases`` applied) of a CSV about to be
+    read in batches; None when a name repeats (the whole-file read handles that). Raises
+    InputError when the header cannot be read or a ``required`` column is missing."""
+    header = csv_header(path)
+    names = [(aliases or {}).get(n.strip(), n.strip()) for n in header]
+    if len(set(names)) != len(names) or len(set(header)) != len(header):
+        return None
+    missing = [c for c in required if c not in names]
+    if missing:
+        raise InputError(path, f"missing column(s) {', '.join(missing)}")
+    return header, names
+
+
+def _is_utf8_error(msg: str) -> bool:
+    return "invalid UTF8" in msg or "UTF-8" in msg
+
+
+def _stream_error(path: Path, msg: str) -> InputError:
+    """The InputError for Arrow's error ``msg`` (its first line) while a CSV is read in batches."""
+    return InputError(path, "not UTF-8 text" if _is_utf8_error(msg) else f"malformed CSV: {msg}")
+
+
 #: text read at a time by :func:`_read_table_batched` (Arrow reads ahead several such blocks)
 _BATCH_BYTES = 4 << 20
 
@@ -265,13 +288,10 @@ def _read_table_batched(path: Path, rank: int, columns: dict[str, tuple[str, str
     would be (the whole file's bytes and its text table were ~0.5 GB at 10^6 steps of
     step_trace_time.csv). The same table; None when the file needs the whole-file read
     (duplicated headers). Raises InputError as :func:`_read_table` does."""
-    header = csv_header(path)
-    names = [n.strip() for n in header]
-    if len(set(names)) != len(names) or len(set(header)) != len(header):
+    named = _stream_header(path, required)
+    if named is None:
         return None
-    missing = [c for c in required if c not in names]
-    if missing:
-        raise InputError(path, f"missing column(s) {', '.join(missing)}")
+    header, names = named
     keep = [h for h, n in zip(header, names) if n in columns]
     rename = dict(zip(header, names))
     if bad_rows is not None:
@@ -286,10 +306,7 @@ def _read_table_batched(path: Path, rank: int, columns: dict[str, tuple[str, str
             parts.append(_build(path, raw, rank, columns, table, row0=row0, lossy=seen))
             row0 += raw.num_rows
     except (pa.ArrowInvalid, ValueError) as e:
-        msg = str(e).splitlines()[0]
-        if "invalid UTF8" in msg or "UTF-8" in msg:
-            raise InputError(path, "not UTF-8 text") from None
-        raise InputError(path, f"malformed CSV: {msg}") from None
+        raise _stream_error(path, str(e).splitlines()[0]) from None
     if lossy is not None:  # one entry per column, as one read of the whole file gives
         merged: dict[str, list] = {}
         for name, n, n_abs, example in seen:
@@ -376,13 +393,10 @@ def read_kernel_details_spilled(path: Path, rank: int, bad_rows: list | None = N
     :func:`ascendprof.readers.values.check` does; ``negative`` gets ``[count, example row]``
     for its report. Raises InputError as read_kernel_details does."""
     path = Path(path)
-    header = csv_header(path)
-    names = [KERNEL_ALIASES.get(n.strip(), n.strip()) for n in header]
-    if len(set(names)) != len(names) or len(set(header)) != len(header):
+    named = _stream_header(path, KERNEL_REQUIRED, KERNEL_ALIASES)
+    if named is None:
         return None
-    missing = [c for c in KERNEL_REQUIRED if c not in names]
-    if missing:
-        raise InputError(path, f"missing column(s) {', '.join(missing)}")
+    header, names = named
     types = {**_KERNEL_TYPES, **{n: pa.string() for n in KERNEL_IGNORED}}
     col_types = {raw: types.get(fin, pa.float64()) for raw, fin in zip(header, names)}
     dropped: set[str] = set()
@@ -437,13 +451,11 @@ def _kernel_batches(path, rank, header, names, col_types, dropped, decided, bad_
             except (pa.ArrowInvalid, ValueError) as e:
                 m = _COLUMN_RE.search(str(e))
                 msg = str(e).splitlines()[0]
-                if "invalid UTF8" in msg or "UTF-8" in msg:
-                    raise InputError(path, "not UTF-8 text") from None
-                if m and int(m.group(1)) < len(keep) and col_types[keep[int(m.group(1))]] \
-                        != pa.string():
+                if not _is_utf8_error(msg) and m and int(m.group(1)) < len(keep) \
+                        and col_types[keep[int(m.group(1))]] != pa.string():
                     col_types[keep[int(m.group(1))]] = pa.string()
                     raise _Again from None
-                raise InputError(path, f"malformed CSV: {msg}") from None
+                raise _stream_error(path, msg) from None
             raw = pa.Table.from_batches([batch]).rename_columns(
                 [rename[c] for c in batch.schema.names])
             pmu = {}
