@@ -278,3 +278,49 @@ def test_zero_time_links_and_payloads_over_other_transports():
     ub = bw["UB"]
     assert (ub["size_mb"], ub["transit_ns"], ub["dist"]) == (2.0, 10, {2.0: [1, 10]})  # 0..8+2
     assert ub["large_packet_ratio"] == 1.0  # no threshold for it: any packet is large
+
+
+_TIME_KEYS = ("start_ns", "elapse_ns", "transit_ns", "wait_ns", "sync_ns", "idle_ns",
+              "wait_ratio", "sync_ratio")
+
+
+def test_time_info_by_hand_synchronization_is_every_wait_before_the_first_transit():
+    # Master plane 1 (is_master on its first task), in time order:
+    #   Notify_Wait [0, 10) and [20, 35): waits before any transit -> wait and synchronization
+    #   Memcpy over SDMA/HCCS [40, 70): transit 30
+    #   Notify_Wait [80, 85): a wait after the transit -> wait only
+    # Plane 0 (not master): an on-chip copy [5, 205), left out of every field but the op span.
+    op = "hcom_allReduce__7_1"
+    tasks = [_task("Notify_Wait", 0, 10, plane=1, transport="LOCAL", link="ON_CHIP", op=op),
+             _task("Notify_Wait", 20, 15, plane=1, master=0, transport="LOCAL", link="ON_CHIP",
+                   op=op),
+             _task("Memcpy", 40, 30, plane=1, master=0, size=2_000_000, op=op),
+             _task("Notify_Wait", 80, 5, plane=1, master=0, transport="LOCAL", link="ON_CHIP",
+                   op=op),
+             _task("Memcpy", 5, 200, plane=0, master=0, link="ON_CHIP", op=op)]
+    # elapse over the master plane: 85 - 0; idle = 85 - transit 30 - wait (10+15+5) = 25;
+    # wait ratio 30 / (30 + 30) = 0.5; sync 25, its ratio 25 / (25 + 30) = 0.4545 (4 dp)
+    assert H.op_time_info(tasks, op) == {
+        "start_ns": 0, "elapse_ns": 85, "transit_ns": 30, "wait_ns": 30, "sync_ns": 25,
+        "idle_ns": 25, "wait_ratio": 0.5, "sync_ratio": 0.4545}
+    # elapse="op" without the op's window: the span of every task of every plane, 0 .. 205
+    t = H.op_time_info(tasks, op, elapse="op")
+    assert (t["elapse_ns"], t["idle_ns"]) == (205, 205 - 30 - 30)
+    # ... and with it, the window as given
+    t = H.op_time_info(tasks, op, elapse="op", op_window=(-10, 300))
+    assert (t["start_ns"], t["elapse_ns"]) == (-10, 310)
+    # no task marked master: only the start is known, every other field is there and None
+    no_master = [dict(x, is_master=0) for x in tasks]
+    assert H.op_time_info(no_master, op) == dict.fromkeys(_TIME_KEYS) | {"start_ns": 0}
+
+
+def test_sdma_large_packet_ratio_is_zero_as_the_profiler_writes_it():
+    # A 40 MB copy over a RESERVED link counts as SDMA, one over HCCS as HCCS: HCCS's packet is
+    # above its 32 MB threshold (ratio 1.0); SDMA's ratio is written 0 whatever its packets.
+    op = "hcom_allReduce__8_1"
+    tasks = [_task("Memcpy", 0, 100, link="RESERVED", size=40_000_000, op=op),
+             _task("Memcpy", 200, 100, link="HCCS", size=40_000_000, remote=2, op=op)]
+    bw = H.op_bandwidth_info(tasks, op)
+    assert bw["SDMA"]["dist"] == {40.0: [1, 100]}
+    assert bw["SDMA"]["large_packet_ratio"] == 0.0
+    assert bw["HCCS"]["large_packet_ratio"] == 1.0
