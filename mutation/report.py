@@ -1,5 +1,5 @@
 """docs/mutation.md from mutation/results/*.json (written by mutation/run.py) and the reasons in
-mutation/survivors.toml.
+mutation/survivors.toml and mutation/survivors/*.toml (one file per module).
 
     .venv/bin/python mutation/report.py [--check]
 
@@ -45,8 +45,12 @@ def _load() -> tuple[list[dict], dict]:
     res.sort(key=lambda r: order.index(r["name"]) if r["name"] in order else len(order))
     for r in res:  # a crash is a kill
         r["survivors"] = [s for s in r["survivors"] if s["status"] not in KILLED]
-    reasons = tomllib.loads((HERE / "survivors.toml").read_text(encoding="utf-8"))
-    return res, reasons.get("survivor", {})
+    # survivors.toml, then one file per module in survivors/ (so the reasons for different
+    # modules can be written side by side without touching one file)
+    reasons: dict = {}
+    for p in [HERE / "survivors.toml", *sorted((HERE / "survivors").glob("*.toml"))]:
+        reasons.update(tomllib.loads(p.read_text(encoding="utf-8")).get("survivor", {}))
+    return res, reasons
 
 
 def _git(*args: str) -> str | None:
