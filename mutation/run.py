@@ -79,7 +79,12 @@ def _mutmut_config(mod: dict) -> str:
             'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "no:randomly", "-n", "0", '
             '"-q", "-x"]\n'
             'also_copy = ["fixtures", "benchmarks", "docs"]\n'
-            "timeout_multiplier = 10.0\ntimeout_constant = 20.0\n")
+            "timeout_multiplier = 10.0\ntimeout_constant = 20.0\n"
+            # each mutant forked from a server that has only collected the tests: forked from
+            # the process that ran them, a mutant inherits what the clean run cached (the
+            # tests' cached advice of the real ranks, the code's lru_caches) and passes
+            # tests that fail on it in a fresh process
+            'process_isolation = "forkserver"\n')
 
 
 def _statuses(work: Path, mutmut: str, env: dict) -> dict[str, str]:
