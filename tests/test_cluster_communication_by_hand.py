@@ -254,3 +254,145 @@ def test_unmapped_links_by_hand():
     # only rows without ranks: nothing to map
     assert cc.unmapped_links(table(S.COMM_LINKS, [_link(3, "a@g", None, None, "HCCS", 1, 1)])) \
         == []
+
+
+# --- OPINFOs from table rows and 'Total Op Info' (db / PROF_ input: no opinfo_json) -----------
+
+def _db_tables():
+    """Rank 0, step1, collective group g: ops a and b, as the db reader gives them."""
+    common = dict(rank=0, step=1, step_key="step1", kind="collective", group="g")
+    ops = table(S.COMM_OPS, [
+        dict(op_name="a", start_ns=1_000_500, elapse_ns=2_000_000, transit_ns=500_000,
+             wait_ns=1_000_000, sync_ns=250_000, idle_ns=250_000),
+        dict(op_name="b", elapse_ns=3_000_000, transit_ns=1_500_000, wait_ns=0,
+             wait_ratio=0.5)], **common)
+    bw = table(S.COMM_BANDWIDTH, [
+        dict(op_name="a", transport="HCCS", size_mb=10.0, transit_ns=1_000_000),
+        dict(op_name="a", transport="RDMA", size_mb=4.0, transit_ns=2_000_000,
+             bandwidth_gbps=1.5, large_packet_ratio=0.25),
+        dict(op_name="b", transport="HCCS"),
+        dict(op_name="c", transport="HCCS", size_mb=50.0, transit_ns=5_000_000)], **common)
+    dist = table(S.COMM_SIZE_DIST, [
+        dict(op_name="a", transport="HCCS", packet_size_mb="1", count=2, dur_ns=400_000),
+        dict(op_name="a", transport="HCCS", packet_size_mb="2"),
+        dict(op_name="a", transport="PCIE", packet_size_mb="1", count=7, dur_ns=700_000),
+        dict(op_name="c", transport="HCCS", packet_size_mb="1", count=9, dur_ns=900_000)],
+        **common)
+    return ops, bw, dist
+
+
+def _file(ops, bw, dist, links=None) -> dict:
+    coll, p2p = cc.group_membership(ops, links)
+    return json.loads(json.dumps(dict(cc.CommunicationFile(cc.rank_fragments(ops, bw, dist),
+                                                           coll, p2p))))
+
+
+def test_opinfos_and_totals_from_db_rows_by_hand():
+    got = _file(*_db_tables())
+    assert list(got) == ["(0,)"] and list(got["(0,)"]) == ["step1"]
+    ops = got["(0,)"]["step1"]
+    assert list(ops) == ["a@g", "b@g", "Total Op Info@g"]  # op c has no COMM_OPS row
+    a, b = ops["a@g"]["0"], ops["b@g"]["0"]
+    # a: times ns -> ms; Start 1_000_500 ns = 1000.5 us; ratios missing, so recomputed:
+    # wait 1 / (1 + 0.5) = 0.6667, sync 0.25 / (0.25 + 0.5) = 0.3333
+    assert a["Communication Time Info"] == {
+        "Start Timestamp(us)": 1000.5, "Elapse Time(ms)": 2.0, "Transit Time(ms)": 0.5,
+        "Wait Time(ms)": 1.0, "Synchronization Time(ms)": 0.25, "Idle Time(ms)": 0.25,
+        "Wait Time Ratio": 0.6667, "Synchronization Time Ratio": 0.3333}
+    # HCCS: no bandwidth given -> 10 MB / 1 ms = 10 GB/s; no Large Packet Ratio -> no key;
+    # sizes "1" (2 packets, 0.4 ms) and "2" (count and time missing -> 0, 0).
+    # RDMA: bandwidth and ratio as given; no size rows. PCIE: sizes but no bandwidth row: none
+    assert a["Communication Bandwidth Info"] == {
+        "HCCS": {"Transit Size(MB)": 10.0, "Transit Time(ms)": 1.0, "Bandwidth(GB/s)": 10.0,
+                 "Size Distribution": {"1": [2, 0.4], "2": [0, 0]}},
+        "RDMA": {"Transit Size(MB)": 4.0, "Transit Time(ms)": 2.0, "Bandwidth(GB/s)": 1.5,
+                 "Large Packet Ratio": 0.25, "Size Distribution": {}}}
+    assert list(a["Communication Bandwidth Info"]["RDMA"]) == [
+        "Transit Size(MB)", "Transit Time(ms)", "Bandwidth(GB/s)", "Large Packet Ratio",
+        "Size Distribution"]
+    # b: no start, no sync / idle -> no such keys; wait ratio as given (0.5), sync ratio
+    # recomputed with sync 0: 0 / (0 + 1.5) = 0; HCCS without size or time: 0, 0, 0 GB/s
+    assert b["Communication Time Info"] == {
+        "Elapse Time(ms)": 3.0, "Transit Time(ms)": 1.5, "Wait Time(ms)": 0.0,
+        "Wait Time Ratio": 0.5, "Synchronization Time Ratio": 0}
+    assert b["Communication Bandwidth Info"] == {
+        "HCCS": {"Transit Size(MB)": 0, "Transit Time(ms)": 0, "Bandwidth(GB/s)": 0,
+                 "Size Distribution": {}}}
+    total = ops["Total Op Info@g"]["0"]
+    # sums over a and b: elapse 5, transit 2, wait 1; sync and idle only a's (b has none);
+    # wait ratio 1 / (1 + 2) = 0.3333, sync ratio 0.25 / (0.25 + 2) = 0.1111
+    assert total["Communication Time Info"] == {
+        "Elapse Time(ms)": 5.0, "Transit Time(ms)": 2.0, "Wait Time(ms)": 1.0,
+        "Synchronization Time(ms)": 0.25, "Idle Time(ms)": 0.25,
+        "Wait Time Ratio": 0.3333, "Synchronization Time Ratio": 0.1111}
+    # per transport: HCCS 10 + 0 MB over 1 + 0 ms = 10 GB/s, its sizes summed (c's left out,
+    # PCIE's too: no bandwidth row); db input (a bandwidth row has a Large Packet Ratio):
+    # "Large Packet Ratio" 0 in every transport of the totals, as msprof-analyze writes it
+    assert total["Communication Bandwidth Info"] == {
+        "HCCS": {"Transit Time(ms)": 1.0, "Transit Size(MB)": 10.0,
+                 "Size Distribution": {"1": [2, 0.4], "2": [0, 0.0]},
+                 "Bandwidth(GB/s)": 10.0, "Large Packet Ratio": 0},
+        "RDMA": {"Transit Time(ms)": 2.0, "Transit Size(MB)": 4.0, "Size Distribution": {},
+                 "Bandwidth(GB/s)": 2.0, "Large Packet Ratio": 0}}
+
+
+def test_totals_without_large_packet_ratio_have_no_such_key():
+    # PROF_-like input: no bandwidth row carries a Large Packet Ratio -> no key in the totals
+    ops, bw, dist = _db_tables()
+    bw = bw.set_column(bw.schema.get_field_index("large_packet_ratio"), "large_packet_ratio",
+                       pa.nulls(bw.num_rows, pa.float64()))
+    total = _file(ops, bw, dist)["(0,)"]["step1"]["Total Op Info@g"]["0"]
+    assert {tr: "Large Packet Ratio" in e
+            for tr, e in total["Communication Bandwidth Info"].items()} == \
+        {"HCCS": False, "RDMA": False}
+    # an op without bandwidth rows: totals without transports
+    total = _file(ops, None, None)["(0,)"]["step1"]["Total Op Info@g"]["0"]
+    assert total["Communication Bandwidth Info"] == {}
+    assert total["Communication Time Info"]["Elapse Time(ms)"] == 5.0
+
+
+def test_one_group_name_in_two_kinds_sharing_a_key_merges_totals():
+    """Rank 0 reports group g as collective (op a) and as p2p (ops q and a again): both kinds
+    have the rank set {0}, so one group key "(0,)"; the ops are merged (the rank's first record
+    of a@g -- the collective one -- wins) and the two per-kind totals are summed again."""
+    common = dict(rank=0, step=1, step_key="step1", group="g")
+    ops = table(S.COMM_OPS, [
+        dict(kind="collective", op_name="a", elapse_ns=2_000_000, transit_ns=500_000,
+             wait_ns=1_000_000),
+        dict(kind="p2p", op_name="q", elapse_ns=1_000_000, transit_ns=1_000_000,
+             wait_ns=500_000, sync_ns=200_000),
+        dict(kind="p2p", op_name="a", elapse_ns=4_000_000, transit_ns=0, wait_ns=0)],
+        **common)
+    bw = table(S.COMM_BANDWIDTH, [
+        dict(kind="collective", op_name="a", transport="HCCS", size_mb=10.0,
+             transit_ns=1_000_000, large_packet_ratio=0.5),
+        dict(kind="p2p", op_name="q", transport="HCCS", size_mb=6.0, transit_ns=2_000_000)],
+        **common)
+    dist = table(S.COMM_SIZE_DIST, [
+        dict(kind="collective", op_name="a", transport="HCCS", packet_size_mb="1", count=2,
+             dur_ns=400_000),
+        dict(kind="p2p", op_name="q", transport="HCCS", packet_size_mb="1", count=1,
+             dur_ns=100_000),
+        dict(kind="p2p", op_name="q", transport="HCCS", packet_size_mb="4", count=3,
+             dur_ns=300_000)], **common)
+    got = _file(ops, bw, dist)
+    assert list(got) == ["(0,)"]
+    step = got["(0,)"]["step1"]
+    assert list(step) == ["a@g", "q@g", "Total Op Info@g"]
+    assert step["a@g"]["0"]["Communication Time Info"]["Elapse Time(ms)"] == 2.0  # collective
+    t = step["Total Op Info@g"]["0"]
+    # elapse 2 + 1 + 4 = 7, transit 0.5 + 1 + 0 = 1.5, wait 1 + 0.5 + 0 = 1.5, sync only q's
+    # 0.2; wait ratio 1.5 / 3 = 0.5, sync ratio 0.2 / 1.7 = 0.11765 -> 0.1176
+    assert t["Communication Time Info"] == pytest.approx({
+        "Elapse Time(ms)": 7.0, "Transit Time(ms)": 1.5, "Wait Time(ms)": 1.5,
+        "Synchronization Time(ms)": 0.2, "Wait Time Ratio": 0.5,
+        "Synchronization Time Ratio": 0.1176}, abs=1e-12)
+    # HCCS: 10 + 6 MB over 1 + 2 ms = 5.3333 GB/s; sizes "1": 2 + 1 packets, 0.4 + 0.1 ms,
+    # "4": 3 packets 0.3 ms; db input (a Large Packet Ratio given): 0 in the totals
+    hccs = dict(t["Communication Bandwidth Info"]["HCCS"])
+    sizes = hccs.pop("Size Distribution")
+    assert hccs == pytest.approx({"Transit Time(ms)": 3.0, "Transit Size(MB)": 16.0,
+                                  "Bandwidth(GB/s)": 5.3333, "Large Packet Ratio": 0},
+                                 abs=1e-12)
+    assert sizes == {"1": [3, pytest.approx(0.5)],
+                                         "4": [3, pytest.approx(0.3)]}
