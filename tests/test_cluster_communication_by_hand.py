@@ -396,3 +396,82 @@ def test_one_group_name_in_two_kinds_sharing_a_key_merges_totals():
                                  abs=1e-12)
     assert sizes == {"1": [3, pytest.approx(0.5)],
                                          "4": [3, pytest.approx(0.3)]}
+
+
+def test_matrix_from_raw_records_four_per_link(tmp_path):
+    """PROF_ matrix (one record per op): per rank, op type and link, records sorted by
+    bandwidth (descending): top1 = the fastest, middle = index n // 2, bottom1/2/3 = the last,
+    second and third last, total = sums (bandwidth MB / ms); the op type is the first known
+    collective name in the op name, else the name before "__"."""
+    from ascendprof.readers.communication import read_matrix
+
+    def link(tt, mb, ms):
+        return {"Transport Type": tt, "Transit Size(MB)": mb, "Transit Time(ms)": ms,
+                "Bandwidth(GB/s)": round(mb / ms, 4)}
+
+    files = {0: {"hcom_allGather__1_0_1@g": {"0-0": link("LOCAL", 1.0, 1.0),
+                                             "0-1": link("HCCS", 1.0, 1.0)},   # 1 GB/s
+                 "hcom_allGather__1_1_1@g": {"0-1": link("HCCS", 4.0, 1.0)},   # 4
+                 "hcom_allGather__1_2_1@g": {"0-1": link("HCCS", 2.0, 1.0)},   # 2
+                 "hcom_allGather__1_3_1@g": {"0-1": link("HCCS", 3.0, 1.0)},   # 3
+                 "myop__7_0_1@g": {"0-1": link("RDMA", 5.0, 1.0)}},
+             1: {"hcom_allGather__1_0_1@g": {"1-1": link("LOCAL", 1.0, 1.0)}}}
+    tables = []
+    for rank, data in files.items():
+        p = tmp_path / f"m{rank}.json"
+        p.write_text(json.dumps(data))
+        tables.append(read_matrix(p, rank))
+    ((key, steps),) = list(cc.matrix_groups(pa.concat_tables(tables)))
+    assert key == "(0, 1)"
+    step = steps["step"]
+    op = {k: v["0-1"]["Op Name"] for k, v in step.items()
+          if k.startswith("allgather") and "0-1" in v}
+    # by bandwidth: 1_1 (4), 1_3 (3), 1_2 (2), 1_0 (1); middle = index 4 // 2 = 2 -> 1_2
+    assert op == {"allgather-top1@g": "hcom_allGather__1_1_1",
+                  "allgather-middle@g": "hcom_allGather__1_2_1",
+                  "allgather-bottom1@g": "hcom_allGather__1_0_1",
+                  "allgather-bottom2@g": "hcom_allGather__1_2_1",
+                  "allgather-bottom3@g": "hcom_allGather__1_3_1",
+                  "allgather-total@g": ""}
+    assert step["allgather-top1@g"]["0-1"]["Bandwidth(GB/s)"] == 4.0
+    # total: 1 + 4 + 2 + 3 = 10 MB over 4 ms = 2.5 GB/s
+    assert step["allgather-total@g"]["0-1"] == {
+        "Transport Type": "HCCS", "Transit Time(ms)": 4.0, "Transit Size(MB)": 10.0,
+        "Op Name": "", "Bandwidth(GB/s)": 2.5}
+    # the self-links: one record each, so no bottom2 / bottom3
+    assert {k for k, v in step.items() if "0-0" in v} == {
+        "allgather-top1@g", "allgather-middle@g", "allgather-bottom1@g", "allgather-total@g",
+        "Total Op Info@g"}
+    assert step["allgather-bottom1@g"]["1-1"]["Transit Size(MB)"] == 1.0
+    # an op name without a known type: "myop" (before "__"), one record
+    assert step["myop-top1@g"]["0-1"]["Op Name"] == "myop__7_0_1"
+    # the group total sums the -total@ entries: 0-1 = 10 MB / 4 ms + 5 MB / 1 ms = 15 / 5
+    assert step["Total Op Info@g"]["0-1"]["Transit Size(MB)"] == 15.0
+    assert step["Total Op Info@g"]["0-1"]["Transit Time(ms)"] == 5.0
+    assert step["Total Op Info@g"]["0-1"]["Bandwidth(GB/s)"] == 3.0
+    assert set(step["Total Op Info@g"]) == {"0-0", "0-1", "1-1"}
+    assert cc.unmapped_links(pa.concat_tables(tables)) == []  # raw records: condensed elsewhere
+
+
+def test_communication_file_mapping_and_sizes():
+    ops, bw, dist = _db_tables()
+    frags = cc.rank_fragments(ops, bw, dist)
+    (f,) = frags
+    assert (f.rank, f.kind, f.group, f.count) == (0, "collective", "g", 2)
+    steps, keys, infos = f.unpack()
+    assert [bytes(s) for s in steps] == [b'"step1"', b'"step1"']
+    assert [bytes(k) for k in keys] == [b'"a@g"', b'"b@g"']
+    info_bytes = sum(len(bytes(i)) for i in infos)
+    # size: the uncompressed head (lengths, key lengths, step index: 3 int32 per record, then
+    # the key JSONs) and the OPINFO JSONs
+    assert f.size == 3 * 4 * 2 + len(b'"a@g""b@g"') + info_bytes
+    assert f.compressed_size == len(f.head[1]) + sum(len(b) for _, b in f.chunks)
+    file = cc.CommunicationFile(frags, *cc.group_membership(ops))
+    assert len(file) == 1 and list(file) == ["(0,)"]
+    assert file.opinfo_bytes == info_bytes
+    ((key, pieces),) = list(file.items_json())
+    assert key == "(0,)" and json.loads(b"".join(pieces)) == file["(0,)"]
+    with pytest.raises(KeyError):
+        file.group_json("(9,)")
+    assert cc.rank_fragments(None, bw, dist) == [] and \
+        cc.rank_fragments(ops.slice(0, 0), None, None) == []
