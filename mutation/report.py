@@ -170,7 +170,15 @@ def build() -> tuple[str, list[str]]:
            f"{TARGET_MODULE:g} % for each module and {TARGET_OVERALL:g} % pooled over every "
            "mutant run. " + _full_note(res) + "`seconds` is "
            "the wall time of the whole run of the module at `nice 19` with one child, while "
-           "other work shared the machine.", "",
+           "other work shared the machine (up to five module runs at once on the two cores).",
+           "",
+           "**Process isolation.** Runs marked *fork* in the *isolation* column forked each "
+           "mutant from the process that had run the clean tests, so a mutant inherited what "
+           "that run cached (the tests' cached advice of the real ranks, `lru_cache`s in the "
+           "code) and could pass tests that fail on it in a fresh process: those runs "
+           "understate the kill rate. Runs marked *forkserver* fork each mutant from a server "
+           "that has only collected the tests. `mutation/check_survivors.py` checks a "
+           "survivor in a fresh process.", "",
            "A mutant counts as killed when a test fails, errors, crashes or times out on it. "
            "Survivors are mutants no selected test noticed (`survived`) or that no selected "
            "test reaches (`no tests`); each is listed below as *equivalent* (the program "
@@ -185,8 +193,8 @@ def build() -> tuple[str, list[str]]:
            "| module | measured on | mutants run | killed | equivalent | accepted | "
            "unexplained | killed of non-equivalent | 95 % interval | lower bound ≥ "
            f"{TARGET_MODULE:g} % | killed later | with later tests: share, interval | seconds | "
-           "module and tests unchanged since |",
-           "|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|---|---:|---|"]
+           "isolation | module and tests unchanged since |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|---|---:|---|---|"]
     pooled = [0, 0, 0, 0]  # killed, non-equivalent, mutants, seconds
     sampled = [0, 0, 0, 0, 0]  # the same over the sampled modules only, and their count
     for r in res:
@@ -207,7 +215,7 @@ def build() -> tuple[str, list[str]]:
                    f"file {blob[:10]} ({r['measured'][:10]}) | {run} | {k} | {eq} | {acc} | "
                    f"{unx} | {k} / {n - eq} = {_pct(k, n - eq):.1f} % | {lo:.1f}–{hi:.1f} % | "
                    f"{met} | {later} | {_later(k + later, n - eq) if later else '—'} | "
-                   f"{_seconds(r)} | {_current(r)} |")
+                   f"{_seconds(r)} | {r.get('isolation', 'fork')} | {_current(r)} |")
         pooled[0] += k
         pooled[1] += n - eq
         pooled[2] += n

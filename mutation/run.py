@@ -197,7 +197,7 @@ def run_module(name: str, mod: dict, mutmut: str, sample: int | None = SAMPLE,
            "blobs": blobs,
            "measured": _dt.datetime.now().isoformat(timespec="seconds"),
            "seconds": round(time.monotonic() - started),
-           "mutmut": _mutmut_version(),
+           "mutmut": _mutmut_version(), "isolation": "forkserver",
            "population": population, "total": len(statuses), "counts": counts,
            "survivors": survivors}
     if sample is not None:
