@@ -177,8 +177,13 @@ def build() -> tuple[str, list[str]]:
            "that run cached (the tests' cached advice of the real ranks, `lru_cache`s in the "
            "code) and could pass tests that fail on it in a fresh process: those runs "
            "understate the kill rate. Runs marked *forkserver* fork each mutant from a server "
-           "that has only collected the tests. `mutation/check_survivors.py` checks a "
-           "survivor in a fresh process.", "",
+           "that has only collected the tests. mutmut runs, for each mutant, the listed tests it "
+           "saw reach the mutated function, and it sees only calls made in the test process: "
+           "runs marked *ranks in process* make every analysis without an explicit worker "
+           "count run its ranks there (earlier runs did the per-rank work in a process pool, "
+           "where no test was credited with it); work done once in a module-scoped fixture is "
+           "still credited only to the first test that used it. `mutation/check_survivors.py` "
+           "checks a survivor in a fresh process with whole test files.", "",
            "A mutant counts as killed when a test fails, errors, crashes or times out on it. "
            "Survivors are mutants no selected test noticed (`survived`) or that no selected "
            "test reaches (`no tests`); each is listed below as *equivalent* (the program "

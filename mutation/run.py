@@ -148,7 +148,12 @@ def run_module(name: str, mod: dict, mutmut: str, sample: int | None = SAMPLE,
         f.write(_mutmut_config(mod))
     env = dict(os.environ, ASCENDPROF_SHARED_DATA=_shared_data(), CI="",
                HYPOTHESIS_PROFILE=os.environ.get("HYPOTHESIS_PROFILE", ""),
-               OPENBLAS_NUM_THREADS="1", PYTHONHASHSEED="0")
+               OPENBLAS_NUM_THREADS="1", PYTHONHASHSEED="0",
+               # every analysis without an explicit worker count runs its ranks in the test's
+               # own process (a 1 MB budget plans one worker): mutmut credits a function to
+               # the tests that reach it only for calls it sees in that process, so the
+               # per-rank work done in a pool was run against no test
+               ASCENDPROF_MEMORY_BUDGET_MB="1")
     started = time.monotonic()
     log = work / "mutmut-run.log"
     log.write_text("", encoding="utf-8")
@@ -197,7 +202,7 @@ def run_module(name: str, mod: dict, mutmut: str, sample: int | None = SAMPLE,
            "blobs": blobs,
            "measured": _dt.datetime.now().isoformat(timespec="seconds"),
            "seconds": round(time.monotonic() - started),
-           "mutmut": _mutmut_version(), "isolation": "forkserver",
+           "mutmut": _mutmut_version(), "isolation": "forkserver, ranks in process",
            "population": population, "total": len(statuses), "counts": counts,
            "survivors": survivors}
     if sample is not None:
