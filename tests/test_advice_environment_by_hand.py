@@ -55,7 +55,8 @@ def test_launch_blocking_flags_the_ranks_with_the_value_one():
     assert f["ranks"] == [0, 2] and f["severity"] == "critical" and f["scope"] == "cluster"
     # "1" and " 1 " are two recorded values: grouped by value in rank order, "1" first
     assert f["evidence"] == {"ASCEND_LAUNCH_BLOCKING": "1", "ranks": [0, 2]}
-    assert f["message"].startswith("ASCEND_LAUNCH_BLOCKING=1: every operator launch waits")
+    assert f["message"] == ("ASCEND_LAUNCH_BLOCKING=1: every operator launch waits for the "
+                            "operator to finish, so host and device never overlap.")
     assert f["advice"] == ["unset ASCEND_LAUNCH_BLOCKING (it is for debugging only)."]
     assert f["impact_us_per_step"] is None and f["share_of_step_pct"] is None
 
@@ -117,7 +118,9 @@ def test_alloc_conf_only_on_ranks_with_allocator_calls_and_no_expandable_segment
     (f,) = items(doc, "environment.alloc_conf")
     assert f["ranks"] == [0, 2] and f["severity"] == "warning"
     assert f["evidence"] == {"values": {"(unset)": [0], "max_split_size_mb:128": [2]}}
-    assert f["message"].startswith("PYTORCH_NPU_ALLOC_CONF does not enable expandable segments")
+    assert f["message"] == ("PYTORCH_NPU_ALLOC_CONF does not enable expandable segments on "
+                            "ranks where allocator calls slow the step "
+                            "(memory.allocator_calls).")
     assert f["advice"] == ["export PYTORCH_NPU_ALLOC_CONF=expandable_segments:True"]
 
 
@@ -159,8 +162,9 @@ def test_aclnn_cache_below_ten_thousand_on_host_bound_ranks():
     (f,) = items(doc, "environment.aclnn_cache")
     assert f["ranks"] == [0, 2, 3] and f["severity"] == "info"
     assert f["evidence"] == {"values": {"9999": [0], "(unset)": [2], "lots": [3]}}
-    assert f["message"].startswith("ACLNN_CACHE_LIMIT is unset or below 10000 on ranks whose "
-                                   "step is host-bound")
+    assert f["message"] == ("ACLNN_CACHE_LIMIT is unset or below 10000 on ranks whose step is "
+                            "host-bound (schedule.device_idle): a larger cache saves rebuilding "
+                            "aclnn executors.")
     assert f["advice"] == ["export ACLNN_CACHE_LIMIT=100000"]
 
 
@@ -181,8 +185,11 @@ def test_host_cache_unset_or_zero_on_ranks_that_compile():
     # "none" is no integer: as unset
     assert f["ranks"] == [0, 2, 4] and f["severity"] == "info"
     assert f["evidence"] == {"values": {"0": [0], "(unset)": [2], "none": [4]}}
-    assert f["message"].startswith("HOST_CACHE_CAPACITY is unset or 0 on ranks that compile")
-    assert f["advice"][0].startswith("export HOST_CACHE_CAPACITY=20")
+    assert f["message"] == ("HOST_CACHE_CAPACITY is unset or 0 on ranks that compile operators "
+                            "online (computation.op_compile): with changing shapes the host "
+                            "rebuilds operators.")
+    assert f["advice"] == ["export HOST_CACHE_CAPACITY=20 (caches the executors of the 20 most "
+                           "recent input shapes; costs host memory)."]
 
 
 # ---------------------------------------------------------------------------------- HCCL
