@@ -137,3 +137,18 @@ def test_every_watched_api_is_reported_alone(api):
     (f,) = found(res).values()
     assert f["key"] == f"memory.allocator_calls:{api}" and f["severity"] == "warning"
     assert f["advice"] == M.ALLOCATOR_APIS[api]
+
+
+def test_any_share_of_the_step_is_at_least_a_warning_and_calls_are_rounded_to_tenths():
+    # 3 steps of 6 s: aclMallocMemInner 7 calls, 15 ms in all -> 5 ms per step: below 10 ms,
+    # silent (and the APIs after it are still looked at); aclrtFree 7 calls, 33 ms ->
+    # 2.333... calls (2.3 at one decimal) and 11 ms per step, 11 / 6000 = 0.18 % of the step:
+    # still a warning (any share of the step counts)
+    res = run({S.API_STATISTIC: api_stat([("aclMallocMemInner", 15 * MS, 7),
+                                          ("aclrtFree", 33 * MS, 7)]),
+               S.STEP_TRACE: step_trace([6000 * MS] * 3)})
+    (f,) = found(res).values()
+    assert f["key"] == "memory.allocator_calls:aclrtFree"
+    assert f["evidence"]["calls_per_step"] == 2.3 and f["evidence"]["ms_per_step"] == 11.0
+    assert f["share_of_step_pct"] == 0.18 and f["severity"] == "warning"
+    assert f["message"].startswith("2 aclrtFree call(s) per step take 11.0 ms (0.2% of the step)")
