@@ -1,0 +1,115 @@
+"""Raw CANN record decoders (spec §D), case by case, on records built byte by byte with struct from
+the offset tables of §D.2 / §D.4 (no public raw CANN 7/8 data exists); expected values worked
+out by hand in the comments.
+
+Covered here: which api_event records are API ranges, the error of a damaged record (file and
+byte offset), HWTS columns as exact integers, the clock conversion's rounding and its terms
+when start logs are missing, and enum codes just past the known names.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from ascendprof.model.errors import RecordError
+from ascendprof.readers import cann_records as C
+
+
+def api_event(level, begin, end, thread=7, typ=1, item=0, magic=0x5A5A):
+    return struct.pack("<HHIIIQQQ", magic, level, typ, thread, 0, begin, end, item)
+
+
+def hwts(kind, task, stream, syscnt, cnt=0, task_type=0):
+    return struct.pack("<BBHHHQI", kind | (cnt << 4), task_type, 0, 0, task, syscnt,
+                       stream).ljust(64, b"\0")
+
+
+def test_api_ranges_keep_ranges_of_the_level_only():
+    """§D.2: an Event record (end = 0xFFFFFFFFFFFFFFFF) and a zero-length range are no API
+    ranges (CANN drops them); another level's range is not this level's."""
+    buf = (api_event(5500, 10, 20, item=1)            # a range: kept
+           + api_event(5500, 30, C.EVENT_FLAG, item=2)  # an Event (point) record
+           + api_event(5500, 40, 40, item=3)            # zero length
+           + api_event(10000, 10, 50, item=4)           # node level
+           + api_event(5500, 60, 61, item=5))           # a range of one ns: kept
+    api = C.decode_api_event(buf)
+    assert C.api_ranges(api, 5500)["item_id"].tolist() == [1, 5]
+    assert C.api_ranges(api, 10000)["item_id"].tolist() == [4]
+
+
+def test_a_truncated_api_event_names_the_file():
+    with pytest.raises(RecordError) as ei:
+        C.decode_api_event(api_event(5500, 1, 2) + b"\x5a\x5a", "host/data/api_event.data.slice_0")
+    assert ei.value.path == "host/data/api_event.data.slice_0" and ei.value.where == 40
+
+
+def test_an_additional_record_with_a_bad_magic_names_its_offset():
+    """The second 256-byte hccl_info record has magic 0x1234: error at byte 256."""
+    good = struct.pack("<HHIIIQ", 0x5A5A, 5500, 0, 1, 232, 5).ljust(256, b"\0")
+    bad = struct.pack("<HHIIIQ", 0x1234, 5500, 0, 1, 232, 5).ljust(256, b"\0")
+    with pytest.raises(RecordError) as ei:
+        C.decode_additional(good + bad, "hccl_info", "f")
+    assert ei.value.where == 256 and "magic 0x1234" in ei.value.reason
+
+
+def test_hwts_columns_are_exact_integers():
+    """A syscnt above 2^53 (where a float64 can no longer hold every integer) comes back
+    exactly, and ids / types are integers (printed 30092, not 30092.0)."""
+    big = 2 ** 53 + 1
+    r = C.decode_hwts(hwts(0, 30092, 519, big, task_type=3) + hwts(1, 30092, 519, big + 2))
+    assert r["timestamp"].tolist() == [big, big + 2]
+    assert int(r["timestamp"][1] - r["timestamp"][0]) == 2
+    assert [str(x) for x in r["task_id"]] == ["30092", "30092"]
+    assert [str(x) for x in r["task_type"]] == ["3", "0"]
+    assert [str(x) for x in r["stream_id"]] == ["519", "519"]
+
+
+def test_stream_task_decoding_takes_unsigned_64_bit_ids():
+    """Raw ids given as uint16 / uint64 arrays decode as the plain ints do (§D.5, expand 0,
+    neither bit 12 nor 13 set: stream = s % 2048, task = t)."""
+    s, t = C.decode_stream_task(np.array([5], np.uint16), np.array([0x1234], np.uint64))
+    assert (s.tolist(), t.tolist()) == ([5], [0x1234])
+
+
+# ------------------------------------------------------------------ time (§D.6)
+
+def _info(freq):
+    return {"DeviceInfo": [{"hwts_frequency": freq}]}
+
+
+def test_ticks_round_half_up_to_whole_ns():
+    """3 MHz: 1 tick = 333.33 ns -> 333; 2 ticks = 666.67 ns -> 667; 3 ticks = 1000 ns."""
+    clk = C.device_clock(_info("3"))
+    assert clk.ticks_to_ns([1, 2, 3]).tolist() == [333, 667, 1000]
+
+
+def test_ticks_at_a_fractional_frequency():
+    """2.5 MHz: 1 tick = 400 ns; 3 ticks = 1200 ns."""
+    assert C.device_clock(_info("2.5")).ticks_to_ns([1, 3]).tolist() == [400, 1200]
+
+
+def test_ticks_given_as_int32_do_not_overflow():
+    """3e6 ticks at 1000 MHz = 3e6 ns; 3e6 * 1000 does not fit int32."""
+    clk = C.device_clock(_info("1000"))
+    assert clk.ticks_to_ns(np.array([3_000_000], np.int32)).tolist() == [3_000_000]
+
+
+def test_without_start_logs_times_are_device_ticks_and_no_offset():
+    """Only info.json: no host start, no start_info: t = syscnt ticks at 50 MHz (20 ns), no
+    offset term at all."""
+    clk = C.device_clock(_info("50"))
+    assert (clk.host_mono0_ns, clk.local_offset_ns, clk.dev_cntvct) == (0, 0, 0)
+    assert clk.to_local_ns([100]).tolist() == [2000]
+
+
+def test_missing_hwts_frequency_is_named():
+    with pytest.raises(ValueError, match=r"DeviceInfo\[0\]\.hwts_frequency"):
+        C.device_clock({"DeviceInfo": [{"id": 0}]})
+
+
+def test_enum_code_just_past_the_names_is_its_number():
+    """TRANSPORT_TYPES has 3 names (0..2): code 3 is unknown -> '3'; 65535 is 'not set'."""
+    assert list(C.enum_names([0, 2, 3, 65535], C.TRANSPORT_TYPES)) == ["SDMA", "LOCAL", "3", None]
