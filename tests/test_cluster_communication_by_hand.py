@@ -475,3 +475,38 @@ def test_communication_file_mapping_and_sizes():
         file.group_json("(9,)")
     assert cc.rank_fragments(None, bw, dist) == [] and \
         cc.rank_fragments(ops.slice(0, 0), None, None) == []
+
+
+def _set_as_msprof_analyze(ranks) -> list:
+    """The iteration order of a Python set the ranks were added to one by one, ascending (what
+    msprof-analyze lists and keys groups by, its rank directories found in rank order)."""
+    s: set = set()
+    for r in sorted(ranks):
+        s.add(r)
+    return list(s)
+
+
+def test_group_lists_and_keys_keep_the_order_of_a_set_filled_in_rank_order():
+    """Python's set order is not ascending once ranks collide in its hash table: ranks 39 and 55
+    added in that order iterate as 55, 39; 0, 1, 2, 4, 16 iterate in that order, though a
+    frozenset copied from their set does not (0, 1, 2, 16, 4). The group key and communication_group.json's
+    lists are those of the set filled in rank order; comm_group_parallel_info's rank_set is
+    sorted."""
+    assert _set_as_msprof_analyze([55, 39]) == [55, 39]
+    assert _set_as_msprof_analyze([16, 4, 2, 1, 0]) == [0, 1, 2, 4, 16]
+    assert list(frozenset(set(_set_as_msprof_analyze([16, 4, 2, 1, 0])))) == [0, 1, 2, 16, 4]
+    rows = [dict(rank=r, kind="collective", group="g", op_name="a") for r in (16, 4, 2, 1, 0)]
+    rows += [dict(rank=r, kind="p2p", group="p", op_name="s") for r in (55, 39)]
+    ops = table(S.COMM_OPS, rows, step_key="step1", elapse_ns=1_000_000, transit_ns=0,
+                wait_ns=0)
+    groups = cc.build_groups(ops, {})
+    assert groups["collective"] == [[0, 1, 2, 4, 16]] and groups["p2p"] == [[55, 39]]
+    assert [g["rank_set"] for g in groups["comm_group_parallel_info"]] == [[0, 1, 2, 4, 16],
+                                                                          [39, 55]]
+    file = _file(ops, None, None)
+    assert list(file) == ["(0, 1, 2, 4, 16)", "(55, 39)"]
+    links = table(S.COMM_LINKS, [
+        dict(rank=r, kind="collective", group="g", link_key="allreduce-total@g", src_rank=i,
+             dst_rank=i, transport="LOCAL", size_mb=1.0, transit_ns=1_000_000)
+        for i, r in enumerate((0, 1, 2, 4, 16))], step_key="step1")
+    assert [k for k, _ in cc.matrix_groups(links, comm_ops=ops)] == ["(0, 1, 2, 4, 16)"]
