@@ -334,6 +334,9 @@ def test_opinfos_and_totals_from_db_rows_by_hand():
                  "Bandwidth(GB/s)": 10.0, "Large Packet Ratio": 0},
         "RDMA": {"Transit Time(ms)": 2.0, "Transit Size(MB)": 4.0, "Size Distribution": {},
                  "Bandwidth(GB/s)": 2.0, "Large Packet Ratio": 0}}
+    # transports in order of first appearance among the op rows (a's HCCS, a's RDMA)
+    assert list(total["Communication Bandwidth Info"]) == ["HCCS", "RDMA"]
+    assert list(a["Communication Bandwidth Info"]) == ["HCCS", "RDMA"]
 
 
 def test_totals_without_large_packet_ratio_have_no_such_key():
@@ -351,17 +354,25 @@ def test_totals_without_large_packet_ratio_have_no_such_key():
     assert total["Communication Time Info"]["Elapse Time(ms)"] == 5.0
 
 
-def test_one_group_name_in_two_kinds_sharing_a_key_merges_totals():
+@pytest.mark.parametrize("text", [False, True], ids=["db", "text"])
+def test_one_group_name_in_two_kinds_sharing_a_key_merges_totals(text):
     """Rank 0 reports group g as collective (op a) and as p2p (ops q and a again): both kinds
     have the rank set {0}, so one group key "(0,)"; the ops are merged (the rank's first record
-    of a@g -- the collective one -- wins) and the two per-kind totals are summed again."""
+    of a@g -- the collective one -- wins) and the two per-kind totals are summed again.
+    ``text``: the rows carry the profiler's OPINFO text (communication.json input), copied as it
+    is; the totals come from the rows all the same, without a "Large Packet Ratio" key."""
     common = dict(rank=0, step=1, step_key="step1", group="g")
+
+    def own(name):
+        return json.dumps({"own": name}) if text else None
+
     ops = table(S.COMM_OPS, [
         dict(kind="collective", op_name="a", elapse_ns=2_000_000, transit_ns=500_000,
-             wait_ns=1_000_000),
+             wait_ns=1_000_000, opinfo_json=own("a coll")),
         dict(kind="p2p", op_name="q", elapse_ns=1_000_000, transit_ns=1_000_000,
-             wait_ns=500_000, sync_ns=200_000),
-        dict(kind="p2p", op_name="a", elapse_ns=4_000_000, transit_ns=0, wait_ns=0)],
+             wait_ns=500_000, sync_ns=200_000, opinfo_json=own("q")),
+        dict(kind="p2p", op_name="a", elapse_ns=4_000_000, transit_ns=0, wait_ns=0,
+             opinfo_json=own("a p2p"))],
         **common)
     bw = table(S.COMM_BANDWIDTH, [
         dict(kind="collective", op_name="a", transport="HCCS", size_mb=10.0,
@@ -379,7 +390,10 @@ def test_one_group_name_in_two_kinds_sharing_a_key_merges_totals():
     assert list(got) == ["(0,)"]
     step = got["(0,)"]["step1"]
     assert list(step) == ["a@g", "q@g", "Total Op Info@g"]
-    assert step["a@g"]["0"]["Communication Time Info"]["Elapse Time(ms)"] == 2.0  # collective
+    if text:
+        assert step["a@g"]["0"] == {"own": "a coll"} and step["q@g"]["0"] == {"own": "q"}
+    else:
+        assert step["a@g"]["0"]["Communication Time Info"]["Elapse Time(ms)"] == 2.0
     t = step["Total Op Info@g"]["0"]
     # elapse 2 + 1 + 4 = 7, transit 0.5 + 1 + 0 = 1.5, wait 1 + 0.5 + 0 = 1.5, sync only q's
     # 0.2; wait ratio 1.5 / 3 = 0.5, sync ratio 0.2 / 1.7 = 0.11765 -> 0.1176
@@ -388,12 +402,13 @@ def test_one_group_name_in_two_kinds_sharing_a_key_merges_totals():
         "Synchronization Time(ms)": 0.2, "Wait Time Ratio": 0.5,
         "Synchronization Time Ratio": 0.1176}, abs=1e-12)
     # HCCS: 10 + 6 MB over 1 + 2 ms = 5.3333 GB/s; sizes "1": 2 + 1 packets, 0.4 + 0.1 ms,
-    # "4": 3 packets 0.3 ms; db input (a Large Packet Ratio given): 0 in the totals
+    # "4": 3 packets 0.3 ms; db input (a Large Packet Ratio given): 0 in the totals; text: none
     hccs = dict(t["Communication Bandwidth Info"]["HCCS"])
     sizes = hccs.pop("Size Distribution")
-    assert hccs == pytest.approx({"Transit Time(ms)": 3.0, "Transit Size(MB)": 16.0,
-                                  "Bandwidth(GB/s)": 5.3333, "Large Packet Ratio": 0},
-                                 abs=1e-12)
+    want = {"Transit Time(ms)": 3.0, "Transit Size(MB)": 16.0, "Bandwidth(GB/s)": 5.3333}
+    if not text:
+        want["Large Packet Ratio"] = 0
+    assert hccs == pytest.approx(want, abs=1e-12)
     assert sizes == {"1": [3, pytest.approx(0.5)],
                                          "4": [3, pytest.approx(0.3)]}
 
@@ -475,3 +490,121 @@ def test_communication_file_mapping_and_sizes():
         file.group_json("(9,)")
     assert cc.rank_fragments(None, bw, dist) == [] and \
         cc.rank_fragments(ops.slice(0, 0), None, None) == []
+
+
+def _set_as_msprof_analyze(ranks) -> list:
+    """The iteration order of a Python set the ranks were added to one by one, ascending (what
+    msprof-analyze lists and keys groups by, its rank directories found in rank order)."""
+    s: set = set()
+    for r in sorted(ranks):
+        s.add(r)
+    return list(s)
+
+
+def test_group_lists_and_keys_keep_the_order_of_a_set_filled_in_rank_order():
+    """Python's set order is not ascending once ranks collide in its hash table: ranks 39 and 55
+    added in that order iterate as 55, 39; 0, 1, 2, 4, 16 iterate in that order, though a
+    frozenset copied from their set does not (0, 1, 2, 16, 4). The group key and communication_group.json's
+    lists are those of the set filled in rank order; comm_group_parallel_info's rank_set is
+    sorted."""
+    assert _set_as_msprof_analyze([55, 39]) == [55, 39]
+    assert _set_as_msprof_analyze([16, 4, 2, 1, 0]) == [0, 1, 2, 4, 16]
+    assert list(frozenset(set(_set_as_msprof_analyze([16, 4, 2, 1, 0])))) == [0, 1, 2, 16, 4]
+    rows = [dict(rank=r, kind="collective", group="g", op_name="a") for r in (16, 4, 2, 1, 0)]
+    rows += [dict(rank=r, kind="p2p", group="p", op_name="s") for r in (55, 39)]
+    ops = table(S.COMM_OPS, rows, step_key="step1", elapse_ns=1_000_000, transit_ns=0,
+                wait_ns=0)
+    groups = cc.build_groups(ops, {})
+    assert groups["collective"] == [[0, 1, 2, 4, 16]] and groups["p2p"] == [[55, 39]]
+    assert [g["rank_set"] for g in groups["comm_group_parallel_info"]] == [[0, 1, 2, 4, 16],
+                                                                          [39, 55]]
+    file = _file(ops, None, None)
+    assert list(file) == ["(0, 1, 2, 4, 16)", "(55, 39)"]
+    links = table(S.COMM_LINKS, [
+        dict(rank=r, kind="collective", group="g", link_key="allreduce-total@g", src_rank=i,
+             dst_rank=i, transport="LOCAL", size_mb=1.0, transit_ns=1_000_000)
+        for i, r in enumerate((0, 1, 2, 4, 16))], step_key="step1")
+    assert [k for k, _ in cc.matrix_groups(links, comm_ops=ops)] == ["(0, 1, 2, 4, 16)"]
+
+
+def test_one_op_one_transport_one_size():
+    """Tables of one row each (the smallest input): the op's OPINFO has its bandwidth entry and
+    its size distribution; the totals are the op's own numbers."""
+    common = dict(rank=4, step=1, step_key="step1", kind="collective", group="g", op_name="a")
+    ops = table(S.COMM_OPS, [dict(elapse_ns=4_000_000, transit_ns=2_000_000, wait_ns=2_000_000)],
+                **common)
+    bw = table(S.COMM_BANDWIDTH, [dict(transport="RDMA", size_mb=8.0, transit_ns=2_000_000)],
+               **common)
+    dist = table(S.COMM_SIZE_DIST, [dict(transport="RDMA", packet_size_mb="8", count=1,
+                                         dur_ns=2_000_000)], **common)
+    step = _file(ops, bw, dist)["(4,)"]["step1"]
+    # 8 MB / 2 ms = 4 GB/s; wait ratio 2 / (2 + 2) = 0.5
+    rdma = {"Transit Size(MB)": 8.0, "Transit Time(ms)": 2.0, "Bandwidth(GB/s)": 4.0,
+            "Size Distribution": {"8": [1, 2.0]}}
+    assert step["a@g"]["4"] == {
+        "Communication Time Info": {"Elapse Time(ms)": 4.0, "Transit Time(ms)": 2.0,
+                                    "Wait Time(ms)": 2.0, "Wait Time Ratio": 0.5,
+                                    "Synchronization Time Ratio": 0},
+        "Communication Bandwidth Info": {"RDMA": rdma}}
+    total = step["Total Op Info@g"]["4"]
+    assert total["Communication Bandwidth Info"] == {"RDMA": rdma}  # no ratio given: no key
+    assert total["Communication Time Info"]["Wait Time Ratio"] == 0.5
+
+
+def test_sums_added_batch_by_batch_by_hand():
+    """step_sums of two batches of one rank's ops, added with add_sums, are the sums of the
+    whole: a time column null in every row so far stays null, a later value replaces it."""
+    from ascendprof.analyze.cluster_communication import totals as T
+
+    common = dict(rank=0, step=1, step_key="step1", kind="collective", group="g")
+    first = table(S.COMM_OPS, [dict(op_name="a", elapse_ns=2_000_000, transit_ns=500_000)],
+                  **common)
+    second = table(S.COMM_OPS, [
+        dict(op_name="b", elapse_ns=3_000_000, transit_ns=1_500_000, sync_ns=100_000),
+        dict(op_name="c", elapse_ns=1_000_000, step_key="step2")], **common)
+    bw1 = table(S.COMM_BANDWIDTH, [dict(op_name="a", transport="HCCS", size_mb=1.0,
+                                        transit_ns=500_000)], **common)
+    bw2 = table(S.COMM_BANDWIDTH, [dict(op_name="b", transport="HCCS", size_mb=2.0,
+                                        transit_ns=1_500_000)], **common)
+    d1 = table(S.COMM_SIZE_DIST, [dict(op_name="a", transport="HCCS", packet_size_mb="1",
+                                       count=1, dur_ns=500_000)], **common)
+    d2 = table(S.COMM_SIZE_DIST, [dict(op_name="b", transport="HCCS", packet_size_mb="1",
+                                       count=2, dur_ns=1_500_000)], **common)
+    acc = T.add_sums(T.step_sums(first, bw1, d1), T.step_sums(second, bw2, d2))
+    k1, k2 = (0, "collective", "g", "step1"), (0, "collective", "g", "step2")
+    # step1: elapse 2 + 3 ms, transit 0.5 + 1.5, wait null in both, sync only b's 0.1 ms
+    assert acc["ops"] == {
+        k1: {"elapse_ns": 5_000_000, "transit_ns": 2_000_000, "wait_ns": None,
+             "sync_ns": 100_000, "idle_ns": None},
+        k2: {"elapse_ns": 1_000_000, "transit_ns": None, "wait_ns": None, "sync_ns": None,
+             "idle_ns": None}}
+    assert acc["bw"] == {k1 + ("HCCS",): [2_000_000, 3.0]}
+    assert acc["dist"] == {k1 + ("HCCS", "1"): [3, 2_000_000]}
+    # the totals: ratios from the sums, wait 0 / (0 + 2) = 0, sync 0.1 / 2.1 = 0.0476
+    tot = T.totals_from_sums(acc)[(0, "collective", "g")]
+    assert tot["step1"]["Communication Time Info"] == {
+        "Elapse Time(ms)": 5.0, "Transit Time(ms)": 2.0, "Synchronization Time(ms)": 0.1,
+        "Wait Time Ratio": 0, "Synchronization Time Ratio": 0.0476}
+    assert tot["step1"]["Communication Bandwidth Info"] == {"HCCS": {
+        "Transit Time(ms)": 2.0, "Transit Size(MB)": 3.0, "Size Distribution": {"1": [3, 2.0]},
+        "Bandwidth(GB/s)": 1.5}}
+    assert tot["step2"] == {"Communication Time Info": {"Elapse Time(ms)": 1.0,
+                                                        "Wait Time Ratio": 0,
+                                                        "Synchronization Time Ratio": 0},
+                            "Communication Bandwidth Info": {}}
+
+
+def test_fragments_in_any_order_give_ranks_ascending():
+    """CommunicationFile takes the ranks' fragments in whatever order the workers finish: each
+    op lists its ranks ascending (1 before 3), and so do the totals."""
+    rows = [dict(rank=r, op_name=op, elapse_ns=1_000_000 * (r + 1), transit_ns=0, wait_ns=0)
+            for r in (3, 1) for op in ("a", "b")]
+    ops = table(S.COMM_OPS, rows, step_key="step1", kind="collective", group="g")
+    frags = cc.rank_fragments(ops, None, None)
+    assert [f.rank for f in frags] == [1, 3]  # rank_fragments: ascending
+    coll, p2p = cc.group_membership(ops)
+    for order in (frags, frags[::-1]):
+        text = cc.CommunicationFile(order, coll, p2p).group_json("(1, 3)")
+        got = json.loads(text)
+        assert [list(v) for v in got["step1"].values()] == [["1", "3"]] * 3
+        assert got["step1"]["b@g"]["3"]["Communication Time Info"]["Elapse Time(ms)"] == 4.0
