@@ -10,6 +10,7 @@ comments from the rows written here.
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -161,6 +162,10 @@ def test_members_counted_once_when_a_rank_comes_in_several_batches():
     assert inst.first_rank.tolist() == [1, 0]
     assert inst.shortest_wait.tolist() == [2, 0]
     assert inst.elapse_sum.tolist() == [21, 3]
+    # every per-instance array holds integers (ns, ranks, counts), as the split reads them
+    for a in (inst.shortest, inst.first_rank, inst.shortest_wait, inst.elapse_sum,
+              inst.members):
+        assert a.dtype == np.int64
 
 
 def test_equal_shortest_elapse_keeps_the_earlier_batch():
@@ -191,6 +196,13 @@ def test_lateness_is_the_median_of_the_others_minus_its_elapse():
 
     assert late([10, 20, 30, 60]) == [20, 10, 0, 0]
     assert late([10, 20, 30, 60, 15]) == [15, 2, 0, 0, 10]
+    # the same after another instance (ranks 0 and 1, elapses 5 and 9: rank 0 is 4 late)
+    # took the first rows: each row is found within its own instance
+    rows = opsplit.op_rows(_ops([_op(0, "s", "collective", "first", "g", 5),
+                                 _op(1, "s", "collective", "first", "g", 9)]
+                                + [_op(r, "s", "collective", "ar", "g", e)
+                                   for r, e in enumerate([10, 20, 30, 60, 15])]))
+    assert split_op_time(rows)["late_ns"].tolist() == [4, 0, 15, 2, 0, 0, 10]
     # alone in its instance: no other member, no lateness
     assert late([10]) == [0]
 

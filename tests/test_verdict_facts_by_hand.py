@@ -600,5 +600,15 @@ def test_op_excess_per_step_largest_first():
     assert [(k["kernel"], k["input_shapes"], k["op_type"], k["excess_ms"], k["count"])
             for k in got["kernels"]] == [("mm", "1,2", "MatMul", 2.0, 1.0),
                                          ("ad", "", "Add", 0.5, 0.5)]
+    # a rank with kernel data but no step values counts its totals as one step: rank 4's
+    # MatMul 3 ms against rank 1's 3 ms per step: no excess; its Cast 2 ms against 1 ms
+    ca = _cluster(_even([1]), ranks=[
+        _rank(1, op_partial=_op_partial(1, [("MatMul", "AI_CORE", 2, 3 * MS),
+                                            ("Cast", "AI_CORE", 1, 1 * MS)])),
+        _rank(4, op_partial=_op_partial(4, [("MatMul", "AI_CORE", 3, 3 * MS),
+                                            ("Cast", "AI_CORE", 3, 2 * MS)]))])
+    got = F.Facts(ca, TH).op_excess.excess([4], [1])
+    assert [(r["op_type"], r["excess_ms"], r["count"]) for r in got["op_types"]] == [
+        ("Cast", 1.0, 3.0)]
     # a side without kernel data: nothing
     assert ex.excess([0], [0]) == {} and ex.excess([2], [1]) == {} and ex.excess([0], []) == {}
