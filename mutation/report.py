@@ -164,7 +164,11 @@ def build() -> tuple[str, list[str]]:
            "`make mutants` measures each module on a fixed-seed random sample of its mutants "
            "(default 60, `mutation/run.py --sample N`; the sample is drawn from every mutant "
            "mutmut generates for the module, with a generator seeded by the seed and the module "
-           "name). `mutation/run.py --full MODULE` runs every mutant of a module on demand. The "
+           "name). Tests were then written against the survivors of the samples drawn with "
+           "seed 33; measuring again on those same mutants would overstate the score, so a "
+           "module measured again after its tests draws a fresh sample (seed 34): its score "
+           "estimates how the tests do on mutants they were not written for. "
+           "`mutation/run.py --full MODULE` runs every mutant of a module on demand. The "
            "share of non-equivalent mutants killed is given with its 95 % Wilson score interval; "
            "the targets are a lower bound of at least "
            f"{TARGET_MODULE:g} % for each module and {TARGET_OVERALL:g} % pooled over every "
@@ -214,7 +218,7 @@ def build() -> tuple[str, list[str]]:
         if lo < TARGET_MODULE:
             problems.append(f"target missed: {r['module']} lower bound {lo:.1f} % < "
                             f"{TARGET_MODULE:g} %")
-        run = (f"{n} of {r['population']}" if "sample" in r
+        run = (f"{n} of {r['population']} (seed {r.get('seed', '?')})" if "sample" in r
                else f"{n} (all)")
         out.append(f"| `{r['module'].removeprefix('ascendprof/')}` | commit {r['commit'][:10]}, "
                    f"file {blob[:10]} ({r['measured'][:10]}) | {run} | {k} | {eq} | {acc} | "
