@@ -76,7 +76,8 @@ def main(argv=None) -> int:
                                    timeout=1800)
             finally:
                 mod.write_text(orig, encoding="utf-8")
-            failed = [ln.split(" ")[1] for ln in p.stdout.splitlines()
+            # "FAILED <node id> - <message>": the node id may hold spaces and quotes
+            failed = [ln.split(" ", 1)[1].split(" - ", 1)[0] for ln in p.stdout.splitlines()
                       if ln.startswith(("FAILED ", "ERROR "))]
             if p.returncode not in (0, 5):
                 test = failed[0] if failed else f"(exit {p.returncode})"
@@ -90,7 +91,7 @@ def main(argv=None) -> int:
         with open(out, "a", encoding="utf-8") as f:
             for s, test in killed:
                 f.write(f'\n[survivor."{s["mutant"]}"]\nkind = "killed later"\n'
-                        f'reason = "{test} fails on it"\n'
+                        f"reason = {json.dumps(test + ' fails on it')}\n"
                         f"diff = '''\n{s['diff']}\n'''\n")
         print(f"{len(killed)} entries appended to {out.relative_to(ROOT)}")
     return 0
