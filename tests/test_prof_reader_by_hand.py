@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from ascendprof.model import schemas as S
+from ascendprof.model.errors import InputError
 from ascendprof.model.problems import Problems
 from ascendprof.readers import read_source
 from ascendprof.scan import PROF, scan
@@ -244,3 +245,21 @@ def test_analyze_communication_json_gives_the_comm_ops(shared_data, tmp_path):
     assert len(want) == 4
     assert sorted(zip(ops.column("op_name").to_pylist(), ops.column("group").to_pylist())) == want
     assert set(ops.column("rank").to_pylist()) == {5}
+
+
+def test_a_prof_directory_of_unknown_rank_is_not_read(tmp_path):
+    """PROF_abc: no device_<id> folder and no number in its name, so no rank. Like an
+    ASCEND_PROFILER_OUTPUT of unknown rank, it is refused as a whole (one InputError), not read
+    into tables whose rank column is null (before: the kernels had rank null and the msprof
+    timeline was dropped as an 'unexpected trace event (TypeError ...)')."""
+    out = tmp_path / "PROF_abc" / "mindstudio_profiler_output"
+    _write(out / "task_time_20240101.csv", TASK_TIME_HEAD
+           + "3,MatMul_1,AI_CORE,2,10,12.25,1700000000000100.5,1\n")
+    _write(out / "msprof_20240101.json", json.dumps([
+        {"ph": "M", "name": "process_name", "pid": 1, "tid": 0,
+         "args": {"name": "Ascend Hardware"}},
+        {"ph": "X", "name": "k", "pid": 1, "tid": 1, "ts": "1.000", "dur": 1.0}]))
+    src = _only(tmp_path)
+    assert src.rank is None
+    with pytest.raises(InputError, match="rank unknown"):
+        read_source(src)

@@ -60,9 +60,11 @@ def read(source, options=None) -> RankData:  # noqa: ARG001 - one signature for 
     """Read one ``PROF_*`` source into a :class:`RankData` (tables per the module doc).
 
     A damaged file is recorded in ``problems`` and only its tables are missing. Raises
-    :class:`InputError` when no table at all could be read.
+    :class:`InputError` when the rank is unknown or no table at all could be read.
     """
     base = Path(source.path)
+    if source.rank is None:  # as ascend_output: tables of no rank would mix into the others
+        raise InputError(base, "rank unknown; not read")
     rank = source.rank
     data = RankData(source=source, rank=rank)
     by_dir: dict[str, list[str]] = defaultdict(list)
