@@ -171,7 +171,7 @@ def test_an_op_cost_of_three_values_without_link_info_is_read(tmp_path):
     ('{""op_a"": [""1"", 1.5]}', "unexpected value for op_a"),
     ('{""op_a"": [""1"", ""x"", 0.5]}', "cost of op_a is not a number: ['x', 0.5]"),
     ("not json", "communication_operator_cost is not JSON"),
-])
+], ids=["two-values", "not-a-number", "not-json"])
 def test_a_bad_op_cost_names_the_line_and_affects_communication(tmp_path, cell, reason):
     data = _dir(tmp_path, {"hccl_raw_0.csv": HCCL_HEAD + '1,0,0,{},"{}"\n'
                            + f'2,0,0,{{}},"{cell}"\n'})

@@ -180,7 +180,7 @@ def test_op_summary_wins_over_task_time(tmp_path):
 @pytest.mark.parametrize("row, reason", [
     ("3,MatMul_1,AI_CORE,2,10,abc,1700000000000100.5,1\n", None),
     ("3,MatMul_1,AI_CORE,x2,10,12.25,1700000000000100.5,1\n", "column 'stream_id' is not an integer"),
-])
+], ids=["time-not-a-number", "stream-id-not-an-integer"])
 def test_a_bad_task_time_csv_is_a_problem_naming_it(tmp_path, row, reason):
     out = _export(tmp_path)
     _write(out / "task_time_20240101.csv", TASK_TIME_HEAD + row)
