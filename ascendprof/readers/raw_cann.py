@@ -308,8 +308,9 @@ def _read_prof_raw(base: Path, groups: dict, data: RankData, source) -> None:
         "device_id": [dev] * n, "stream_id": dev_df["stream_id"].to_numpy(),
         "task_id": dev_df["task_id"].to_numpy(),
         "context_id": pa.array(ctx, pa.int64()),
-        "name": pa.array(dev_df["name"].tolist(), pa.string()),
-        "op_type": pa.array(dev_df["op_type"].tolist(), pa.string()),
+        # a device task no host task_track launched has NaN here after the merge: no name
+        "name": pa.array([_text_or_none(v) for v in dev_df["name"].tolist()], pa.string()),
+        "op_type": pa.array([_text_or_none(v) for v in dev_df["op_type"].tolist()], pa.string()),
         "accelerator_core": pa.array([None if c is None or c != c else str(c) for c in core],
                                      pa.string()),
         "block_num": pa.array([None if b is None or b != b else int(b)
@@ -317,6 +318,11 @@ def _read_prof_raw(base: Path, groups: dict, data: RankData, source) -> None:
         "start_ns": dev_df["timestamp"].to_numpy(), "dur_ns": dev_df["dur_ns"].to_numpy(),
     }
     data.tables[S.KERNELS] = S.conform(S.KERNELS, pa.table(cols))
+
+
+def _text_or_none(v):
+    """A name cell of the merged frame: None for a missing one (None or NaN), else its text."""
+    return None if v is None or v != v else str(v)
 
 
 # ----------------------------------------------------------------------------- HCCL small tasks
