@@ -10,7 +10,6 @@ from types import SimpleNamespace
 import pyarrow as pa
 
 from ascendprof.analyze.verdicts import rules
-from ascendprof.model import schemas as S
 
 from _hand_cluster import MS, by_id, cluster, derive, gid
 
