@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from ascendprof.analyze import verdicts as V
+from ascendprof.analyze.verdicts import make_verdict
+
 from _hand_cluster import by_id, cluster, derive, gid
 
 DP = ("dp", [0, 1, 2, 3])
@@ -225,3 +228,86 @@ def test_unsplittable_communication_names_the_missing_files():
         "communication_matrix.json were not collected.")
     assert v["next_step"].startswith("Collect with communication analysis on (profiler level 1")
     assert v["evidence"]["missing_files"] == ["communication.json", "communication_matrix.json"]
+
+
+def test_waits_across_stages_go_to_the_stage_or_the_slow_rank_they_are_for():
+    # Stage 1 (ranks 2, 3) computes more: rank 2 130 ms, rank 3 150 ms; stage 0 (0, 1) 100 ms;
+    # every step 150 ms. Rank 3 is 20 ms above its pair partner (>= 7.5 ms): slow_rank:3.
+    # Without it stage 1 computes 130 ms, 30 ms more than stage 0: stage:1 (its Computing
+    # share spread 86.7 - 66.7 = 20 % ranks it before slow_rank:3's 100 - 86.7 = 13.3 %).
+    # pp send/recv per step: rank 0 waits 32 ms for rank 2, rank 1 30 ms for rank 3 (elapse
+    # 42 / 40 vs 10, 5 ms transit); then the pipeline drains: ranks 2 and 3 wait 2 ms for
+    # ranks 0 and 1 (12 vs 10 ms).
+    ca = _pp2dp2({0: (100, 50, 0), 1: (100, 50, 0), 2: (130, 20, 0), 3: (150, 0, 0)},
+                 ops=[("hcom_send_1", "g_pp0", "p2p", {0: (42, 5), 2: (10, 5)}),
+                      ("hcom_send_1", "g_pp1", "p2p", {1: (40, 5), 3: (10, 5)}),
+                      ("hcom_recv_2", "g_pp0", "p2p", {0: (10, 5), 2: (12, 5)}),
+                      ("hcom_recv_2", "g_pp1", "p2p", {1: (10, 5), 3: (12, 5)})])
+    out = derive(ca)
+    assert [v["id"] for v in out] == ["stage:1", "slow_rank:3"]
+    stage, slow = out
+    # rank 0 waits for rank 2 (the stage's); rank 1 for rank 3 (the slow rank's, though it
+    # crosses stages); ranks 2, 3 waiting for stage 0 is the drain behind the heavier stage.
+    # Stage 0's op time: elapse (52 + 50) / 2 = 51 ms, waiting (32 + 30) / 2 = 31 ms >= 25.5:
+    # 16 ms for rank 2 (the stage), 15 ms for rank 3 (the slow rank) -> the stage's.
+    assert [s["message"] for s in stage["symptoms"]] == [
+        "Stage 0 (rank 0) waits 32.0 ms per step (up to 32.0) for stage 1 (rank 2) in pp ops.",
+        "Communication(Not Overlapped) takes 33.3% of the step on stage 0 (ranks 0, 1): 61% of "
+        "the time in communication ops is waiting (31.0 of 51.0 ms per step): 16.0 ms for the "
+        "heavier pipeline stage (ranks 2, 3) and its fill/drain, 15.0 ms for rank 3 (slow "
+        "rank).",
+        "Stage 1 (ranks 2, 3) waits 2.0 ms per step (up to 2.0) for stage 0 (ranks 0, 1) in pp "
+        "ops: the pipeline fills and drains behind the heavier stage, a consequence of the "
+        "imbalance, not a second cause."]
+    assert [s["evidence"].get("pipeline_fill_drain") for s in stage["symptoms"]] == [
+        False, None, True]
+    assert stage["evidence"]["peer_wait_explained_ms"] == 36.0  # 32 + 2 + 2
+    assert [s["message"] for s in slow["symptoms"]] == [
+        "Stage 0 (rank 1) waits 30.0 ms per step (up to 30.0) for rank 3 in pp ops."]
+    assert slow["evidence"]["peer_wait_explained_ms"] == 30.0
+
+
+def test_a_rank_late_only_because_it_waited_passes_the_wait_on():
+    # Rank 0 computes 130 ms, ranks 1-3 100 ms (every step 150 ms): slow_rank:0. In tp (0, 1)
+    # rank 1 waits 30 ms for rank 0 (40 vs 10 ms, 5 ms transit) and rank 0 waits 1 ms for
+    # rank 1 in a broadcast (3 vs 2 ms); in dp (1, 2) rank 2 waits 25 ms for rank 1 (35 vs 10
+    # ms): rank 1 was late only because it waited for rank 0, so that wait is rank 0's too.
+    ca = cluster({0: (130, 20, 0), 1: (100, 50, 0), 2: (100, 50, 0), 3: (100, 50, 0)},
+                 groups={"g_a": ("tp", [0, 1]), "g_b": ("dp", [1, 2])},
+                 ops=[("hcom_allReduce_1", "g_a", "collective", {0: (10, 5), 1: (40, 5)}),
+                      ("hcom_broadcast_2", "g_a", "collective", {0: (3, 0), 1: (2, 0)}),
+                      ("hcom_allReduce_3", "g_b", "collective", {1: (10, 5), 2: (35, 5)})])
+    (v,) = derive(ca)
+    assert v["id"] == "slow_rank:0"
+    # ranks 1-3 pass 30 % (50 / 150): op time (52 + 35 + 0) / 3 = 29 ms, waiting (30 + 25) / 3
+    # = 18.33 ms (63 %), all of it for rank 0 directly or through rank 1
+    assert [s["message"] for s in v["symptoms"]] == [
+        "Rank 1 waits 30.0 ms per step (up to 30.0) for rank 0 in tp ops.",
+        "Rank 2 waits 25.0 ms per step (up to 25.0) for rank 1 in dp ops.",
+        "Communication(Not Overlapped) takes 33.3% of the step on ranks 1–3: 63% of the time in "
+        "communication ops is waiting (18.3 of 29.0 ms per step): 18.3 ms for rank 0 (slow "
+        "rank)."]
+    assert v["evidence"]["peer_wait_explained_ms"] == 55.0
+
+
+def test_a_contributed_cross_stage_cause_takes_the_pipeline_waits():
+    # The even pipeline of test_even_pipeline_bubble_is_not_reported, plus a contributed cause
+    # on stage 1 that explains waiting across stages (``_cross_stage``) without naming late
+    # ranks: ranks 0, 1 waiting 30 ms for stage 1 is its symptom, as fill / drain.
+    ca = _pp2dp2({0: (100, 50, 0), 1: (100, 50, 0), 2: (100, 20, 30), 3: (100, 20, 30)},
+                 ops=[("hcom_send_1", "g_pp0", "p2p", {0: (40, 5), 2: (10, 5)}),
+                      ("hcom_send_1", "g_pp1", "p2p", {1: (40, 5), 3: (10, 5)})])
+
+    def data_rule(ca, th):
+        v = make_verdict("data", "stage", [2, 3], "warning", "Stage 1 waits for its data.",
+                         "Look at the data loader.", id="data:1")
+        v["_cross_stage"] = True
+        return [v]
+
+    out = V.derive(ca, V.thresholds(None), contributed={"data": data_rule})
+    (v,) = out
+    assert v["id"] == "data:1"
+    msgs = [s["message"] for s in v["symptoms"]]
+    assert ("Stage 0 (ranks 0, 1) waits 30.0 ms per step (up to 30.0) for stage 1 (ranks 2, 3) "
+            "in pp ops: the pipeline fills and drains behind the heavier stage, a consequence of "
+            "the imbalance, not a second cause.") in msgs
