@@ -76,9 +76,9 @@ def _partials(rank, matmul_ms, cast_ms):
     return ops, kernels
 
 
-def _with_kernels(ca, per_rank):
+def _with_kernels(ca, per_rank, ranks=(0, 1, 2, 3)):
     res = []
-    for r in (0, 1, 2, 3):
+    for r in ranks:
         ops, kernels = _partials(r, *per_rank[r]) if r in per_rank else (None, None)
         res.append(SimpleNamespace(rank=r, missing=[], op_partial=ops, kernel_partial=kernels))
     ca.ranks = res
@@ -334,3 +334,55 @@ def test_heavier_stage_names_the_pipeline_groups():
     assert v["groups"] == [_ref("g_pp0"), _ref("g_pp1")]
     assert v["ranks"] == [2, 3] and v["severity"] == "critical"
     assert v["evidence"]["computing_gap_ms"] == 30.0
+
+
+def test_slow_node_names_the_ops_of_its_ranks():
+    # the slow node above; ranks 0, 1 spend MatMulV3 40 ms and Cast 10 ms per step, ranks 2-7
+    # 30 and 5: +10.0 and +5.0 ms (medians over each side)
+    ca = _with_kernels(_two_nodes([160, 100]),
+                       {r: (40, 10) if r < 2 else (30, 5) for r in range(8)}, ranks=range(8))
+    (v,) = derive(ca)
+    assert v["message"].endswith(
+        "They stand out in 1 of 2 steps (1). Their excess over their peers, per step (median "
+        "over them): op types MatMulV3 +10.0 ms, Cast +5.0 ms; kernels aclnnMatmul [4096,4096] "
+        "+10.0 ms.")
+
+
+def test_transient_straggler():
+    # 4 ranks computing 100 ms (+10 ms communication); rank 3 computes 112 ms in step 4 only:
+    # a mean of 103 ms, 3 ms over the others, under the 5.5 ms threshold (5 % of the 110 ms
+    # median step); in step 4 it is 12 ms over the median of that step (100, MAD 0) >= 5.5:
+    # a transient straggler, critical (12 >= 11)
+    steps = {r: (100, 10, 0) for r in range(3)}
+    steps[3] = [(100, 10, 0), (100, 10, 0), (100, 10, 0), (112, 10, 0)]
+    (v,) = derive(cluster(steps, n_steps=4))
+    assert v["id"] == "slow_rank:3:transient"
+    assert (v["category"], v["scope"], v["severity"], v["groups"]) == (
+        "slow_rank", "rank", "critical", [])
+    assert v["message"] == (
+        "Rank 3 is a transient straggler: it computes 112.0 ms in step 4, 12.0 ms (12%) more "
+        "than the ranks doing the same work in that step (100.0 ms); it stands out in 1 of 4 "
+        "steps (4) and is in line with them in the others (mean excess 3.0 ms per step).")
+    assert v["evidence"]["worst_step"] == 4 and v["evidence"]["persistent"] is False
+    assert v["threshold"] == {"excess_of_step_pct": 5.0, "min_excess_ms": 1.0,
+                              "slow_rank_mad_z": 3.5}
+
+
+def test_slow_group_is_one_verdict_for_its_path():
+    # three dp groups of 3 ranks (0-2, 3-5, 6-8), each with 3 RDMA links of 10 MB per step;
+    # those of 0-2 at 4 GB/s, the others at 20: 4 / 20 = 20 % of its siblings' median < 60 %,
+    # even its fastest link: a slow group, critical (<= 30 %); its links are not judged again.
+    keys = {"g1": [0, 1, 2], "g2": [3, 4, 5], "g3": [6, 7, 8]}
+    links = [(k, s, (s + 1) % 3, "RDMA", 10, 2.5 if k == "g1" else 0.5, ranks[s])
+             for k, ranks in keys.items() for s in range(3)]
+    ca = cluster({r: (100, 10, 0) for r in range(9)},
+                 groups={k: ("dp", ranks) for k, ranks in keys.items()}, links=links)
+    (v,) = derive(ca)
+    assert v["id"] == f"slow_group:dp:{gid('g1')}"
+    assert (v["category"], v["scope"], v["severity"], v["ranks"]) == (
+        "slow_group", "group", "critical", [0, 1, 2])
+    assert v["evidence"]["bandwidth_ratio"] == 0.2
+    assert v["message"] == (
+        "Slow group: dp (ranks 0–2) moves data over RDMA at 4.00 GB/s (median of its 3 links), "
+        "20% of the 20.00 GB/s of the other 2 dp groups: the whole group's path is slow, not "
+        "one link.")
