@@ -1,0 +1,388 @@
+"""The cause rules (verdicts/rules.py) on small hand-built clusters with one injected cause each:
+a slow rank, a slow node, an uneven split, a rank idling, many slow links, missing ranks, a
+legacy iteration trace. Expected verdicts are worked out below from what was injected
+(tests/_hand_cluster.py: ms per step, the same in both steps unless a list gives each step)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pyarrow as pa
+
+from ascendprof.analyze.verdicts import rules
+
+from _hand_cluster import MS, by_id, cluster, derive, gid
+
+PP2DP2 = {"g_pp0": ("pp", [0, 2]), "g_pp1": ("pp", [1, 3]), "g_dp0": ("dp", [0, 1]),
+          "g_dp1": ("dp", [2, 3])}
+
+
+def _ref(key):
+    name, ranks = PP2DP2[key]
+    return {"name": name, "id": gid(key), "global_ranks": ranks}
+
+
+def _slow_rank_3_of_stage_1():
+    # stages from pp (0, 2), (1, 3): stage 0 = ranks 0, 1, stage 1 = ranks 2, 3. Every step
+    # 120 ms; rank 3 computes 120 ms (no communication), the others 100 ms + 20 ms.
+    return cluster({0: (100, 20, 0), 1: (100, 20, 0), 2: (100, 20, 0), 3: (120, 0, 0)},
+                   groups=PP2DP2)
+
+
+def test_slow_rank_of_a_pair_in_a_stage():
+    # Stage 1 is a pair: rank 3's baseline is rank 2 (100 ms), excess 20 ms >= 6 ms (5 % of
+    # 120 ms) -> slow_rank:3, critical (20 >= 2 x 6). Robust z over the pair: median 110, MAD
+    # 10 -> 0.6745 x 10 / 10 = 0.67 (a pair needs none). Left out of its stage's Computing,
+    # the stages compute alike (100 ms): no stage verdict.
+    out = derive(_slow_rank_3_of_stage_1())
+    assert [v["id"] for v in out] == ["slow_rank:3"]
+    v = out[0]
+    assert (v["category"], v["scope"], v["severity"], v["ranks"]) == (
+        "slow_rank", "rank", "critical", [3])
+    ev = v["evidence"]
+    assert ev["stage"] == 1 and ev["part"] == "Computing" and ev["n_peers"] == 2
+    assert ev["peers"] == [2, 3]
+    assert ev["computing_ms"] == {"2": 100.0, "3": 120.0}
+    assert ev["baseline_ms"] == 100.0 and ev["excess_ms"] == {"3": 20.0}
+    assert ev["excess_of_step_pct"] == {"3": 16.67}
+    assert ev["robust_z"] == {"3": 0.67}
+    assert ev["arrives_late_ms"] == {"3": 0.0}
+    assert ev["max_peer_wait_for_it_ms"] == {"3": 0.0}
+    assert ev["peer_waits_visible"] == {"3": False}
+    assert ev["steps_slow"] == [1, 2] and ev["persistent"] is True
+    assert ev["by_step"] == {s: {"computing_ms": 120.0, "baseline_ms": 100.0, "excess_ms": 20.0}
+                             for s in ("1", "2")}
+    assert ev["threshold_ms"] == 6.0 and ev["median_step_ms"] == 120.0
+    assert v["threshold"] == {"excess_of_step_pct": 5.0, "min_excess_ms": 1.0,
+                              "slow_rank_mad_z": 3.5}
+    # the groups holding rank 3 and another collected rank, named ones by name: dp, then pp
+    assert v["groups"] == [_ref("g_dp1"), _ref("g_pp1")]
+    assert v["message"] == (
+        "Rank 3 computes 120.0 ms per step, 20.0 ms (16.7% of the step) more than the stage 1 "
+        "ranks doing the same work (rank 2: 100.0 ms) (groups dp (ranks 2, 3), pp (ranks 1, 3)); "
+        "they wait for it in the next collective. It is slower in every step (2).")
+
+
+def _partials(rank, matmul_ms, cast_ms):
+    # the op statistics and kernels of one rank over its 2 steps
+    ops = pa.Table.from_pylist([
+        {"rank": rank, "op_type": "MatMulV3", "accelerator_core": "AI_CORE",
+         "total_ns": round(2 * matmul_ms * MS), "count": 4},
+        {"rank": rank, "op_type": "Cast", "accelerator_core": "AI_VECTOR_CORE",
+         "total_ns": round(2 * cast_ms * MS), "count": 8}])
+    kernels = pa.Table.from_pylist([
+        {"rank": rank, "name": "aclnnMatmul", "input_shapes": "4096,4096",
+         "op_type": "MatMulV3", "total_ns": round(2 * matmul_ms * MS), "count": 4}])
+    return ops, kernels
+
+
+def _with_kernels(ca, per_rank, ranks=(0, 1, 2, 3)):
+    res = []
+    for r in ranks:
+        ops, kernels = _partials(r, *per_rank[r]) if r in per_rank else (None, None)
+        res.append(SimpleNamespace(rank=r, missing=[], op_partial=ops, kernel_partial=kernels))
+    ca.ranks = res
+    return ca
+
+
+def test_slow_rank_names_the_ops_it_spends_the_excess_in():
+    # rank 3: MatMulV3 40 ms and Cast 10 ms per step; rank 2: 30 and 5 -> +10.0 and +5.0 ms
+    ca = _with_kernels(_slow_rank_3_of_stage_1(), {2: (30, 5), 3: (40, 10)})
+    (v,) = derive(ca)
+    assert v["message"].endswith(
+        "It is slower in every step (2). Its excess over its peers, per step: op types MatMulV3 "
+        "+10.0 ms, Cast +5.0 ms; kernels aclnnMatmul [4096,4096] +10.0 ms.")
+    assert [d["op_type"] for d in v["evidence"]["which_ops"]["op_types"]] == ["MatMulV3", "Cast"]
+
+
+def test_ops_text():
+    assert rules._ops_text({}) == ""
+    assert rules._ops_text({"op_types": []}) == ""
+    # an op type on two kinds of core is told apart by the core; at most n (3) entries; no
+    # kernels: no kernel part
+    ex = {"op_types": [
+        {"op_type": "Cast", "accelerator_core": "AI_CORE", "excess_ms": 2.0},
+        {"op_type": "MatMul", "accelerator_core": "AI_CORE", "excess_ms": 1.5},
+        {"op_type": "Cast", "accelerator_core": "AI_VECTOR_CORE", "excess_ms": 1.04},
+        {"op_type": "Add", "accelerator_core": "AI_VECTOR_CORE", "excess_ms": 0.5}]}
+    assert rules._ops_text(ex) == ("op types Cast (AI_CORE) +2.0 ms, MatMul +1.5 ms, "
+                                   "Cast (AI_VECTOR_CORE) +1.0 ms")
+    assert rules._ops_text(ex, 1) == "op types Cast (AI_CORE) +2.0 ms"
+
+
+def _two_nodes(comp_0_1):
+    # 8 ranks, no stages; ranks 0-3 are one server (HCCS links 0-1, 1-2, 2-3 of tp group
+    # g_a), ranks 4-7 another (g_b). Every rank 10 ms communication; ranks 2-7 compute 100 ms.
+    steps = {r: (100, 10, 0) for r in range(2, 8)}
+    steps.update({r: [(c, 10, 0) for c in comp_0_1] for r in (0, 1)})
+    links = [(key, s, s + 1, "HCCS", 10, 1, s) for key in ("g_a", "g_b") for s in (0, 1, 2)]
+    return cluster(steps, groups={"g_a": ("tp", [0, 1, 2, 3]), "g_b": ("tp", [4, 5, 6, 7])},
+                   links=links)
+
+
+def test_slow_ranks_of_one_node_are_one_cause():
+    # Ranks 0, 1 compute 160 ms in step 1 and 100 in step 2 (mean 130): +30 ms over the median
+    # of 8 (100, MAD 0: outliers); half of node 0-3 is slow -> one cause for the node. Median
+    # step 110 ms -> threshold 5.5 ms; 30 >= 11: critical. Step by step they stand out in
+    # step 1 only (60 ms over 100).
+    out = derive(_two_nodes([160, 100]))
+    assert [v["id"] for v in out] == ["slow_rank:0,1"]
+    v = out[0]
+    assert (v["scope"], v["severity"], v["ranks"]) == ("node", "critical", [0, 1])
+    assert v["evidence"]["scope_kind"] == "node"
+    assert v["evidence"]["steps_slow"] == [1] and v["evidence"]["persistent"] is False
+    assert v["message"] == (
+        "Ranks 0, 1 (one node, joined by HCCS) compute 130.0–130.0 ms per step, 30.0 ms (27.3% "
+        "of the step) more than the ranks doing the same work (ranks 2–7: 100.0 ms) (groups tp "
+        "(ranks 0–3)); they wait for them in the next collective. They stand out in 1 of 2 "
+        "steps (1).")
+    assert v["next_step"].startswith("Compare the kernels and op statistics of ranks 0, 1 with "
+                                     "rank 2 (`ascendprof diff DIR --ranks 2,0`)")
+    assert "the devices of that node" in v["next_step"]
+
+
+def test_an_uneven_split_is_one_compute_verdict():
+    # 4 ranks computing 100, 100, 130, 131 ms (+10 ms communication): median 115, threshold
+    # 5 % of the 125 ms median step = 6.25 ms -> ranks 2, 3 above it, but with MAD 15 their z
+    # is 0.67 and 0.72 (< 3.5): not outliers, an uneven split of the set. Baseline: the
+    # median of ranks 0, 1 (100 ms); excess 30 and 31 ms, critical (31 >= 12.5).
+    ca = cluster({0: (100, 10, 0), 1: (100, 10, 0), 2: (130, 10, 0), 3: (131, 10, 0)})
+    out = derive(ca)
+    assert [v["id"] for v in out] == ["compute:2,3"]
+    v = out[0]
+    assert (v["category"], v["scope"], v["severity"]) == ("compute", "group", "critical")
+    assert v["evidence"]["excess_ms"] == {"2": 30.0, "3": 31.0}
+    assert v["message"] == (
+        "Ranks 2, 3 compute 130.0–131.0 ms per step, 30.0 ms or more above the other ranks "
+        "doing the same work (ranks 0, 1: 100.0 ms): the work is not split evenly.")
+
+
+def test_idle_rank_among_many_peers():
+    # 18 ranks: 100 ms computing, 10 ms communication; rank 17 also idles 30 ms per step.
+    # Threshold 5 % of 110 = 5.5 ms; 30 >= 11: critical. No communication data: whether its
+    # peers wait for it cannot be seen. 17 other ranks are counted, not listed.
+    steps = {r: (100, 10, 0) for r in range(17)}
+    steps[17] = (100, 10, 30)
+    out = derive(cluster(steps))
+    assert [v["id"] for v in out] == ["schedule:17"]
+    v = out[0]
+    assert v["severity"] == "critical" and v["scope"] == "rank"
+    assert v["message"] == (
+        "Rank 17 is idle (Free) 30.0 ms per step, 30.0 ms (27.3% of the step) more than the "
+        "ranks doing the same work (17 ranks: 0.0 ms), and whether its peers wait for it cannot "
+        "be seen (no communication data with them): the host does not keep the device busy.")
+    assert v["threshold"] == {"excess_of_step_pct": 5.0, "min_excess_ms": 1.0,
+                              "slow_rank_mad_z": 3.5, "blame_ratio": 0.5}
+
+
+def test_longer_step_nobody_waits_for_is_a_note():
+    # 4 ranks in one dp all-reduce of 10 ms each (5 ms transit: nobody waits); rank 3 idles
+    # 30 ms more per step. Its peers' ops show it arrives 0 ms late < 0.5 x 30: a note.
+    ca = cluster({0: (100, 10, 0), 1: (100, 10, 0), 2: (100, 10, 0), 3: (100, 10, 30)},
+                 groups={"g_dp": ("dp", [0, 1, 2, 3])},
+                 ops=[("hcom_allReduce_1", "g_dp", "collective",
+                       {r: (10, 5) for r in range(4)})])
+    out = by_id(derive(ca))
+    assert sorted(out) == ["balanced", "long_step:3"]
+    v = out["long_step:3"]
+    assert v["severity"] == "info" and v["evidence"]["extra_free_ms"] == 30.0
+    assert v["message"].startswith(
+        "Rank 3's step is longer than its peers' but nobody waits for it: its device idles "
+        "(Free) 30.0 ms per step, 30.0 ms more than the ranks doing the same work, while at the "
+        "collectives it arrives only 0.0 ms later than the others")
+
+
+def _ring(slow: dict):
+    # 12 ranks in one dp group (global = group-local ranks); RDMA links moving 10 MB per step:
+    # 6->7, 7->8, 8->9, 9->10, 10->11, 11->6 at 20 GB/s (0.5 ms), and 0->d at slow[d] GB/s.
+    links = [("g_dp", s, 6 + (s - 5) % 6, "RDMA", 10, 0.5, s) for s in range(6, 12)]
+    links += [("g_dp", 0, d, "RDMA", 10, 10 / bw, 0) for d, bw in slow.items()]
+    return cluster({r: (100, 10, 0) for r in range(12)},
+                   groups={"g_dp": ("dp", list(range(12)))}, links=links)
+
+
+def test_one_slow_link():
+    # link 0->1 at 2 GB/s among six at 20: 10 % of the median 20 GB/s < 60 %, critical
+    # (<= 30 %)
+    (v,) = derive(_ring({1: 2}))
+    assert v["id"] == "slow_link:RDMA:0->1"
+    assert (v["category"], v["scope"], v["severity"], v["ranks"]) == (
+        "slow_link", "link", "critical", [0, 1])
+    assert v["evidence"]["bandwidth_ratio"] == 0.1
+    assert v["evidence"]["directions_gbps"] == {"0→1": 2.0}
+
+
+def test_many_slow_links_are_one_finding_about_their_distribution():
+    # 5 slow links (> max_separate_verdicts 4), all from rank 0: 2, 4, 5, 8, 10 GB/s of the
+    # median 20 of the 11 judged links -> ratios 0.1, 0.2, 0.25, 0.4, 0.5; rank 0 is an end of
+    # all 5 (>= 3): named first. Critical: 0.1 <= 0.6 / 2.
+    (v,) = derive(_ring({1: 2, 2: 4, 3: 5, 4: 8, 5: 10}))
+    assert v["id"] == "slow_link:RDMA:distribution"
+    assert (v["category"], v["scope"], v["severity"], v["ranks"]) == (
+        "slow_link", "transport", "critical", [0])
+    ev = v["evidence"]
+    assert ev["transport"] == "RDMA" and ev["n_slow_links"] == 5 and ev["n_links_judged"] == 11
+    assert (ev["bandwidth_ratio_min"], ev["bandwidth_ratio_median"],
+            ev["bandwidth_ratio_max"]) == (0.1, 0.25, 0.5)
+    assert [w["ranks"] for w in ev["worst"]] == [[0, 1], [0, 2], [0, 3], [0, 4], [0, 5]]
+    assert ev["worst"][0] == {"id": "slow_link:RDMA:0->1", "ranks": [0, 1],
+                              "bandwidth_gbps": 2.0, "bandwidth_ratio": 0.1,
+                              "baseline_gbps": 20.0, "group": "dp"}
+    assert ev["shared_rank"] == 0 and ev["ranks_at_most_slow_links"]["0"] == 5
+    assert v["message"] == (
+        "5 of 11 RDMA links are below 60% of the median bandwidth of comparable links: 10%–50% "
+        "of it (median 25%); the worst: 0→1 10%, 0→2 20%, 0→3 25%, 0→4 40%, 0→5 50%; rank 0 is "
+        "an end of 5 of them: look at it first. Link speeds spread widely across the cluster "
+        "rather than one link being slow.")
+    assert v["next_step"] == (
+        "Run a bandwidth test over the RDMA fabric (the worst links first) and compare the link "
+        "configuration of the slow ones with the fast ones (lanes, speed, firmware, switch "
+        "ports).")
+
+
+def _missing_rank_2():
+    # world size 4, ranks 0, 1, 3 collected. tp = ranks 0, 1, 2 misses rank 2: in its all-gather
+    # rank 0 takes 100 ms, rank 1 70 ms, 20 ms transit each -> rank 0 waits 30 for rank 1, the
+    # rest 50 ms of each cannot be attributed. pp = ranks 1, 3 is complete (10 ms ops, 5 ms
+    # transit, 5 ms other on both): rank 3 has nothing unattributed.
+    return cluster({0: (100, 20, 0), 1: (100, 20, 0), 3: (100, 20, 0)},
+                   groups={"g_tp": ("tp", [0, 1, 2]), "g_pp": ("pp", [1, 3])},
+                   ops=[("hcom_allGather_1", "g_tp", "collective", {0: (100, 20), 1: (70, 20)}),
+                        ("hcom_send_1", "g_pp", "p2p", {1: (10, 5), 3: (10, 5)})],
+                   world_size=4)
+
+
+def test_missing_rank_is_one_collection_verdict():
+    out = derive(_missing_rank_2())
+    assert [v["id"] for v in out] == ["collection"]
+    v = out[0]
+    assert (v["category"], v["scope"], v["severity"], v["ranks"]) == (
+        "collection", "collection", "warning", [2])
+    assert v["message"] == (
+        "Rank 2 is not in this collection (world size 4). Groups with members missing: tp "
+        "(ranks 0–2). Waiting on them cannot be attributed to a collected rank: it is reported "
+        "as waiting on ranks not in this collection.")
+    assert v["next_step"] == (
+        "Copy the profiling directories of rank 2 beside the others and analyse again; until "
+        "then time spent waiting on them is shown as 'ranks not in this collection'.")
+    ev = v["evidence"]
+    assert ev["groups"] == {"tp": {"id": gid("g_tp"), "members": 3, "members_exact": True,
+                                   "global_ranks": [0, 1, 2], "collected": [0, 1],
+                                   "absent": [2], "n_absent": 1}}
+    assert ev["unattributed_ms"] == {"0": 50.0, "1": 50.0}
+    assert ev["wait_on_absent_ms"] == {}
+    assert v["groups"] == [{"name": "tp", "id": gid("g_tp"), "global_ranks": [0, 1, 2]}]
+
+
+def test_unreadable_rank_is_named_with_what_to_fix():
+    # ranks 0, 1 analysed, rank 2 found but not readable; nothing else expected
+    ca = cluster({0: (100, 10, 0), 1: (100, 10, 0)})
+    ca.ranks = [SimpleNamespace(rank=r, missing=[]) for r in (0, 1)]
+    ca.sources = [SimpleNamespace(rank=r) for r in (0, 1, 2)]
+    out = by_id(derive(ca))
+    v = out["collection"]
+    assert v["ranks"] == [] and v["evidence"]["unreadable_ranks"] == [2]
+    assert v["message"].startswith("rank 2 could not be read (problems.csv says why). Waiting")
+    assert v["next_step"] == "Fix what problems.csv reports for rank 2 and analyse again."
+
+
+def _iterations(fp_bp_ms):
+    return [{"rank": r, "step": s, "start_ns": 0, "end_ns": 0,
+             "iteration_interval_ns": 5 * MS, "fp_bp_ns": round(fp * MS), "tail_ns": 10 * MS}
+            for r, fp in enumerate(fp_bp_ms) for s in (1, 2)]
+
+
+def test_legacy_iteration_trace_slow_card():
+    # forward+backward 100, 100, 150 ms: median 100, MAD 0 -> rank 2 an outlier, 150 > 110
+    ca = cluster({r: (100, 10, 0) for r in range(3)}, iterations=_iterations([100, 100, 150]))
+    (v,) = derive(ca)
+    assert (v["category"], v["severity"], v["ranks"]) == ("slow_card", "warning", [2])
+    assert v["evidence"] == {"values_ms": {"0": 100.0, "1": 100.0, "2": 150.0},
+                             "median_ms": 100.0, "source": "iteration trace"}
+    assert v["next_step"].startswith("Compare these ranks' kernels and op statistics")
+    assert not list(ca.problems)
+
+
+def test_no_iteration_trace_no_problem():
+    ca = cluster({r: (100, 10, 0) for r in range(3)})
+    assert [v["id"] for v in derive(ca)] == ["balanced"]
+    assert not list(ca.problems)
+    ca = cluster({r: (100, 10, 0) for r in range(3)}, iterations=[])
+    assert [v["id"] for v in derive(ca)] == ["balanced"]
+    assert not list(ca.problems)
+
+
+def test_balanced_names_the_longest_step_deviation():
+    # rank 1 spends 25 ms in communication (20 %, not examined), rank 0 10 ms: steps of 125 and
+    # 110 ms, median 117.5; rank 1's step 1 is 7.5 ms above it, >= 5.875 (5 % of 117.5)
+    ca = cluster({0: (100, 10, 0), 1: (100, 25, 0)})
+    (v,) = derive(ca)
+    assert v["id"] == "balanced"
+    assert v["evidence"]["longest_step_deviation"] == {
+        "rank": 1, "step": 1, "step_ms": 125.0, "median_ms": 117.5, "excess_ms": 7.5,
+        "threshold_ms": 5.875}
+    assert "step lengths still differ: rank 1's step 1 takes 125.0 ms, 7.5 ms more than the " \
+           "median of the ranks doing the same work (117.5 ms)." in v["message"]
+
+
+def test_heavier_stage_names_the_pipeline_groups():
+    # stage 1 (ranks 2, 3) computes 130 ms, stage 0 100 ms: gap 30 >= 7.5 ms (5 % of 150)
+    ca = cluster({0: (100, 20, 30), 1: (100, 20, 30), 2: (130, 20, 0), 3: (130, 20, 0)},
+                 groups=PP2DP2)
+    out = derive(ca)
+    v = by_id(out)["stage:1"]
+    assert v["groups"] == [_ref("g_pp0"), _ref("g_pp1")]
+    assert v["ranks"] == [2, 3] and v["severity"] == "critical"
+    assert v["evidence"]["computing_gap_ms"] == 30.0
+
+
+def test_slow_node_names_the_ops_of_its_ranks():
+    # the slow node above; ranks 0, 1 spend MatMulV3 40 ms and Cast 10 ms per step, ranks 2-7
+    # 30 and 5: +10.0 and +5.0 ms (medians over each side)
+    ca = _with_kernels(_two_nodes([160, 100]),
+                       {r: (40, 10) if r < 2 else (30, 5) for r in range(8)}, ranks=range(8))
+    (v,) = derive(ca)
+    assert v["message"].endswith(
+        "They stand out in 1 of 2 steps (1). Their excess over their peers, per step (median "
+        "over them): op types MatMulV3 +10.0 ms, Cast +5.0 ms; kernels aclnnMatmul [4096,4096] "
+        "+10.0 ms.")
+
+
+def test_transient_straggler():
+    # 4 ranks computing 100 ms (+10 ms communication); rank 3 computes 112 ms in step 4 only:
+    # a mean of 103 ms, 3 ms over the others, under the 5.5 ms threshold (5 % of the 110 ms
+    # median step); in step 4 it is 12 ms over the median of that step (100, MAD 0) >= 5.5:
+    # a transient straggler, critical (12 >= 11)
+    steps = {r: (100, 10, 0) for r in range(3)}
+    steps[3] = [(100, 10, 0), (100, 10, 0), (100, 10, 0), (112, 10, 0)]
+    (v,) = derive(cluster(steps, n_steps=4))
+    assert v["id"] == "slow_rank:3:transient"
+    assert (v["category"], v["scope"], v["severity"], v["groups"]) == (
+        "slow_rank", "rank", "critical", [])
+    assert v["message"] == (
+        "Rank 3 is a transient straggler: it computes 112.0 ms in step 4, 12.0 ms (12%) more "
+        "than the ranks doing the same work in that step (100.0 ms); it stands out in 1 of 4 "
+        "steps (4) and is in line with them in the others (mean excess 3.0 ms per step).")
+    assert v["evidence"]["worst_step"] == 4 and v["evidence"]["persistent"] is False
+    assert v["threshold"] == {"excess_of_step_pct": 5.0, "min_excess_ms": 1.0,
+                              "slow_rank_mad_z": 3.5}
+
+
+def test_slow_group_is_one_verdict_for_its_path():
+    # three dp groups of 3 ranks (0-2, 3-5, 6-8), each with 3 RDMA links of 10 MB per step;
+    # those of 0-2 at 4 GB/s, the others at 20: 4 / 20 = 20 % of its siblings' median < 60 %,
+    # even its fastest link: a slow group, critical (<= 30 %); its links are not judged again.
+    keys = {"g1": [0, 1, 2], "g2": [3, 4, 5], "g3": [6, 7, 8]}
+    links = [(k, s, (s + 1) % 3, "RDMA", 10, 2.5 if k == "g1" else 0.5, ranks[s])
+             for k, ranks in keys.items() for s in range(3)]
+    ca = cluster({r: (100, 10, 0) for r in range(9)},
+                 groups={k: ("dp", ranks) for k, ranks in keys.items()}, links=links)
+    (v,) = derive(ca)
+    assert v["id"] == f"slow_group:dp:{gid('g1')}"
+    assert (v["category"], v["scope"], v["severity"], v["ranks"]) == (
+        "slow_group", "group", "critical", [0, 1, 2])
+    assert v["evidence"]["bandwidth_ratio"] == 0.2
+    assert v["message"] == (
+        "Slow group: dp (ranks 0–2) moves data over RDMA at 4.00 GB/s (median of its 3 links), "
+        "20% of the 20.00 GB/s of the other 2 dp groups: the whole group's path is slow, not "
+        "one link.")

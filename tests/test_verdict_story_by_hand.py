@@ -1,0 +1,313 @@
+"""The causal story (verdicts/story.py) on small hand-built clusters: which cause each wait and
+each communication observation is attached to, and what the communication verdicts no cause
+explains say. Every expected number is worked out below from the injected step values and op
+times (tests/_hand_cluster.py: ms per step, the same in both steps)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from ascendprof.analyze import verdicts as V
+from ascendprof.analyze.verdicts import make_verdict
+
+from _hand_cluster import by_id, cluster, derive, gid
+
+DP = ("dp", [0, 1, 2, 3])
+
+
+def _slow_rank_3(excess=30.0, world_size=None):
+    # ranks 0-2 compute 100 ms, rank 3 100 + excess; every step 150 ms (0-2: 100 + 50 comm,
+    # 3: 130 + 20). One all-reduce over dp (ranks 0-3) per step: ranks 0-2 in it 40.3 ms,
+    # rank 3 (the last to arrive) 10 ms, transit 5 ms on every rank.
+    return cluster({0: (100, 50, 0), 1: (100, 50, 0), 2: (100, 50, 0),
+                    3: (100 + excess, 50 - excess, 0)},
+                   groups={"g_dp": DP},
+                   ops=[("hcom_allReduce_1", "g_dp", "collective",
+                         {0: (40.3, 5), 1: (40.3, 5), 2: (40.3, 5), 3: (10, 5)})],
+                   world_size=world_size)
+
+
+def test_waits_for_a_slow_rank_are_its_symptoms():
+    # Threshold: 5 % of the 150 ms median step = 7.5 ms. Rank 3 computes 30 ms more than the
+    # median of 0-2 (MAD 0: an outlier) -> slow_rank:3, critical (30 >= 2 x 7.5).
+    # Op split of ranks 0-2: elapse 40.3 = transfer 5 + waiting for rank 3 (40.3 - 10 = 30.3)
+    # + other 5. Their Communication(Not Overlapped) share 50/150 = 33.3 % >= 30 %: examined;
+    # waiting 30.3 >= 0.5 x 40.3 and all of it is for rank 3 -> attached to slow_rank:3.
+    out = derive(_slow_rank_3())
+    assert [v["id"] for v in out] == ["slow_rank:3"]
+    (v,) = out
+    assert v["severity"] == "critical"
+    obs, waits = v["symptoms"]
+    assert obs["id"] == "slow_rank:3/communication:0,1,2"
+    assert obs["category"] == "communication" and obs["scope"] == "rank"
+    assert obs["caused_by"] == "slow_rank:3"
+    assert obs["message"] == (
+        "Communication(Not Overlapped) takes 33.3% of the step on ranks 0–2: 75% of the time in "
+        "communication ops is waiting (30.3 of 40.3 ms per step): 30.3 ms for rank 3 (slow "
+        "rank).")
+    ev = obs["evidence"]
+    assert ev["explained_ms"] == 30.3
+    assert ev["comm_not_overlapped_ms"] == {"0": 50.0, "1": 50.0, "2": 50.0}
+    assert ev["comm_not_overlapped_pct"] == {"0": 33.33, "1": 33.33, "2": 33.33}
+    assert (ev["op_elapse_ms"], ev["transfer_ms"], ev["peer_wait_ms"], ev["other_ms"],
+            ev["wait_on_absent_ms"], ev["unattributed_ms"]) == (40.3, 5.0, 30.3, 5.0, 0.0, 0.0)
+    assert ev["waited_for_ms"] == {"3": 30.3}
+    assert ev["by_group"] == {"dp": {"elapse_ms": 40.3, "transfer_ms": 5.0, "peer_wait_ms": 30.3,
+                                     "absent_wait_ms": 0.0, "other_ms": 5.0,
+                                     "unattributed_ms": 0.0}}
+    dp_ref = {"name": "dp", "id": gid("g_dp"), "global_ranks": [0, 1, 2, 3]}
+    assert obs["groups"] == [dp_ref]
+    # the wait-for graph: each of 0-2 waits 30.3 ms per step for rank 3 in dp ops
+    assert waits["id"] == "slow_rank:3/communication:0,1,2"
+    assert waits["caused_by"] == "slow_rank:3"
+    assert waits["message"] == "Ranks 0–2 wait 30.3 ms per step (up to 30.3) for rank 3 in dp ops."
+    assert waits["groups"] == [dp_ref]
+    assert waits["evidence"] == {"wait_ms": {"0": 30.3, "1": 30.3, "2": 30.3},
+                                 "mean_wait_ms": 30.3, "waited_for_ranks": [3],
+                                 "pipeline_fill_drain": False}
+    # 3 x 30.3 = 90.9 ms per step explained, to the µs
+    assert v["evidence"]["peer_wait_explained_ms"] == 90.9
+
+
+def test_causes_of_one_severity_ordered_by_share_spread():
+    # Rank 3 computes 10 ms more (7.5 <= 10 < 15: a warning); rank 4 of a world of 5 is not
+    # collected: the collection warning, ranked 0. The slow rank's Computing share spread
+    # (110/150 - 100/150 = 6.7 %) ranks it first.
+    out = derive(_slow_rank_3(excess=10.0, world_size=5))
+    assert [(v["id"], v["severity"]) for v in out] == [("slow_rank:3", "warning"),
+                                                       ("collection", "warning")]
+
+
+def _pp2dp2(steps, ops=(), links=()):
+    # pipeline stages: pp groups (0, 2) and (1, 3) -> ranks 0, 1 stage 0 and 2, 3 stage 1;
+    # dp groups (0, 1) and (2, 3) within the stages
+    return cluster(steps, groups={"g_pp0": ("pp", [0, 2]), "g_pp1": ("pp", [1, 3]),
+                                  "g_dp0": ("dp", [0, 1]), "g_dp1": ("dp", [2, 3])},
+                   ops=list(ops), links=list(links))
+
+
+def test_communication_without_op_data_behind_a_heavier_stage():
+    # Stage 1 (ranks 2, 3) computes 130 ms, stage 0 100 ms: a 30 ms gap >= 7.5 ms (5 % of the
+    # 150 ms median step) -> stage:1. Stage 0's Communication(Not Overlapped) 50/150 = 33.3 %
+    # is examined, but there are no communication ops to split it: attached to the stage.
+    ca = _pp2dp2({0: (100, 50, 0), 1: (100, 50, 0), 2: (130, 20, 0), 3: (130, 20, 0)})
+    out = derive(ca)
+    assert [v["id"] for v in out] == ["stage:1"]
+    (s,) = out[0]["symptoms"]
+    assert s["id"] == "stage:1/communication:0,1" and s["scope"] == "stage"
+    assert s["message"] == (
+        "Communication(Not Overlapped) takes 33.3% of the step on stage 0 (ranks 0, 1); without "
+        "per-op communication data it cannot be split, but in a pipeline with a heavier stage "
+        "the other stages waiting for it (and the pipeline draining) is the expected part of "
+        "it.")
+    assert s["evidence"]["explained_ms"] == 0.0 and s["evidence"]["stage"] == 0
+
+
+def test_waiting_within_a_stage_for_a_rank_without_cause_is_unexplained():
+    # stage:1 as above. Within stage 0, rank 1 waits 30 ms per step for rank 0 in their dp
+    # all-reduce (40 vs 10 ms, no transit): rank 0 has no cause, and the wait does not cross
+    # stages, so the stage verdict does not explain it either. Stage 0's op time: elapse
+    # (10 + 40) / 2 = 25 ms, waiting 30 / 2 = 15 ms >= 0.5 x 25 -> an info verdict.
+    ca = _pp2dp2({0: (100, 50, 0), 1: (100, 50, 0), 2: (130, 20, 0), 3: (130, 20, 0)},
+                 ops=[("hcom_allReduce_1", "g_dp0", "collective", {0: (10, 0), 1: (40, 0)})])
+    out = by_id(derive(ca))
+    assert sorted(out) == ["communication:0", "stage:1"]
+    v = out["communication:0"]
+    assert (v["severity"], v["scope"], v["ranks"]) == ("info", "stage", [0, 1])
+    assert v["message"] == (
+        "Communication(Not Overlapped) takes 33.3% of the step on stage 0 (ranks 0, 1): 60% of "
+        "the time in communication ops is waiting (15.0 of 25.0 ms per step), mostly for rank "
+        "0; but its own Computing and Free are not above those of the ranks doing the same "
+        "work, so no rank's work explains it (ranks that start their step at different times, "
+        "or a delay the profile does not show).")
+    assert v["evidence"]["waited_for_ranks"] == [0]
+    assert v["evidence"]["cause"] == "waiting, unexplained"
+    assert v["threshold"] == {"comm_share_pct": 30.0, "wait_ratio": 0.5}
+    assert out["stage:1"]["symptoms"] == []
+
+
+def test_even_pipeline_bubble_is_not_reported():
+    # Two even stages (100 ms Computing each). Ranks 0, 1 wait 30 ms per step for ranks 2, 3
+    # in their pp send/recv (40 vs 10 ms, 5 ms transit): Communication(Not Overlapped) 50/150
+    # = 33.3 % passes 30 %, but without the waiting across stages it is (50 - 30) / 150 =
+    # 13.3 %: the pipeline bubble, nothing to report.
+    ca = _pp2dp2({0: (100, 50, 0), 1: (100, 50, 0), 2: (100, 20, 30), 3: (100, 20, 30)},
+                 ops=[("hcom_send_1", "g_pp0", "p2p", {0: (40, 5), 2: (10, 5)}),
+                      ("hcom_send_1", "g_pp1", "p2p", {1: (40, 5), 3: (10, 5)})])
+    out = derive(ca)
+    assert [v["id"] for v in out] == ["balanced"]
+
+
+def _one_absent(rank1_elapse, transit):
+    # group "tp" of ranks 0, 1, 2; rank 2 is not collected (world size 3). Rank 0 spends
+    # 100 ms per step in the tp op, rank 1 (last present arrival) ``rank1_elapse``. Rank 0's
+    # Communication(Not Overlapped) 100 of 200 ms = 50 %; rank 1's 20 of 120 ms is not examined.
+    return cluster({0: (100, 100, 0), 1: (100, 20, 0)}, groups={"g_tp": ("tp", [0, 1, 2])},
+                   ops=[("hcom_allGather_1", "g_tp", "collective",
+                         {0: (100, transit), 1: (rank1_elapse, transit)})],
+                   world_size=3)
+
+
+def test_time_no_present_rank_explains_goes_to_the_collection():
+    # Rank 0: transfer 20, waiting for rank 1 100 - 70 = 30, the rest 50 cannot be attributed
+    # (the group misses rank 2; the profiler's Wait Time is 0, so none is "waiting on absent").
+    # Waiting 30 < 0.5 x 100; unattributed 50 >= max(transfer 20, other 0, peer wait 30) ->
+    # attached to the collection verdict.
+    out = by_id(derive(_one_absent(70, 20)))
+    assert sorted(out) == ["collection"]
+    (s,) = out["collection"]["symptoms"]
+    assert s["message"] == (
+        "Communication(Not Overlapped) takes 50.0% of the step on rank 0: 50.0 of 100.0 ms per "
+        "step inside the communication ops cannot be attributed: their groups have members "
+        "not in this collection (it may be waiting on them); 20.0 ms is transfer, 30.0 ms "
+        "waiting for collected peers.")
+    assert s["evidence"]["explained_ms"] == 50.0
+    assert s["evidence"]["unattributed_ms"] == 50.0
+
+
+def test_waiting_for_a_present_peer_outweighs_the_unattributed_part():
+    # Rank 0: transfer 30, waiting for rank 1 100 - 64 = 36, unattributed 34. Waiting 36 <
+    # 50 (not "waiting"); unattributed 34 < peer wait 36, so it is not the collection's: a
+    # communication verdict of its own, about the tp group. (Its text calls the 34 ms "neither
+    # transfer nor waiting" and every member of tp collected, which rank 2 is not: not pinned.)
+    out = by_id(derive(_one_absent(64, 30)))
+    assert sorted(out) == ["collection", "communication:None"]
+    assert out["collection"]["symptoms"] == []
+    v = out["communication:None"]
+    assert v["severity"] == "warning"  # 50 % >= 30 %, < 60 %
+    assert v["threshold"] == {"comm_share_pct": 30.0, "wait_ratio": 0.5}
+    assert v["groups"] == [{"name": "tp", "id": gid("g_tp"), "global_ranks": [0, 1, 2]}]
+    assert v["evidence"]["unattributed_ms"] == 34.0 and v["evidence"]["peer_wait_ms"] == 36.0
+
+
+def test_transfer_with_no_slow_link_is_the_volume():
+    # Ranks 0, 1 (dp) both spend 40 ms per step in the all-reduce, 30 of it transit: nobody
+    # waits (equal elapses), transfer 30 >= other 10. The link 0->1 and 1->0 move 12.3456 MB in
+    # 2 ms each (6.1728 GB/s), alike: no slow link. Both ranks 50/150 = 33.3 % -> a
+    # communication verdict "transfer": HCCS, 24.6912 MB / 4 ms = 6.1728 GB/s, 12.3456 MB per
+    # rank (median of the reporting ranks' sums).
+    ca = cluster({0: (100, 50, 0), 1: (100, 50, 0)}, groups={"g_dp": ("dp", [0, 1])},
+                 ops=[("hcom_allReduce_1", "g_dp", "collective", {0: (40, 30), 1: (40, 30)})],
+                 links=[("g_dp", 0, 1, "HCCS", 12.3456, 2, 0),
+                        ("g_dp", 1, 0, "HCCS", 12.3456, 2, 1)])
+    out = by_id(derive(ca))
+    assert sorted(out) == ["communication:None"]
+    v = out["communication:None"]
+    ev = v["evidence"]
+    assert ev["cause"] == "transfer" and ev["group"] == "dp"
+    assert ev["transport"] == "HCCS"
+    assert ev["bandwidth_gbps"] == 6.1728
+    assert ev["size_mb_per_rank"] == 12.346
+    assert v["message"] == (
+        "Communication(Not Overlapped) takes 33.3% of the step on ranks 0, 1: most of it is data "
+        "transfer (30.0 of 40.0 ms per step), mostly in dp (ranks 0, 1) over HCCS at 6.17 GB/s "
+        "(12.3 MB per rank and step); no link or group is slower than comparable ones, so the "
+        "volume is the cost.")
+    assert v["threshold"] == {"comm_share_pct": 30.0, "wait_ratio": 0.5}
+
+
+def _with_results(ca, kind, level, missing):
+    # what the engine's rank results tell the verdicts: the files the rank lacks, the profiler
+    # level and the kind of source
+    ca.ranks = [SimpleNamespace(rank=r, missing=list(missing),
+                                source=SimpleNamespace(kind=kind, profiler_level=level))
+                for r in (0, 1)]
+    return ca
+
+
+def test_unsplittable_communication_names_the_missing_files():
+    # two ranks at 50/150 = 33.3 % Communication(Not Overlapped), no op data: the files the
+    # profiler did not write are named; torch_npu without a known level: collect at level 1
+    ca = _with_results(cluster({0: (100, 50, 0), 1: (100, 50, 0)}), "torch_npu", None,
+                       ["communication.json", "communication_matrix.json", "kernel_details.csv"])
+    (v,) = derive(ca)
+    assert v["id"] == "communication:None" and v["evidence"]["cause"] == "unknown"
+    assert v["message"] == (
+        "Communication(Not Overlapped) takes 33.3% of the step on ranks 0, 1; whether it is "
+        "waiting for a slower rank or data transfer cannot be told: communication.json, "
+        "communication_matrix.json were not collected.")
+    assert v["next_step"].startswith("Collect with communication analysis on (profiler level 1")
+    assert v["evidence"]["missing_files"] == ["communication.json", "communication_matrix.json"]
+
+
+def test_waits_across_stages_go_to_the_stage_or_the_slow_rank_they_are_for():
+    # Stage 1 (ranks 2, 3) computes more: rank 2 130 ms, rank 3 150 ms; stage 0 (0, 1) 100 ms;
+    # every step 150 ms. Rank 3 is 20 ms above its pair partner (>= 7.5 ms): slow_rank:3.
+    # Without it stage 1 computes 130 ms, 30 ms more than stage 0: stage:1 (its Computing
+    # share spread 86.7 - 66.7 = 20 % ranks it before slow_rank:3's 100 - 86.7 = 13.3 %).
+    # pp send/recv per step: rank 0 waits 32 ms for rank 2, rank 1 30 ms for rank 3 (elapse
+    # 42 / 40 vs 10, 5 ms transit); then the pipeline drains: ranks 2 and 3 wait 2 ms for
+    # ranks 0 and 1 (12 vs 10 ms).
+    ca = _pp2dp2({0: (100, 50, 0), 1: (100, 50, 0), 2: (130, 20, 0), 3: (150, 0, 0)},
+                 ops=[("hcom_send_1", "g_pp0", "p2p", {0: (42, 5), 2: (10, 5)}),
+                      ("hcom_send_1", "g_pp1", "p2p", {1: (40, 5), 3: (10, 5)}),
+                      ("hcom_recv_2", "g_pp0", "p2p", {0: (10, 5), 2: (12, 5)}),
+                      ("hcom_recv_2", "g_pp1", "p2p", {1: (10, 5), 3: (12, 5)})])
+    out = derive(ca)
+    assert [v["id"] for v in out] == ["stage:1", "slow_rank:3"]
+    stage, slow = out
+    # rank 0 waits for rank 2 (the stage's); rank 1 for rank 3 (the slow rank's, though it
+    # crosses stages); ranks 2, 3 waiting for stage 0 is the drain behind the heavier stage.
+    # Stage 0's op time: elapse (52 + 50) / 2 = 51 ms, waiting (32 + 30) / 2 = 31 ms >= 25.5:
+    # 16 ms for rank 2 (the stage), 15 ms for rank 3 (the slow rank) -> the stage's.
+    assert [s["message"] for s in stage["symptoms"]] == [
+        "Stage 0 (rank 0) waits 32.0 ms per step (up to 32.0) for stage 1 (rank 2) in pp ops.",
+        "Communication(Not Overlapped) takes 33.3% of the step on stage 0 (ranks 0, 1): 61% of "
+        "the time in communication ops is waiting (31.0 of 51.0 ms per step): 16.0 ms for the "
+        "heavier pipeline stage (ranks 2, 3) and its fill/drain, 15.0 ms for rank 3 (slow "
+        "rank).",
+        "Stage 1 (ranks 2, 3) waits 2.0 ms per step (up to 2.0) for stage 0 (ranks 0, 1) in pp "
+        "ops: the pipeline fills and drains behind the heavier stage, a consequence of the "
+        "imbalance, not a second cause."]
+    assert [s["evidence"].get("pipeline_fill_drain") for s in stage["symptoms"]] == [
+        False, None, True]
+    assert stage["evidence"]["peer_wait_explained_ms"] == 36.0  # 32 + 2 + 2
+    assert [s["message"] for s in slow["symptoms"]] == [
+        "Stage 0 (rank 1) waits 30.0 ms per step (up to 30.0) for rank 3 in pp ops."]
+    assert slow["evidence"]["peer_wait_explained_ms"] == 30.0
+
+
+def test_a_rank_late_only_because_it_waited_passes_the_wait_on():
+    # Rank 0 computes 130 ms, ranks 1-3 100 ms (every step 150 ms): slow_rank:0. In tp (0, 1)
+    # rank 1 waits 30 ms for rank 0 (40 vs 10 ms, 5 ms transit) and rank 0 waits 1 ms for
+    # rank 1 in a broadcast (3 vs 2 ms); in dp (1, 2) rank 2 waits 25 ms for rank 1 (35 vs 10
+    # ms): rank 1 was late only because it waited for rank 0, so that wait is rank 0's too.
+    ca = cluster({0: (130, 20, 0), 1: (100, 50, 0), 2: (100, 50, 0), 3: (100, 50, 0)},
+                 groups={"g_a": ("tp", [0, 1]), "g_b": ("dp", [1, 2])},
+                 ops=[("hcom_allReduce_1", "g_a", "collective", {0: (10, 5), 1: (40, 5)}),
+                      ("hcom_broadcast_2", "g_a", "collective", {0: (3, 0), 1: (2, 0)}),
+                      ("hcom_allReduce_3", "g_b", "collective", {1: (10, 5), 2: (35, 5)})])
+    (v,) = derive(ca)
+    assert v["id"] == "slow_rank:0"
+    # ranks 1-3 pass 30 % (50 / 150): op time (52 + 35 + 0) / 3 = 29 ms, waiting (30 + 25) / 3
+    # = 18.33 ms (63 %), all of it for rank 0 directly or through rank 1
+    assert [s["message"] for s in v["symptoms"]] == [
+        "Rank 1 waits 30.0 ms per step (up to 30.0) for rank 0 in tp ops.",
+        "Rank 2 waits 25.0 ms per step (up to 25.0) for rank 1 in dp ops.",
+        "Communication(Not Overlapped) takes 33.3% of the step on ranks 1–3: 63% of the time in "
+        "communication ops is waiting (18.3 of 29.0 ms per step): 18.3 ms for rank 0 (slow "
+        "rank)."]
+    assert v["evidence"]["peer_wait_explained_ms"] == 55.0
+
+
+def test_a_contributed_cross_stage_cause_takes_the_pipeline_waits():
+    # The even pipeline of test_even_pipeline_bubble_is_not_reported, plus a contributed cause
+    # on stage 1 that explains waiting across stages (``_cross_stage``) without naming late
+    # ranks: ranks 0, 1 waiting 30 ms for stage 1 is its symptom, as fill / drain.
+    ca = _pp2dp2({0: (100, 50, 0), 1: (100, 50, 0), 2: (100, 20, 30), 3: (100, 20, 30)},
+                 ops=[("hcom_send_1", "g_pp0", "p2p", {0: (40, 5), 2: (10, 5)}),
+                      ("hcom_send_1", "g_pp1", "p2p", {1: (40, 5), 3: (10, 5)})])
+
+    def data_rule(ca, th):
+        v = make_verdict("data", "stage", [2, 3], "warning", "Stage 1 waits for its data.",
+                         "Look at the data loader.", id="data:1")
+        v["_cross_stage"] = True
+        return [v]
+
+    out = V.derive(ca, V.thresholds(None), contributed={"data": data_rule})
+    (v,) = out
+    assert v["id"] == "data:1"
+    msgs = [s["message"] for s in v["symptoms"]]
+    assert ("Stage 0 (ranks 0, 1) waits 30.0 ms per step (up to 30.0) for stage 1 (ranks 2, 3) "
+            "in pp ops: the pipeline fills and drains behind the heavier stage, a consequence of "
+            "the imbalance, not a second cause.") in msgs
