@@ -345,3 +345,16 @@ def test_interned_ids_in_first_seen_order():
     assert ids.lookup(["b", "a", "b"]).tolist() == [0, 1, 0]
     assert ids.lookup(["c", "a"]).tolist() == [2, 1]
     assert len(ids) == 3
+
+
+def test_same_op_name_in_two_groups_is_two_instances():
+    # 'ar' of step s in group g (ranks 0, 1: elapses 10, 4) and in group h (ranks 0, 1: 3, 3):
+    # two instances; in g rank 0 waits 10 - 4 = 6 for rank 1 (not 10 - 3 = 7: h's rows are
+    # another instance), in h nobody waits
+    rows = opsplit.op_rows(_ops([_op(0, "s", "collective", "ar", "g", 10),
+                                 _op(1, "s", "collective", "ar", "g", 4),
+                                 _op(0, "s", "collective", "ar", "h", 3),
+                                 _op(1, "s", "collective", "ar", "h", 3)]))
+    got = split_op_time(rows)
+    assert got["peer_wait_ns"].tolist() == [6, 0, 0, 0]
+    assert got["waited_for"].tolist() == [1, -1, -1, -1]
