@@ -292,7 +292,7 @@ def _db_tables():
         dict(op_name="a", start_ns=1_000_500, elapse_ns=2_000_000, transit_ns=500_000,
              wait_ns=1_000_000, sync_ns=250_000, idle_ns=250_000),
         dict(op_name="b", elapse_ns=3_000_000, transit_ns=1_500_000, wait_ns=0,
-             wait_ratio=0.5)], **common)
+             wait_ratio=0.5, sync_ratio=0.25)], **common)
     bw = table(S.COMM_BANDWIDTH, [
         dict(op_name="a", transport="HCCS", size_mb=10.0, transit_ns=1_000_000),
         dict(op_name="a", transport="RDMA", size_mb=4.0, transit_ns=2_000_000,
@@ -338,12 +338,12 @@ def test_opinfos_and_totals_from_db_rows_by_hand():
     assert list(a["Communication Bandwidth Info"]["RDMA"]) == [
         "Transit Size(MB)", "Transit Time(ms)", "Bandwidth(GB/s)", "Large Packet Ratio",
         "Size Distribution"]
-    # b: no start, no sync / idle -> no such keys; wait ratio as given (0.5), sync ratio
-    # recomputed with sync 0: 0 / (0 + 1.5) = 0; HCCS without size or time: 0, 0, 0 GB/s;
+    # b: no start, no sync / idle -> no such keys; both ratios as given (0.5, 0.25; from the
+    # times they would be 0); HCCS without size or time: 0, 0, 0 GB/s;
     # SIO 5 MB in 0 ms: bandwidth 0 (no time to divide by)
     assert b["Communication Time Info"] == {
         "Elapse Time(ms)": 3.0, "Transit Time(ms)": 1.5, "Wait Time(ms)": 0.0,
-        "Wait Time Ratio": 0.5, "Synchronization Time Ratio": 0}
+        "Wait Time Ratio": 0.5, "Synchronization Time Ratio": 0.25}
     assert b["Communication Bandwidth Info"] == {
         "HCCS": {"Transit Size(MB)": 0, "Transit Time(ms)": 0, "Bandwidth(GB/s)": 0,
                  "Size Distribution": {}},
