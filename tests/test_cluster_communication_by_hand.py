@@ -668,3 +668,18 @@ def test_ranks_with_different_ops_are_merged_op_by_op():
             for r, v in ranks.items()} == {
         ("a@g", "0"): 0.0, ("a@g", "1"): 10.0, ("a@g", "2"): 20.0, ("b@g", "0"): 1.0,
         ("b@g", "2"): 21.0, ("c@g", "1"): 11.0}
+
+
+def test_transport_without_any_size_totals_zero_megabytes():
+    # op a's PCIE row has a time but no size: 0 MB in the OPINFO and in the totals (not null),
+    # bandwidth 0 / 1 ms = 0
+    common = dict(rank=0, step=1, step_key="step1", kind="collective", group="g", op_name="a")
+    ops = table(S.COMM_OPS, [dict(elapse_ns=1_000_000, transit_ns=1_000_000, wait_ns=0)],
+                **common)
+    bw = table(S.COMM_BANDWIDTH, [dict(transport="PCIE", transit_ns=1_000_000),
+                                  dict(transport="PCIE", op_name="z", size_mb=9.0)], **common)
+    step = _file(ops, bw, None)["(0,)"]["step1"]
+    want = {"Transit Size(MB)": 0, "Transit Time(ms)": 1.0, "Bandwidth(GB/s)": 0,
+            "Size Distribution": {}}
+    assert step["a@g"]["0"]["Communication Bandwidth Info"] == {"PCIE": want}
+    assert step["Total Op Info@g"]["0"]["Communication Bandwidth Info"] == {"PCIE": want}
