@@ -683,3 +683,33 @@ def test_transport_without_any_size_totals_zero_megabytes():
             "Size Distribution": {}}
     assert step["a@g"]["0"]["Communication Bandwidth Info"] == {"PCIE": want}
     assert step["Total Op Info@g"]["0"]["Communication Bandwidth Info"] == {"PCIE": want}
+
+
+@pytest.mark.parametrize("group", ["g", 'q"g'])
+def test_fragments_built_batch_by_batch_with_odd_op_names(group):
+    """FragmentsBuilder (a spilled communication.json read in batches) gives the fragments
+    rank_fragments gives for the whole table, also when an op or group name needs escaping in
+    JSON (a quote, a backslash, a control character): op keys are the JSON of "<op>@<group>"."""
+    names = [f"op{i}" for i in range(20)]
+    names[3], names[17], names[18] = 'a"b', "c\\d", "e\tf"
+    rows = [dict(op_name=n, elapse_ns=1000 * i, opinfo_json=json.dumps({"i": i}))
+            for i, n in enumerate(names)]
+    ops = table(S.COMM_OPS, rows, rank=0, step=1, step_key="step1", kind="collective",
+                group=group)
+    want = cc.rank_fragments(ops, None, None)
+    builder = cc.FragmentsBuilder()
+    for start in (0, 7, 14):  # batches of 7, 7, 6 records: chunks of 16 cut across them
+        builder.add(ops.slice(start, 7), None, None)
+    got = builder.result()
+
+    def unpacked(frags):
+        return [(f.rank, f.kind, f.group, f.count,
+                 *[[bytes(x) for x in part] for part in f.unpack()],
+                 [(json.loads(s), json.loads(t)) for s, t in f.totals]) for f in frags]
+
+    assert unpacked(got) == unpacked(want)
+    (f,) = got
+    _, keys, infos = f.unpack()
+    assert [json.loads(bytes(k)) for k in keys] == [f"{n}@{group}" for n in names]
+    assert [json.loads(bytes(i)) for i in infos] == [{"i": i} for i in range(20)]
+    assert len(f.chunks) == 2  # 16 + 4 records
