@@ -235,6 +235,27 @@ def test_matrix_without_links_is_empty():
     assert list(cc.matrix_groups(table(S.COMM_LINKS, []))) == []
 
 
+def test_matrix_of_one_link():
+    # the smallest input: rank 6's self-link (local 0 -> rank 6), 2 MB in 0.5 ms = 4 GB/s
+    one = table(S.COMM_LINKS, [_link(6, "allgather-total@g", 0, 0, "LOCAL", 2.0, 500_000)])
+    want = _entry("LOCAL", 0.5, 2.0, "", 4.0)
+    assert list(cc.matrix_groups(one)) == [
+        ("(6,)", {"step1": {"allgather-total@g": {"6-6": want}, "Total Op Info@g": {"6-6": want}}})]
+
+
+def test_matrix_group_is_the_text_after_the_last_at():
+    # an op part holding "@" ("my@op-total@g"): the group is "g", after the last "@"
+    links = table(S.COMM_LINKS, [
+        _link(0, "my@op-total@g", 0, 0, "LOCAL", 1.0, 1_000_000),
+        _link(0, "my@op-total@g", 0, 1, "HCCS", 3.0, 1_000_000),
+        _link(2, "my@op-total@g", 1, 1, "LOCAL", 1.0, 1_000_000)])
+    ((key, steps),) = list(cc.matrix_groups(links))
+    assert key == "(0, 2)"
+    assert set(steps["step1"]) == {"my@op-total@g", "Total Op Info@g"}
+    assert steps["step1"]["my@op-total@g"]["0-2"] == _entry("HCCS", 1.0, 3.0, "", 3.0)
+    assert steps["step1"]["Total Op Info@g"]["0-2"] == _entry("HCCS", 1.0, 3.0, "", 3.0)
+
+
 def test_unmapped_links_by_hand():
     # per (group, step) the links left out, counted once over ranks: step1 of g: 0-2 (rank 3
     # and rank 5: one link), 4-0 of another op; the row without a source is no link.
@@ -247,6 +268,12 @@ def test_unmapped_links_by_hand():
          "example": "allreduce-total@g 0-1"},
         {"group": "p", "step_key": "step1", "links": 1, "ops": 1, "local_ranks": [1],
          "example": "batchsendrecv-top1@p 0-1"}]
+    # groups in the order their first dropped link comes (not sorted): rows reversed, p first;
+    # the example is the first dropped row of its group and step
+    assert [(u["group"], u["step_key"], u["example"]) for u in
+            cc.unmapped_links(table(S.COMM_LINKS, LINKS[::-1]))] == [
+        ("p", "step1", "batchsendrecv-top1@p 0-1"), ("g", "step2", "allreduce-total@g 0-1"),
+        ("g", "step1", "allreduce-top1@g 4-0")]
     mapped = [r for r in LINKS if r["src_rank"] in (0, 1) and r["dst_rank"] in (0, 1)
               and r["step_key"] == "step1" and r["link_key"].endswith("@g")]
     assert cc.unmapped_links(table(S.COMM_LINKS, mapped)) == []
@@ -265,12 +292,13 @@ def _db_tables():
         dict(op_name="a", start_ns=1_000_500, elapse_ns=2_000_000, transit_ns=500_000,
              wait_ns=1_000_000, sync_ns=250_000, idle_ns=250_000),
         dict(op_name="b", elapse_ns=3_000_000, transit_ns=1_500_000, wait_ns=0,
-             wait_ratio=0.5)], **common)
+             wait_ratio=0.5, sync_ratio=0.25)], **common)
     bw = table(S.COMM_BANDWIDTH, [
         dict(op_name="a", transport="HCCS", size_mb=10.0, transit_ns=1_000_000),
         dict(op_name="a", transport="RDMA", size_mb=4.0, transit_ns=2_000_000,
              bandwidth_gbps=1.5, large_packet_ratio=0.25),
         dict(op_name="b", transport="HCCS"),
+        dict(op_name="b", transport="SIO", size_mb=5.0, transit_ns=0),
         dict(op_name="c", transport="HCCS", size_mb=50.0, transit_ns=5_000_000)], **common)
     dist = table(S.COMM_SIZE_DIST, [
         dict(op_name="a", transport="HCCS", packet_size_mb="1", count=2, dur_ns=400_000),
@@ -310,14 +338,17 @@ def test_opinfos_and_totals_from_db_rows_by_hand():
     assert list(a["Communication Bandwidth Info"]["RDMA"]) == [
         "Transit Size(MB)", "Transit Time(ms)", "Bandwidth(GB/s)", "Large Packet Ratio",
         "Size Distribution"]
-    # b: no start, no sync / idle -> no such keys; wait ratio as given (0.5), sync ratio
-    # recomputed with sync 0: 0 / (0 + 1.5) = 0; HCCS without size or time: 0, 0, 0 GB/s
+    # b: no start, no sync / idle -> no such keys; both ratios as given (0.5, 0.25; from the
+    # times they would be 0); HCCS without size or time: 0, 0, 0 GB/s;
+    # SIO 5 MB in 0 ms: bandwidth 0 (no time to divide by)
     assert b["Communication Time Info"] == {
         "Elapse Time(ms)": 3.0, "Transit Time(ms)": 1.5, "Wait Time(ms)": 0.0,
-        "Wait Time Ratio": 0.5, "Synchronization Time Ratio": 0}
+        "Wait Time Ratio": 0.5, "Synchronization Time Ratio": 0.25}
     assert b["Communication Bandwidth Info"] == {
         "HCCS": {"Transit Size(MB)": 0, "Transit Time(ms)": 0, "Bandwidth(GB/s)": 0,
-                 "Size Distribution": {}}}
+                 "Size Distribution": {}},
+        "SIO": {"Transit Size(MB)": 5.0, "Transit Time(ms)": 0, "Bandwidth(GB/s)": 0,
+                "Size Distribution": {}}}
     total = ops["Total Op Info@g"]["0"]
     # sums over a and b: elapse 5, transit 2, wait 1; sync and idle only a's (b has none);
     # wait ratio 1 / (1 + 2) = 0.3333, sync ratio 0.25 / (0.25 + 2) = 0.1111
@@ -333,9 +364,11 @@ def test_opinfos_and_totals_from_db_rows_by_hand():
                  "Size Distribution": {"1": [2, 0.4], "2": [0, 0.0]},
                  "Bandwidth(GB/s)": 10.0, "Large Packet Ratio": 0},
         "RDMA": {"Transit Time(ms)": 2.0, "Transit Size(MB)": 4.0, "Size Distribution": {},
-                 "Bandwidth(GB/s)": 2.0, "Large Packet Ratio": 0}}
-    # transports in order of first appearance among the op rows (a's HCCS, a's RDMA)
-    assert list(total["Communication Bandwidth Info"]) == ["HCCS", "RDMA"]
+                 "Bandwidth(GB/s)": 2.0, "Large Packet Ratio": 0},
+        "SIO": {"Transit Time(ms)": 0, "Transit Size(MB)": 5.0, "Size Distribution": {},
+                "Bandwidth(GB/s)": 0, "Large Packet Ratio": 0}}
+    # transports in order of first appearance among the op rows (a's HCCS, a's RDMA, b's SIO)
+    assert list(total["Communication Bandwidth Info"]) == ["HCCS", "RDMA", "SIO"]
     assert list(a["Communication Bandwidth Info"]) == ["HCCS", "RDMA"]
 
 
@@ -347,7 +380,7 @@ def test_totals_without_large_packet_ratio_have_no_such_key():
     total = _file(ops, bw, dist)["(0,)"]["step1"]["Total Op Info@g"]["0"]
     assert {tr: "Large Packet Ratio" in e
             for tr, e in total["Communication Bandwidth Info"].items()} == \
-        {"HCCS": False, "RDMA": False}
+        {"HCCS": False, "RDMA": False, "SIO": False}
     # an op without bandwidth rows: totals without transports
     total = _file(ops, None, None)["(0,)"]["step1"]["Total Op Info@g"]["0"]
     assert total["Communication Bandwidth Info"] == {}
@@ -429,7 +462,11 @@ def test_matrix_from_raw_records_four_per_link(tmp_path):
                  "hcom_allGather__1_1_1@g": {"0-1": link("HCCS", 4.0, 1.0)},   # 4
                  "hcom_allGather__1_2_1@g": {"0-1": link("HCCS", 2.0, 1.0)},   # 2
                  "hcom_allGather__1_3_1@g": {"0-1": link("HCCS", 3.0, 1.0)},   # 3
-                 "myop__7_0_1@g": {"0-1": link("RDMA", 5.0, 1.0)}},
+                 "myop__7_0_1@g": {"0-1": link("RDMA", 5.0, 1.0)},
+                 # no size: counted as 0 MB in the total
+                 "hcom_broadcast__2_0_1@g": {"0-1": {"Transport Type": "HCCS",
+                                                     "Transit Time(ms)": 1.0,
+                                                     "Bandwidth(GB/s)": 0.0}}},
              1: {"hcom_allGather__1_0_1@g": {"1-1": link("LOCAL", 1.0, 1.0)}}}
     tables = []
     for rank, data in files.items():
@@ -460,10 +497,14 @@ def test_matrix_from_raw_records_four_per_link(tmp_path):
     assert step["allgather-bottom1@g"]["1-1"]["Transit Size(MB)"] == 1.0
     # an op name without a known type: "myop" (before "__"), one record
     assert step["myop-top1@g"]["0-1"]["Op Name"] == "myop__7_0_1"
-    # the group total sums the -total@ entries: 0-1 = 10 MB / 4 ms + 5 MB / 1 ms = 15 / 5
+    assert step["broadcast-total@g"]["0-1"] == {
+        "Transport Type": "HCCS", "Transit Time(ms)": 1.0, "Transit Size(MB)": 0,
+        "Op Name": "", "Bandwidth(GB/s)": 0}
+    # the group total sums the -total@ entries: 0-1 = 10 MB / 4 ms + 5 MB / 1 ms + 0 MB / 1 ms
+    # = 15 MB / 6 ms = 2.5 GB/s
     assert step["Total Op Info@g"]["0-1"]["Transit Size(MB)"] == 15.0
-    assert step["Total Op Info@g"]["0-1"]["Transit Time(ms)"] == 5.0
-    assert step["Total Op Info@g"]["0-1"]["Bandwidth(GB/s)"] == 3.0
+    assert step["Total Op Info@g"]["0-1"]["Transit Time(ms)"] == 6.0
+    assert step["Total Op Info@g"]["0-1"]["Bandwidth(GB/s)"] == 2.5
     assert set(step["Total Op Info@g"]) == {"0-0", "0-1", "1-1"}
     assert cc.unmapped_links(pa.concat_tables(tables)) == []  # raw records: condensed elsewhere
 
@@ -608,3 +649,67 @@ def test_fragments_in_any_order_give_ranks_ascending():
         got = json.loads(text)
         assert [list(v) for v in got["step1"].values()] == [["1", "3"]] * 3
         assert got["step1"]["b@g"]["3"]["Communication Time Info"]["Elapse Time(ms)"] == 4.0
+
+
+def test_ranks_with_different_ops_are_merged_op_by_op():
+    """Ranks 0 and 2 report ops a and b, rank 1 (the second fragment) a and c: ops in order of
+    first appearance (a, b from rank 0, then c), each listing the ranks that have it."""
+    rows = [dict(rank=r, op_name=op, elapse_ns=1_000_000 * (10 * r + i), transit_ns=0,
+                 wait_ns=0)
+            for r, names in ((0, "ab"), (1, "ac"), (2, "ab")) for i, op in enumerate(names)]
+    ops = table(S.COMM_OPS, rows, step_key="step1", kind="collective", group="g")
+    step = _file(ops, None, None)["(0, 1, 2)"]["step1"]
+    assert {op: list(ranks) for op, ranks in step.items()} == {
+        "a@g": ["0", "1", "2"], "b@g": ["0", "2"], "c@g": ["1"], "Total Op Info@g": ["0", "1", "2"]}
+    assert list(step) == ["a@g", "b@g", "c@g", "Total Op Info@g"]
+    # elapse = 10 * rank + position in the rank's list, in ms
+    assert {(op, r): v["Communication Time Info"]["Elapse Time(ms)"]
+            for op, ranks in step.items() if op != "Total Op Info@g"
+            for r, v in ranks.items()} == {
+        ("a@g", "0"): 0.0, ("a@g", "1"): 10.0, ("a@g", "2"): 20.0, ("b@g", "0"): 1.0,
+        ("b@g", "2"): 21.0, ("c@g", "1"): 11.0}
+
+
+def test_transport_without_any_size_totals_zero_megabytes():
+    # op a's PCIE row has a time but no size: 0 MB in the OPINFO and in the totals (not null),
+    # bandwidth 0 / 1 ms = 0
+    common = dict(rank=0, step=1, step_key="step1", kind="collective", group="g", op_name="a")
+    ops = table(S.COMM_OPS, [dict(elapse_ns=1_000_000, transit_ns=1_000_000, wait_ns=0)],
+                **common)
+    bw = table(S.COMM_BANDWIDTH, [dict(transport="PCIE", transit_ns=1_000_000),
+                                  dict(transport="PCIE", op_name="z", size_mb=9.0)], **common)
+    step = _file(ops, bw, None)["(0,)"]["step1"]
+    want = {"Transit Size(MB)": 0, "Transit Time(ms)": 1.0, "Bandwidth(GB/s)": 0,
+            "Size Distribution": {}}
+    assert step["a@g"]["0"]["Communication Bandwidth Info"] == {"PCIE": want}
+    assert step["Total Op Info@g"]["0"]["Communication Bandwidth Info"] == {"PCIE": want}
+
+
+@pytest.mark.parametrize("group", ["g", 'q"g'])
+def test_fragments_built_batch_by_batch_with_odd_op_names(group):
+    """FragmentsBuilder (a spilled communication.json read in batches) gives the fragments
+    rank_fragments gives for the whole table, also when an op or group name needs escaping in
+    JSON (a quote, a backslash, a control character): op keys are the JSON of "<op>@<group>"."""
+    names = [f"op{i}" for i in range(20)]
+    names[3], names[17], names[18] = 'a"b', "c\\d", "e\tf"
+    rows = [dict(op_name=n, elapse_ns=1000 * i, opinfo_json=json.dumps({"i": i}))
+            for i, n in enumerate(names)]
+    ops = table(S.COMM_OPS, rows, rank=0, step=1, step_key="step1", kind="collective",
+                group=group)
+    want = cc.rank_fragments(ops, None, None)
+    builder = cc.FragmentsBuilder()
+    for start in (0, 7, 14):  # batches of 7, 7, 6 records: chunks of 16 cut across them
+        builder.add(ops.slice(start, 7), None, None)
+    got = builder.result()
+
+    def unpacked(frags):
+        return [(f.rank, f.kind, f.group, f.count,
+                 *[[bytes(x) for x in part] for part in f.unpack()],
+                 [(json.loads(s), json.loads(t)) for s, t in f.totals]) for f in frags]
+
+    assert unpacked(got) == unpacked(want)
+    (f,) = got
+    _, keys, infos = f.unpack()
+    assert [json.loads(bytes(k)) for k in keys] == [f"{n}@{group}" for n in names]
+    assert [json.loads(bytes(i)) for i in infos] == [{"i": i} for i in range(20)]
+    assert len(f.chunks) == 2  # 16 + 4 records
