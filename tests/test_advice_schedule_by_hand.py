@@ -964,3 +964,16 @@ def test_syncbn_per_step_count_to_one_decimal():
     tb = {S.HOST_EVENTS: host(ev), S.STEP_TRACE: step_trace([(s, 100, 1) for s in (1, 2, 3)])}
     f = one(run(tb), "schedule.syncbn")
     assert f["evidence"] == {"syncbn_calls_per_step": 20.3, "host_ms_per_step": 1.017}
+
+
+def test_device_idle_messages_give_free_in_ms():
+    # Free 100 ms of a 200 ms step (50 %): "100.0 ms" in both kinds of message
+    tb = stall_tables()
+    tb[S.STEP_TRACE] = step_trace([(1, 200, 100)])
+    f = one(run(tb), "schedule.device_idle")
+    assert f["message"].startswith("The device idles 50.0% of the step (100.0 ms), mostly in ")
+    tb = dispatch_tables()
+    tb[S.STEP_TRACE] = step_trace([(1, 200, 100), (2, 200, 100)])
+    f = one(run(tb), "schedule.device_idle")
+    assert f["message"].startswith("The device idles 50.0% of the step (100.0 ms), 0.7 ms of "
+                                   "it in 3 gap(s)")
