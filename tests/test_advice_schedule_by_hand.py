@@ -297,23 +297,25 @@ def test_profiler_overhead_of_odd_metadata_is_none(meta):
 
 def test_device_idle_launch_delays_and_idle_before_late_launches():
     # (device start, host start) per launch, given out of order; one has no host start
-    # (dropped). Delays (us): 50, 1005, 100, 1300, 510, 300, 100, 100, 1250: median 300, p95
-    # (linear, 0.95 x 8 = 7.6 between 1250 and 1300) 1280.
+    # (dropped). Delays (us): 50, 1005, 100, 1300, 510, 300, 100, 100, 250; sorted 50 100 100
+    # 100 250 300 510 1005 1300: median 250, p95 (linear, 0.95 x 8 = 7.6 between 1005 and
+    # 1300) 1005 + 0.6 x 295 = 1182.
     # Each gap is matched with the first launch whose task starts at or after its end; the
     # launch came late when its host call began after the gap did:
     #   gap 4.0 (200 us) <- task 4.2 launched 4.1: late; gap 9.0 (500) <- 9.5 at 9.2: late;
-    #   gap 24.0 (150) <- 24.15 at 24.05: late; the others were launched before their gap:
-    #   850 us late, 425 us per step.
+    #   gap 24.0 (150) <- 24.15 at 24.05: late; gap 27.0 <- 27.25 launched at 27.0, as the gap
+    #   began: not late; the others were launched before their gap: 850 us late, 425 us per
+    #   step.
     lt = launches([(9.5, 9.2), (0, -0.05), (4.2, 4.1), (2.005, 1.0), (6.3, 5.0), (8.01, 7.5),
-                   (24.15, 24.05), (20, 19.9), (27.25, 26.0), (31.0, None)])
+                   (24.15, 24.05), (20, 19.9), (27.25, 27.0), (31.0, None)])
     res = run({**dispatch_tables(), S.LAUNCHES: lt})
     f = one(res, "schedule.device_idle")
-    assert f["evidence"]["launch"] == {"launches": 9, "delay_median_us": 300.0,
-                                       "delay_p95_us": 1280.0,
+    assert f["evidence"]["launch"] == {"launches": 9, "delay_median_us": 250.0,
+                                       "delay_p95_us": 1182.0,
                                        "idle_before_launch_us_per_step": 425.0,
                                        "file": "dispatch.csv"}
     assert f["message"].endswith(
-        "(host-bound dispatch). Launch delay median 300 us; 0.4 ms of idle per step is in gaps "
+        "(host-bound dispatch). Launch delay median 250 us; 0.4 ms of idle per step is in gaps "
         "whose next task was launched only after they began (dispatch.csv).")
 
 
@@ -827,3 +829,151 @@ def test_schedule_rule_declarations():
     assert by["schedule.syncbn"].threshold == {"calls_per_step": 20}
     assert by["schedule.device_idle"].needs == ((S.KERNELS,), (S.STEP_TRACE,))
     assert by["schedule.conjectured_gc"].needs == ((S.HOST_EVENTS,), (S.KERNELS,))
+
+
+# ------------------------------------------------------------- per-step means, more limits
+
+def test_device_gaps_skip_a_window_with_one_busy_piece_and_go_on():
+    # window 1 [0, 10] holds one kernel (no gap between pieces); window 2 [20, 30] two: one gap
+    k = kernels([(1, 2, 8), (2, 20, 24), (2, 25, 30)])
+    got = SC.device_gaps(ctx({S.KERNELS: k, S.STEPS: steps([(1, 0, 10), (2, 20, 30)])}))
+    assert gap_rows(got) == want([(2, 24.0, 1000)])
+
+
+@pytest.mark.parametrize("col", ["start_ns", "dur_ns"])
+def test_device_gaps_a_null_in_one_column_only(col):
+    # kernels [0,2) [3,5) [6,9) of step 1 (no STEPS: the window is the step's kernel span); the
+    # middle one loses its start or its duration: gaps 2 -> 6 (4 ms) only
+    k = kernels([(1, 0, 2), (1, 3, 5), (1, 6, 9)])
+    v = k[col].to_pylist()
+    v[1] = None
+    k = k.set_column(k.schema.get_field_index(col), col, pa.array(v, pa.int64()))
+    assert gap_rows(SC.device_gaps(ctx({S.KERNELS: k}))) == want([(1, 2.0, 4000)])
+
+
+def test_device_idle_means_over_three_steps():
+    # windows [0,10] [20,30] [40,50], Stage 10 ms, Free 2 ms each (20 %: a warning).
+    # step 1: [0,5) [5.1,10): 100 us; step 2: [20,25) [25.2,30): 200 us; step 3: [40,45)
+    # [45.003,47) [48.5,50): 3 us (a task switch) and 1.5 ms (a stall).
+    # Per step: 4/3 = 1.3 gaps; switches 0.3 (1 us); dispatch 0.7 (300/3 = 100 us, median 150);
+    # stalls 0.3 (500 us): stall time above dispatch time: a stall finding.
+    k = kernels([(1, 0, 5), (1, 5.1, 10), (2, 20, 25), (2, 25.2, 30), (3, 40, 45),
+                 (3, 45.003, 47), (3, 48.5, 50)])
+    tb = {S.KERNELS: k, S.STEPS: steps([(1, 0, 10), (2, 20, 30), (3, 40, 50)]),
+          S.STEP_TRACE: step_trace([(1, 10, 2), (2, 10, 2), (3, 10, 2)])}
+    f = one(run(tb), "schedule.device_idle")
+    e = f["evidence"]
+    assert e["gaps_per_step"] == 1.3
+    assert e["task_switch_gaps"] == {"count_per_step": 0.3, "us_per_step": 1.0}
+    assert e["dispatch_gaps"] == {"count_per_step": 0.7, "us_per_step": 100.0,
+                                  "median_us": 150.0}
+    assert e["stall_gaps"] == {"count_per_step": 0.3, "us_per_step": 500.0}
+    assert f["key"] == "schedule.device_idle:stall" and f["severity"] == "warning"
+    assert f["message"] == (
+        "The device idles 20.0% of the step (2.0 ms), mostly in 1 gap(s) of 1 ms or more "
+        "(0.5 ms per step); the collection has no host timeline to tell what the host did.")
+
+
+def test_synchronize_means_over_three_steps_and_the_first_three_triggers():
+    # three 10 ms steps; kernels [0,3) [4,10) in step 1 (one gap at 3.0, 1 ms), none after.
+    # Syncs: [2.8, 4.3) 1.5 ms, [12, 13.5) 1.5 ms, [22, 22.5) 0.5 ms, [25, 25.003) 3 us =
+    # 3.503 ms: 1167.667 us and 1.3 calls per step, 11.68 % of the step. The gap at 3.0
+    # begins in the first: 1 ms / 3 =
+    # 333.333 us of idle after syncs per step, 3.33 % (< 5 %: info).
+    # Triggers: aten::item 4 (1.3 per step), aten::nonzero 2 (0.7), aten::equal 1 (0.3),
+    # aten::masked_select 1 (0.3, listed after aten::equal: first seen later); the message
+    # names the first three.
+    ev = [("cann", SYNC, 2.8, 1.5), ("cann", SYNC, 12, 1.5), ("cann", SYNC, 22, 0.5),
+          ("cann", SYNC, 25, 0.003)]
+    ev += [("framework", "aten::item", 1 + i, 0.1) for i in range(4)]
+    ev += [("framework", "aten::nonzero", 6 + i, 0.1) for i in range(2)]
+    ev += [("framework", "aten::equal", 8, 0.1), ("framework", "aten::masked_select", 9, 0.1)]
+    tb = {S.KERNELS: kernels([(1, 0, 3), (1, 4, 10)]),
+          S.STEPS: steps([(1, 0, 10), (2, 10, 20), (3, 20, 30)]),
+          S.STEP_TRACE: step_trace([(1, 10, 1), (2, 10, 1), (3, 10, 1)]),
+          S.HOST_EVENTS: host(ev)}
+    f = one(run(tb), "schedule.synchronize")
+    e = f["evidence"]
+    assert e["sync_calls_per_step"] == 1.3 and e["sync_us_per_step"] == 1167.667
+    assert e["sync_pct_of_step"] == 11.68
+    assert e["framework_triggers_per_step"] == {"aten::item": 1.3, "aten::nonzero": 0.7,
+                                                "aten::equal": 0.3, "aten::masked_select": 0.3}
+    assert e["device_idle_after_sync_us_per_step"] == 333.333
+    assert f["severity"] == "info"
+    assert ("triggered by aten::item x1.3, aten::nonzero x0.7, aten::equal x0.3; while"
+            in f["message"])
+    assert "(3.3% of the step is device idle" in f["message"]
+
+
+def test_synchronize_idle_after_of_five_percent_is_a_warning():
+    # one 20 ms step; the 1 ms gap at 3.0 begins in the sync [2.5, 5): 5 % of the step idles
+    # after a sync (a warning); the sync is 2.5 ms = 12.5 %
+    tb = {S.KERNELS: kernels([(1, 0, 3), (1, 4, 20)]), S.STEPS: steps([(1, 0, 20)]),
+          S.STEP_TRACE: step_trace([(1, 20, 2)]), S.HOST_EVENTS: host([("cann", SYNC, 2.5, 2.5)])}
+    f = one(run(tb), "schedule.synchronize")
+    assert f["severity"] == "warning"
+    assert "(5.0% of the step is device idle" in f["message"]
+
+
+def test_synchronize_without_kernels_no_idle_after():
+    # host events but no kernels: no device gaps, so no idle after a sync (0 us, 0 %)
+    tb = {S.STEP_TRACE: step_trace([(1, 10, 1)]),
+          S.HOST_EVENTS: host([("cann", SYNC, 1, 1.5)])}
+    f = one(run(tb), "schedule.synchronize")
+    assert f["evidence"]["device_idle_after_sync_us_per_step"] == 0.0
+    assert f["severity"] == "info"
+    assert f["message"].endswith("(0.0% of the step is device idle that begins during a "
+                                 "synchronisation).")
+
+
+def test_dataloader_share_below_one_percent_is_still_a_warning_and_no_step_time_is_info():
+    # 12 ms of a 2 s step: 0.6 % -> a warning (any share)
+    ev = [("framework", "DataLoader.__next__", 0, 12)]
+    f = one(run(dl_tables(ev, 2000)), "schedule.dataloader")
+    assert f["severity"] == "warning" and f["share_of_step_pct"] == 0.6
+    # without a step time: no share, info, the message without it
+    f = one(run({S.HOST_EVENTS: host(ev)}), "schedule.dataloader")
+    assert f["severity"] == "info" and f["share_of_step_pct"] is None
+    assert f["message"] == "Loading the data of a step takes up to 12.0 ms, above 10 ms."
+
+
+def test_conjectured_gc_calls_touching_the_gap_ends_are_outside_it():
+    # gap [10, 300): AscendCL@a [9, 10) ends where it begins, AscendCL@b [300, 301) starts
+    # where it ends: neither is in it; AscendCL@c [50, 50.5) is
+    acl = [("AscendCL@a", 9, 1), ("AscendCL@b", 300, 1), ("AscendCL@c", 50, 0.5)]
+    f = one(run(cgc_tables(acl)), "schedule.conjectured_gc")
+    assert f["evidence"]["gaps"] == [{"step": 1, "start_ns": t(10), "dur_ms": 290.0,
+                                      "acl_events": 1, "acl_ms": 0.5}]
+
+
+def test_conjectured_gc_lists_ten_gaps():
+    # 12 gaps of 200 ms: kernels of 1 ms every 201 ms (one step); all reported, 10 listed
+    k = kernels([(1, 201 * i, 201 * i + 1) for i in range(13)])
+    tb = {S.KERNELS: k, S.STEP_TRACE: step_trace([(1, 3000, 2400)]),
+          S.HOST_EVENTS: host([("cann", "AscendCL@a", 0, 0.5)])}
+    f = one(run(tb), "schedule.conjectured_gc")
+    assert len(f["evidence"]["gaps"]) == 10
+    assert [g["start_ns"] for g in f["evidence"]["gaps"]] == [t(201 * i + 1) for i in range(10)]
+    assert f["message"].startswith("12 device idle gap(s) of 200 ms or more")
+    assert f["impact_us_per_step"] == 2_400_000.0
+
+
+def test_syncbn_per_step_count_to_one_decimal():
+    # 61 calls over 3 steps: 20.333 per step -> 20.3; 50 us each: 1.017 ms per step
+    ev = [("framework", "SyncBatchNorm", 0.1 * i, 0.05) for i in range(61)]
+    tb = {S.HOST_EVENTS: host(ev), S.STEP_TRACE: step_trace([(s, 100, 1) for s in (1, 2, 3)])}
+    f = one(run(tb), "schedule.syncbn")
+    assert f["evidence"] == {"syncbn_calls_per_step": 20.3, "host_ms_per_step": 1.017}
+
+
+def test_device_idle_messages_give_free_in_ms():
+    # Free 100 ms of a 200 ms step (50 %): "100.0 ms" in both kinds of message
+    tb = stall_tables()
+    tb[S.STEP_TRACE] = step_trace([(1, 200, 100)])
+    f = one(run(tb), "schedule.device_idle")
+    assert f["message"].startswith("The device idles 50.0% of the step (100.0 ms), mostly in ")
+    tb = dispatch_tables()
+    tb[S.STEP_TRACE] = step_trace([(1, 200, 100), (2, 200, 100)])
+    f = one(run(tb), "schedule.device_idle")
+    assert f["message"].startswith("The device idles 50.0% of the step (100.0 ms), 0.7 ms of "
+                                   "it in 3 gap(s)")
