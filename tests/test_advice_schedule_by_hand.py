@@ -96,7 +96,8 @@ def host(rows) -> pa.Table:
         "source": [r[0] for r in rows], "name": [r[1] for r in rows],
         "tid": pa.array([r[4] for r in rows], pa.int64()),
         "start_ns": pa.array([t(r[2]) for r in rows], pa.int64()),
-        "dur_ns": pa.array([round(r[3] * 1000) * US for r in rows], pa.int64())}))
+        "dur_ns": pa.array([None if r[3] is None else round(r[3] * 1000) * US for r in rows],
+                           pa.int64())}))
 
 
 def launches(rows) -> pa.Table:
@@ -286,6 +287,10 @@ def test_device_idle_dispatch_names_the_profiler_options_adding_host_time():
     assert f["advice"][-1] == ("This collection ran with with_stack, record_shapes=True, which "
                                "adds host time to every operator: confirm the gaps with a "
                                "collection without them.")
+    meta["profiler_info"]["config"]["common_config"]["profile_memory"] = True
+    f = one(run(dispatch_tables(), meta), "schedule.device_idle")
+    assert f["evidence"]["profiler_options_adding_host_time"] == [
+        "with_stack", "record_shapes", "profile_memory"]
 
 
 @pytest.mark.parametrize("meta", [None, {"profiler_info": "x"},
@@ -699,7 +704,8 @@ def test_gc_lists_the_ten_longest():
 def test_gc_short_only_is_silent_and_none_is_skipped():
     assert status(run(gc_tables([0.999, 0.5])), "schedule.gc") == ["silent", ""]
     st, why = status(run(gc_tables([])), "schedule.gc")
-    assert st == "skipped" and "gc_detect_threshold" in why
+    assert st == "skipped" and why == ("no GC events (collected only with torch_npu "
+                                       "experimental_config gc_detect_threshold)")
 
 
 # ---------------------------------------------------------------------------- conjectured GC
@@ -794,6 +800,7 @@ def test_syncbn_twenty_per_step():
     assert f["severity"] == "warning"
     assert f["evidence"] == {"syncbn_calls_per_step": 20.0, "host_ms_per_step": 1.0}
     assert f["impact_us_per_step"] == 1000.0
+    assert f["share_of_step_pct"] == 1.0  # of the 100 ms step
     assert f["message"] == ("20 SyncBatchNorm call(s) per step (1.0 ms of host time): each "
                             "synchronises statistics across devices and launches many small "
                             "operators.")
@@ -977,3 +984,49 @@ def test_device_idle_messages_give_free_in_ms():
     f = one(run(tb), "schedule.device_idle")
     assert f["message"].startswith("The device idles 50.0% of the step (100.0 ms), 0.7 ms of "
                                    "it in 3 gap(s)")
+
+
+def test_device_idle_stall_message_gives_the_stall_time_per_step_in_ms():
+    # window [0, 200], Stage 200 ms, Free 100 ms; kernels [0,10) [110,120): one 100 ms stall
+    tb = {S.KERNELS: kernels([(1, 0, 10), (1, 110, 120)]), S.STEPS: steps([(1, 0, 200)]),
+          S.STEP_TRACE: step_trace([(1, 200, 100)])}
+    f = one(run(tb), "schedule.device_idle")
+    assert "mostly in 1 gap(s) of 1 ms or more (100.0 ms per step)" in f["message"]
+
+
+def test_device_idle_host_event_without_duration_holds_no_time():
+    # the stall scenario; the host timeline has an event with no duration inside the 5 ms gap
+    # (it covers nothing) besides aten::item [19, 24) (4 ms of the gap)
+    ev = [("framework", "aten::item", 19, 5), ("framework", "aten::empty", 21, None)]
+    f = one(run(stall_tables(ev)), "schedule.device_idle")
+    assert f["evidence"]["largest_gaps"][0]["host"] == [{"name": "aten::item",
+                                                         "overlap_ms": 4.0}]
+    assert "the host was mostly in aten::item" in f["message"]
+
+
+def test_synchronize_gap_inside_a_later_sync():
+    # syncs [1, 1.5) and [2.5, 3.6): the gap at 3.0 begins in the second (1 ms of idle after)
+    f = one(run(sync_tables([("cann", SYNC, 1, 0.5), ("cann", SYNC, 2.5, 1.1)])),
+            "schedule.synchronize")
+    assert f["evidence"]["device_idle_after_sync_us_per_step"] == 1000.0
+
+
+def test_device_idle_launches_without_gaps_none_late():
+    # one kernel [2, 8) in the window [0, 10] (Free 4 of 10 ms): no gap between kernels; its
+    # launch at 1.0 (delay 1 ms): nothing idles before a late launch
+    tb = {S.KERNELS: kernels([(1, 2, 8)]), S.STEPS: steps([(1, 0, 10)]),
+          S.STEP_TRACE: step_trace([(1, 10, 4)]), S.LAUNCHES: launches([(2, 1)])}
+    f = one(run(tb), "schedule.device_idle")
+    assert f["evidence"]["gaps_per_step"] == 0.0 and f["evidence"]["largest_gaps"] == []
+    assert f["evidence"]["launch"] == {"launches": 1, "delay_median_us": 1000.0,
+                                       "delay_p95_us": 1000.0,
+                                       "idle_before_launch_us_per_step": 0.0,
+                                       "file": "dispatch.csv"}
+
+
+def test_synchronize_message_gives_the_wait_per_step_in_ms():
+    # one 500 ms step (kernels [0, 3) [4, 500)); a 100 ms sync [10, 110): 20 % of the step
+    tb = {S.KERNELS: kernels([(1, 0, 3), (1, 4, 500)]), S.STEPS: steps([(1, 0, 500)]),
+          S.STEP_TRACE: step_trace([(1, 500, 1)]), S.HOST_EVENTS: host([("cann", SYNC, 10, 100)])}
+    f = one(run(tb), "schedule.synchronize")
+    assert f["message"].startswith("The host waits 100.0 ms per step (20.0% of the step) in 1 ")
