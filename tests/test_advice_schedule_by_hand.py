@@ -269,7 +269,8 @@ def test_device_idle_skipped_without_the_profilers_free():
     tb[S.STEP_TRACE] = S.conform(S.STEP_TRACE, pa.table({
         "step": pa.array([1, 2], pa.int32()), "stage_ns": pa.array([10 * MS] * 2, pa.int64())}))
     st, why = status(run(tb), "schedule.device_idle")
-    assert st == "skipped" and why.startswith("no step breakdown from the profiler (Free)")
+    assert st == "skipped" and why == ("no step breakdown from the profiler (Free); the kernels "
+                                       "alone may not list every device task")
 
 
 def test_device_idle_dispatch_names_the_profiler_options_adding_host_time():
@@ -1030,3 +1031,41 @@ def test_synchronize_message_gives_the_wait_per_step_in_ms():
           S.STEP_TRACE: step_trace([(1, 500, 1)]), S.HOST_EVENTS: host([("cann", SYNC, 10, 100)])}
     f = one(run(tb), "schedule.synchronize")
     assert f["message"].startswith("The host waits 100.0 ms per step (20.0% of the step) in 1 ")
+
+
+def test_device_idle_late_launch_idle_in_ms():
+    # one step [0, 200] (Free 100 of 200 ms); kernels [2i, 2i + 1.1) for i < 100: 99 dispatch
+    # gaps of 0.9 ms; each kernel launched 0.5 ms before it starts, i.e. after the gap before
+    # it began (0.9 ms before): all 99 gaps idle before a late launch, 89.1 ms
+    k = kernels([(1, 2 * i, 2 * i + 1.1) for i in range(100)])
+    lt = launches([(2 * i, 2 * i - 0.5) for i in range(100)])
+    tb = {S.KERNELS: k, S.STEPS: steps([(1, 0, 200)]), S.STEP_TRACE: step_trace([(1, 200, 100)]),
+          S.LAUNCHES: lt}
+    f = one(run(tb), "schedule.device_idle")
+    assert f["key"] == "schedule.device_idle:dispatch"
+    assert f["evidence"]["launch"]["idle_before_launch_us_per_step"] == 89100.0
+    assert f["message"].endswith(" Launch delay median 500 us; 89.1 ms of idle per step is in "
+                                 "gaps whose next task was launched only after they began "
+                                 "(dispatch.csv).")
+
+
+def test_host_activity_exact_at_a_real_epoch():
+    # host clocks in ns since 1970 (~1.7e18): beyond float64's exact integers (2^53), where
+    # neighbouring values are 256 ns apart. An event of 1 000 560 ns inside the window
+    # overlaps it 1.00056 ms -> 1.001 ms (to the us); as float it would come out 1 000 448 ns
+    # (1.0 ms).
+    e0 = 1_700_000_000_000_000_000
+    h = S.conform(S.HOST_EVENTS, pa.table({
+        "source": ["framework"], "name": ["aten::item"], "tid": pa.array([1], pa.int64()),
+        "start_ns": pa.array([e0 + 1_000], pa.int64()),
+        "dur_ns": pa.array([1_000_560], pa.int64())}))
+    c = ctx({S.HOST_EVENTS: h})
+    assert SC.host_activity(c, e0, e0 + 5_000_000) == [{"name": "aten::item",
+                                                        "overlap_ms": 1.001}]
+
+
+def test_synchronize_silent_when_the_host_never_synchronises():
+    # host events without any synchronisation call, device gaps present: nothing to report
+    ev = [("cann", "Node@launch", 1, 0.1), ("cann", "AscendCL@aclrtMalloc", 2, 0.1),
+          ("framework", "aten::add", 3, 0.1)]
+    assert status(run(sync_tables(ev)), "schedule.synchronize") == ["silent", ""]
