@@ -10,7 +10,7 @@ import pytest
 
 from ascendprof.analyze import advice
 from ascendprof.analyze.advice import schedule as SC
-from ascendprof.analyze.advice.base import Context
+from ascendprof.analyze.advice.base import Context, Skip
 from ascendprof.model import schemas as S
 
 B = 10 ** 15  # ns
@@ -1069,3 +1069,27 @@ def test_synchronize_silent_when_the_host_never_synchronises():
     ev = [("cann", "Node@launch", 1, 0.1), ("cann", "AscendCL@aclrtMalloc", 2, 0.1),
           ("framework", "aten::add", 3, 0.1)]
     assert status(run(sync_tables(ev)), "schedule.synchronize") == ["silent", ""]
+
+
+def test_host_activity_ties_keep_the_table_order():
+    # 20 events starting at the window's start [20, 30), lasting 2 2 3 3 1 1 3 3 1 1 3 2 1 3 1
+    # 2 2 2 1 1 ms: the three largest overlaps are the 3 ms ones; of those, the first three in
+    # the table (e02, e03, e06) are named, in that order
+    lens = [2, 2, 3, 3, 1, 1, 3, 3, 1, 1, 3, 2, 1, 3, 1, 2, 2, 2, 1, 1]
+    c = ctx(stall_tables([("framework", f"e{i:02d}", 20, d) for i, d in enumerate(lens)]))
+    assert SC.host_activity(c, t(20), t(30)) == [{"name": n, "overlap_ms": 3.0}
+                                                for n in ("e02", "e03", "e06")]
+
+
+def test_synchronize_silent_with_framework_events_only():
+    # a host timeline without any CANN event: no launch, no synchronisation
+    ev = [("framework", "aten::add", 1, 0.1), ("framework", "aten::item", 2, 0.1)]
+    res = run(sync_tables(ev))
+    assert status(res, "schedule.synchronize") == ["silent", ""]
+
+
+def test_synchronize_check_without_api_data_says_so():
+    # the rule's check on a rank with neither host events nor API statistics (the pipeline
+    # skips it by its needs first)
+    with pytest.raises(Skip, match="^no CANN API data$"):
+        SC.RULES[1].check(ctx({}))
