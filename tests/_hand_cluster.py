@@ -36,8 +36,8 @@ def cluster(steps: dict, groups: dict | None = None, ops: list | None = None,
     """``steps``: {rank: (computing, comm not overlapped, free) ms, the same in every one of
     ``n_steps`` steps, or a list of such triples, one per step};
     ``groups``: {key: (group name, [global ranks])}, written into every rank's metadata;
-    ``ops``: [(op name, group key, kind, {rank: (elapse ms, transit ms)})], each op once in
-    every step (step keys "step1" …);
+    ``ops``: [(op name, group key, kind, {rank: (elapse ms, transit ms[, Wait Time ms])})], each
+    op once in every step (step keys "step1" …);
     ``links``: [(group key, src local, dst local, transport, size MB, transit ms, reported by)],
     each once per step (communication_matrix.json entries, link key "<op>-total@<group>")."""
     rows = []
@@ -53,11 +53,12 @@ def cluster(steps: dict, groups: dict | None = None, ops: list | None = None,
     op_rows = []
     for name, key, kind, per_rank in ops or []:
         for i in range(1, n_st + 1):
-            for r, (el, tr) in per_rank.items():
+            for r, (el, tr, *wait) in per_rank.items():
                 op_rows.append({"rank": r, "step": i, "step_key": f"step{i}", "kind": kind,
                                 "op_name": f"{name}@{gid(key)}", "group": gid(key),
                                 "elapse_ns": round(el * MS), "transit_ns": round(tr * MS),
-                                "wait_ns": 0, "sync_ns": 0, "idle_ns": 0})
+                                "wait_ns": round((wait or [0])[0] * MS), "sync_ns": 0,
+                                "idle_ns": 0})
     link_rows = []
     for key, s, d, tr, size, t_ms, by in links or []:
         for i in range(1, n_st + 1):

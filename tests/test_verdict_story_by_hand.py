@@ -311,3 +311,109 @@ def test_a_contributed_cross_stage_cause_takes_the_pipeline_waits():
     assert ("Stage 0 (ranks 0, 1) waits 30.0 ms per step (up to 30.0) for stage 1 (ranks 2, 3) "
             "in pp ops: the pipeline fills and drains behind the heavier stage, a consequence of "
             "the imbalance, not a second cause.") in msgs
+
+
+def test_waiting_on_ranks_not_collected_is_the_collections():
+    # tp = ranks 0, 1, 2; rank 2 is not collected. Rank 1 arrives last of the present ones
+    # (90 vs 100 ms) and its profiler Wait Time says it waited 60 ms (for rank 2). Split,
+    # rank 0: transfer 10, waiting for rank 1 10, waiting on rank 2 60, unattributed 20;
+    # rank 1: 10, 0, 60, 20. Shares 100/200 = 50 % and 90/190 = 47.4 %: both examined.
+    # Waiting (5 + 60) / 95 = 68 % of their op time; rank 1 has no cause, the 60 ms on rank 2
+    # are the collection's (>= half of 65).
+    ca = cluster({0: (100, 100, 0), 1: (100, 90, 0)}, groups={"g_tp": ("tp", [0, 1, 2])},
+                 ops=[("hcom_allGather_1", "g_tp", "collective",
+                       {0: (100, 10, 0), 1: (90, 10, 60)})], world_size=3)
+    (v,) = derive(ca)
+    assert v["id"] == "collection"
+    assert v["evidence"]["wait_on_absent_ms"] == {"0": 60.0, "1": 60.0}
+    assert v["evidence"]["unattributed_ms"] == {"0": 20.0, "1": 20.0}
+    (s,) = v["symptoms"]
+    assert s["message"] == (
+        "Communication(Not Overlapped) takes 47.4–50.0% of the step on ranks 0, 1: 68% of the "
+        "time in communication ops is waiting (65.0 of 95.0 ms per step): 60.0 ms on ranks not "
+        "in this collection.")
+    assert s["evidence"]["explained_ms"] == 60.0
+    assert s["evidence"]["waited_for_ms"] == {"1": 5.0}
+
+
+def test_transfer_slowed_by_a_slow_link_is_its_symptom():
+    # dp ring 0->1->2->3->0 over RDMA, 10 MB per step: 0->1 in 5 ms (2 GB/s), the others in
+    # 0.5 ms (20 GB/s) -> 0->1 at 10 % of the median: slow_link, critical. In the dp
+    # all-reduce every rank spends 40 ms, 30 of it transit, nobody waits; 50/150 = 33.3 % is
+    # examined: transfer 30 + the rest 10 of dp, which the slow link is in -> its symptom.
+    links = [("g_dp", s, (s + 1) % 4, "RDMA", 10, 5 if s == 0 else 0.5, s) for s in range(4)]
+    ca = cluster({r: (100, 50, 0) for r in range(4)}, groups={"g_dp": DP},
+                 ops=[("hcom_allReduce_1", "g_dp", "collective",
+                       {r: (40, 30) for r in range(4)})], links=links)
+    (v,) = derive(ca)
+    assert v["id"] == "slow_link:RDMA:0->1" and v["severity"] == "critical"
+    (s,) = v["symptoms"]
+    assert s["message"] == (
+        "Communication(Not Overlapped) takes 33.3% of the step on ranks 0–3: most of the time in "
+        "communication ops is transfer and time spent inside the ops of dp (40.0 of 40.0 ms per "
+        "step), slowed by the slow link (dp).")
+    assert s["evidence"]["explained_ms"] == 40.0
+
+
+def test_slow_rank_symptoms_are_capped_and_tiny_waits_left_out():
+    # Rank 0 computes 130 ms, ranks 1-10 100 ms: slow_rank:0. Rank i (1-9) waits 30 - i ms
+    # for rank 0 in group n<i> (ranks 0, i); rank 10 waits 0.04 ms in n10. Ranks 1-10 pass
+    # 30 % (50 / 150): their waiting (225.04 / 10 = 22.5 ms per rank) is attached first; then
+    # at most 8 symptoms in all: the 7 largest waits (ranks 1-7), listed before it (the
+    # largest first). The explained total counts every wait: 29 + ... + 21 + 0.04 = 225.04.
+    groups = {f"g{i}": (f"n{i}", [0, i]) for i in range(1, 11)}
+    ops = [("hcom_allReduce_1", f"g{i}", "collective",
+            {0: (10, 5), i: (10 + (30 - i if i < 10 else 0.04), 5)}) for i in range(1, 11)]
+    steps = {r: (100, 50, 0) for r in range(1, 11)}
+    steps[0] = (130, 20, 0)
+    (v,) = derive(cluster(steps, groups=groups, ops=ops))
+    assert v["id"] == "slow_rank:0"
+    assert len(v["symptoms"]) == 8
+    assert [s["ranks"] for s in v["symptoms"]] == [[i] for i in range(1, 8)] + [
+        list(range(1, 11))]
+    assert v["symptoms"][7]["evidence"]["explained_ms"] == 22.504
+    assert v["symptoms"][0]["message"] == (
+        "Rank 1 waits 29.0 ms per step (up to 29.0) for rank 0 in n1 ops.")
+    assert v["evidence"]["peer_wait_explained_ms"] == 225.04
+
+
+def test_tiny_waits_are_not_symptoms():
+    # the slow rank 3 of test_waits_for_a_slow_rank_are_its_symptoms; in two more groups rank
+    # 0 waits 0.06 ms (tp, ranks 0, 3) and rank 1 0.04 ms (ep, ranks 1, 3) for rank 3: the
+    # first is listed, the second (< 0.05 ms) is not, but counted: 90.9 + 0.06 + 0.04 = 91.0
+    ca = cluster({0: (100, 50, 0), 1: (100, 50, 0), 2: (100, 50, 0), 3: (130, 20, 0)},
+                 groups={"g_dp": DP, "g_tp": ("tp", [0, 3]), "g_ep": ("ep", [1, 3])},
+                 ops=[("hcom_allReduce_1", "g_dp", "collective",
+                       {0: (40.3, 5), 1: (40.3, 5), 2: (40.3, 5), 3: (10, 5)}),
+                      ("hcom_allReduce_2", "g_tp", "collective", {0: (1.06, 0.5), 3: (1, 0.5)}),
+                      ("hcom_allReduce_3", "g_ep", "collective", {1: (1.04, 0.5), 3: (1, 0.5)})])
+    (v,) = derive(ca)
+    assert [s["message"] for s in v["symptoms"][1:]] == [
+        "Ranks 0–2 wait 30.3 ms per step (up to 30.3) for rank 3 in dp ops.",
+        "Rank 0 waits 0.1 ms per step (up to 0.1) for rank 3 in tp ops."]
+    assert v["evidence"]["peer_wait_explained_ms"] == 91.0
+
+
+def _no_op_data(kind, level, missing):
+    return _with_results(cluster({0: (100, 50, 0), 1: (100, 50, 0)}), kind, level, missing)
+
+
+def test_unsplittable_communication_what_to_collect_depends_on_the_source():
+    # torch_npu at Level0: level 1 is needed (and the level is named)
+    (v,) = derive(_no_op_data("torch_npu", "Level0", ["communication.json"]))
+    assert v["message"].endswith(": communication.json was not collected (profiler level "
+                                 "Level0).")
+    assert v["evidence"]["profiler_levels"] == ["Level0"]
+    assert v["next_step"].startswith("Collect with communication analysis on")
+    # legacy CANN data: no profiler level to raise
+    (v,) = derive(_no_op_data("raw_cann", None, []))
+    assert v["message"].endswith(": there are no per-op communication times.")
+    assert v["next_step"].startswith("Collect the communication (HCCL) data of every rank")
+    # torch_npu at Level1 whose communication files are missing: copy them
+    (v,) = derive(_no_op_data("torch_npu", "Level1", ["communication.json"]))
+    assert v["next_step"] == (
+        "Copy the communication.json the profiler wrote for ranks 0, 1 (or re-export them) to "
+        "split this time into transfer and waiting.")
+    (v,) = derive(_no_op_data("db", "Level1", []))
+    assert v["next_step"].startswith("Copy the communication files the profiler wrote for ranks "
+                                     "0, 1")
