@@ -386,3 +386,177 @@ def test_slow_group_is_one_verdict_for_its_path():
         "Slow group: dp (ranks 0–2) moves data over RDMA at 4.00 GB/s (median of its 3 links), "
         "20% of the 20.00 GB/s of the other 2 dp groups: the whole group's path is slow, not "
         "one link.")
+
+
+def test_group_known_only_from_the_links_is_a_lower_bound():
+    # no profiler_metadata.json: group g_x is seen in the ops of ranks 0, 1 and its
+    # communication_matrix.json names group-local ranks up to 3 -> at least 4 members, 2 of
+    # them collected: at least 2 not in this collection
+    links = [("g_x", s, s + 1, "RDMA", 10, 1, 0) for s in range(3)]
+    ca = cluster({0: (100, 10, 0), 1: (100, 10, 0)},
+                 ops=[("hcom_allReduce_1", "g_x", "collective", {0: (10, 5), 1: (10, 5)})],
+                 links=links)
+    out = by_id(derive(ca))
+    v = out["collection"]
+    g = gid("g_x")
+    assert v["ranks"] == []
+    assert v["message"] == (
+        f"group {g} has at least 4 members (group-local ranks up to 3 in "
+        f"communication_matrix.json; without profiler_metadata.json the exact size is unknown) "
+        f"but only ranks 0, 1 were collected: at least 2 members are not in this collection. "
+        f"Groups with members missing: group {g} (at least 4 members; collected: ranks 0, 1). "
+        f"Waiting on them cannot be attributed to a collected rank: it is reported as waiting on "
+        f"ranks not in this collection.")
+    assert v["next_step"].startswith(
+        f"Copy the profiling directories of the other members of group {g} (at least 2) beside "
+        f"the others and analyse again")
+    assert v["evidence"]["groups"] == {g: {"id": g, "members": 4, "members_exact": False,
+                                           "global_ranks": None, "collected": [0, 1],
+                                           "absent": None, "n_absent": 2}}
+
+
+def test_groups_holding_one_collected_rank_are_named():
+    # world size 4, ranks 0, 1 collected: tp (0-3) misses 2, 3; pp (1, 3) holds rank 1 only
+    ca = cluster({0: (100, 10, 0), 1: (100, 10, 0)},
+                 groups={"g_tp": ("tp", [0, 1, 2, 3]), "g_pp": ("pp", [1, 3])}, world_size=4)
+    (v,) = derive(ca)
+    assert v["ranks"] == [2, 3]
+    assert v["message"] == (
+        "Ranks 2, 3 are not in this collection (world size 4). Groups with members missing: pp "
+        "(ranks 1, 3), tp (ranks 0–3); pp holds only one collected rank. Waiting on them cannot "
+        "be attributed to a collected rank: it is reported as waiting on ranks not in this "
+        "collection.")
+    assert v["evidence"]["groups_with_one_collected_rank"] == ["pp"]
+    assert v["evidence"]["step_values"] == {"0": "reported", "1": "reported"}
+    assert [g["name"] for g in v["groups"]] == ["tp", "pp"]
+
+
+def test_many_incomplete_groups_are_counted():
+    # world size 16, ranks 0-7 collected; dp groups (i, i + 8): 8 groups, each with one
+    # collected rank; the first 6 are listed, "and 2 more"
+    ca = cluster({r: (100, 10, 0) for r in range(8)},
+                 groups={f"g{i}": ("dp", [i, i + 8]) for i in range(8)}, world_size=16)
+    (v,) = derive(ca)
+    assert v["message"].startswith("Ranks 8–15 are not in this collection (world size 16). "
+                                   "Groups with members missing: dp (ranks ")
+    assert v["message"].count("dp (ranks") == 6
+    assert (" and 2 more; dp, dp, dp, dp, dp, dp, dp, dp hold only one collected rank. "
+            "Waiting") in v["message"]
+
+
+def test_slow_link_of_a_group_without_global_ranks():
+    # no metadata: the links of g_x are known by group-local ranks only; 0->1 and 1->0 move
+    # 10 MB in 5 ms (2 GB/s), 1->2, 2->3 in 0.5 ms (20 GB/s); 3->0 moves 0.5 MB (< 1 MB: not
+    # judged, however slow). Median of the 4 judged: (2 + 20) / 2 = 11 GB/s; 2 / 11 = 18 %.
+    # (The ranks' ops in g_x, alike, make them its collected members.)
+    links = [("g_x", 0, 1, "RDMA", 10, 5, 0), ("g_x", 1, 0, "RDMA", 10, 5, 1),
+             ("g_x", 1, 2, "RDMA", 10, 0.5, 1), ("g_x", 2, 3, "RDMA", 10, 0.5, 2),
+             ("g_x", 3, 0, "RDMA", 0.5, 5, 3)]
+    ca = cluster({r: (100, 10, 0) for r in range(4)}, links=links,
+                 ops=[("hcom_allReduce_1", "g_x", "collective", {r: (5, 2) for r in range(4)})])
+    slow = [v for v in derive(ca) if v["category"] == "slow_link"]
+    (v,) = slow
+    g = gid("g_x")
+    assert v["id"] == f"slow_link:RDMA:0->1@{g}"
+    assert v["ranks"] == [] and v["scope"] == "link" and v["severity"] == "critical"
+    ev = v["evidence"]
+    assert ev["global_ranks_known"] is False and ev["link"] == "0↔1"
+    assert ev["directions_gbps"] == {"0→1": 2.0, "1→0": 2.0}
+    assert ev["baseline_median_gbps"] == 11.0 and ev["bandwidth_ratio"] == 0.182
+    assert ev["baseline"] == "transport"  # an unnamed group: compared with every RDMA link
+    assert v["message"].startswith(
+        f"Slow RDMA link 0↔1 (group-local rank numbers) in group {g} (at least 4 members; "
+        f"collected: ranks 0–3) "
+        f"(both directions: 0→1 2.00 GB/s, 1→0 2.00 GB/s), 18% of the median 11.00 GB/s of "
+        f"comparable RDMA links")
+    assert v["threshold"] == {"slow_link_bw_ratio": 0.6, "slow_link_min_mb": 1.0}
+
+
+def test_heavier_stage_says_who_waits_for_it():
+    # stage 1 (ranks 2, 3) computes 130 ms, stage 0 100 ms; ranks 0, 1 wait 30 ms per step for
+    # ranks 2, 3 in their pp send (40 vs 10 ms, 5 ms transit)
+    ca = cluster({0: (100, 50, 0), 1: (100, 50, 0), 2: (130, 20, 0), 3: (130, 20, 0)},
+                 groups=PP2DP2,
+                 ops=[("hcom_send_1", "g_pp0", "p2p", {0: (40, 5), 2: (10, 5)}),
+                      ("hcom_send_1", "g_pp1", "p2p", {1: (40, 5), 3: (10, 5)})])
+    v = by_id(derive(ca))["stage:1"]
+    assert v["message"] == (
+        "Pipeline stages are unbalanced: stage 1 (ranks 2, 3) computes 130.0 ms per step, stage "
+        "0 (ranks 0, 1) 100.0 ms (30.0 ms more; Computing share 86.7% vs 66.7%); stage 0 (ranks "
+        "0, 1) waits 30.0 ms per step for it in pp ops.")
+    ev = v["evidence"]
+    assert (ev["heavy_stage"], ev["light_stage"], ev["heavy_stage_ranks"]) == (1, 0, [2, 3])
+    assert ev["computing_share_spread_pct"] == 20.0 and ev["threshold_ms"] == 7.5
+    assert ev["stage_ranks_left_out"] == []
+    assert ev["stages"]["1"] == {"ranks": [2, 3], "computing_ms": 130.0, "computing_pct": 86.67,
+                                 "free_ms": 0.0, "comm_not_overlapped_ms": 20.0,
+                                 "step_ms": 150.0}
+    assert v["threshold"] == {"excess_of_step_pct": 5.0, "min_excess_ms": 1.0}
+    assert v["next_step"].startswith("Move layers from stage 1 to the lighter stages")
+
+
+def test_idle_rank_its_peers_wait_for_is_a_schedule_cause():
+    # rank 3 idles 30 ms per step more than ranks 0-2 and arrives 30 ms late at the dp
+    # all-reduce (10 vs 40 ms: the others' median 40 - 10 = 30 >= 0.5 x 30)
+    ca = cluster({0: (100, 50, 0), 1: (100, 50, 0), 2: (100, 50, 0), 3: (100, 20, 30)},
+                 groups={"g_dp": ("dp", [0, 1, 2, 3])},
+                 ops=[("hcom_allReduce_1", "g_dp", "collective",
+                       {0: (40, 5), 1: (40, 5), 2: (40, 5), 3: (10, 5)})])
+    v = by_id(derive(ca))["schedule:3"]
+    assert v["severity"] == "critical"
+    assert v["message"] == (
+        "Rank 3 is idle (Free) 30.0 ms per step, 30.0 ms (20.0% of the step) more than the ranks "
+        "doing the same work (ranks 0–2: 0.0 ms) (groups dp (ranks 0–3)), and it arrives 30.0 "
+        "ms per step later than its peers at the communication ops of its stage, which wait "
+        "for it: the host does not keep the device busy.")
+    assert v["evidence"]["arrives_late_ms"] == {"3": 30.0}
+    assert v["evidence"]["max_peer_wait_for_it_ms"] == {"3": 30.0}
+    assert v["evidence"]["peer_waits_visible"] == {"3": True}
+
+
+def test_slow_ranks_of_one_tp_group_are_one_cause():
+    # the 8 ranks of _two_nodes without links: tp groups 0-3 and 4-7; ranks 0, 1 compute 130
+    # ms (half of their tp group): one cause naming the group
+    steps = {r: (100, 10, 0) for r in range(2, 8)}
+    steps.update({0: (130, 10, 0), 1: (130, 10, 0)})
+    ca = cluster(steps, groups={"g_a": ("tp", [0, 1, 2, 3]), "g_b": ("tp", [4, 5, 6, 7])})
+    (v,) = derive(ca)
+    assert (v["id"], v["scope"]) == ("slow_rank:0,1", "group")
+    assert v["evidence"]["scope_kind"] == "tp"
+    assert v["message"].startswith(
+        "The tp group of ranks 0, 1 computes 130.0–130.0 ms per step, 30.0 ms (27.3% of the "
+        "step) more than the ranks doing the same work (ranks 2–7: 100.0 ms) (groups tp (ranks "
+        "0–3)); they wait for them in the next collective. They are slower in every step (2).")
+
+
+def test_more_slow_ranks_than_separate_verdicts_are_one():
+    # 20 ranks, ranks 0-4 compute 130 ms (no groups, no links): 5 separate causes > 4 -> one;
+    # the 15 others (<= 16) are listed
+    steps = {r: (130 if r < 5 else 100, 10, 0) for r in range(20)}
+    (v,) = derive(cluster(steps))
+    assert (v["id"], v["scope"], v["ranks"]) == ("slow_rank:0,1,2,3,4", "group", [0, 1, 2, 3, 4])
+    assert v["evidence"]["scope_kind"] == "many"
+    assert v["message"].startswith(
+        "5 ranks of the set (ranks 0–4) compute 130.0–130.0 ms per step, 30.0 ms (27.3% of the "
+        "step) more than the ranks doing the same work (ranks 5–19: 100.0 ms); they wait for "
+        "them")
+
+
+def test_more_transient_stragglers_than_separate_verdicts_are_one():
+    # 20 ranks computing 100 ms; ranks 0-4 compute 112 ms in step 4 of 4 only (mean 103, under
+    # the 5.5 ms threshold): 5 transient stragglers > 4 -> one verdict
+    steps = {r: (100, 10, 0) for r in range(5, 20)}
+    steps.update({r: [(100, 10, 0)] * 3 + [(112, 10, 0)] for r in range(5)})
+    (v,) = derive(cluster(steps, n_steps=4))
+    assert (v["id"], v["scope"]) == ("slow_rank:0,1,2,3,4:transient", "group")
+    assert v["message"] == (
+        "5 ranks are transient stragglers (ranks 0–4): each computes more than the ranks doing "
+        "the same work in some steps only; the worst, rank 0, 12.0 ms more in step 4.")
+
+
+def test_one_rank_within_the_spread_of_its_set_is_not_a_cause():
+    # 4 ranks computing 100, 110, 120, 131 ms (+10 ms communication): rank 3 is 16 ms over the
+    # median 115, beyond the 6.25 ms threshold (5 % of the 125 ms median step), but the MAD is
+    # 10: robust z 0.6745 x 16 / 10 = 1.08 < 3.5, and it is the only one: no cause
+    ca = cluster({0: (100, 10, 0), 1: (110, 10, 0), 2: (120, 10, 0), 3: (131, 10, 0)})
+    assert [v["category"] for v in derive(ca)] == ["balanced"]
