@@ -386,6 +386,7 @@ def test_slow_group_is_one_verdict_for_its_path():
         "Slow group: dp (ranks 0–2) moves data over RDMA at 4.00 GB/s (median of its 3 links), "
         "20% of the 20.00 GB/s of the other 2 dp groups: the whole group's path is slow, not "
         "one link.")
+    assert "HCCL_RDMA_TC, HCCL_RDMA_SL, link degradation" in v["next_step"]
 
 
 def test_group_known_only_from_the_links_is_a_lower_bound():
@@ -560,3 +561,40 @@ def test_one_rank_within_the_spread_of_its_set_is_not_a_cause():
     # 10: robust z 0.6745 x 16 / 10 = 1.08 < 3.5, and it is the only one: no cause
     ca = cluster({0: (100, 10, 0), 1: (110, 10, 0), 2: (120, 10, 0), 3: (131, 10, 0)})
     assert [v["category"] for v in derive(ca)] == ["balanced"]
+
+
+def test_many_slow_ranks_among_many_peers():
+    # 70 ranks, ranks 0-16 compute 130 ms, 53 compute 100 (+10 ms communication): 17 causes
+    # > 4 -> one; more than 64 peers: only the 17 are shown; more than 16 ranks: the id
+    # names them as a range; the 53 others are counted
+    steps = {r: (130 if r < 17 else 100, 10, 0) for r in range(70)}
+    (v,) = derive(cluster(steps))
+    assert v["id"] == "slow_rank:0–16"
+    ev = v["evidence"]
+    assert ev["n_peers"] == 70 and "peers" not in ev
+    assert sorted(ev["computing_ms"], key=int) == [str(r) for r in range(17)]
+    assert v["message"].startswith(
+        "17 ranks of the set (ranks 0–16) compute 130.0–130.0 ms per step, 30.0 ms (27.3% of "
+        "the step) more than the ranks doing the same work (53 ranks: 100.0 ms); they wait")
+
+
+def test_many_slow_groups_are_one_finding():
+    # 11 dp groups of 3 ranks (3i, 3i+1, 3i+2), 3 RDMA links each of 10 MB per step; groups
+    # 0-4 at 4 GB/s, 5-10 at 20: each slow group at 4 / 20 = 20 % of its siblings' median
+    # (the other 10: six at 20, four at 4). 5 slow groups > 4 -> one verdict; they share no
+    # rank (15 ranks, each its own node without HCCS links).
+    groups = {f"g{i}": ("dp", [3 * i, 3 * i + 1, 3 * i + 2]) for i in range(11)}
+    links = [(f"g{i}", s, (s + 1) % 3, "RDMA", 10, 2.5 if i < 5 else 0.5, 3 * i + s)
+             for i in range(11) for s in range(3)]
+    (v,) = derive(cluster({r: (100, 10, 0) for r in range(33)}, groups=groups, links=links))
+    assert (v["id"], v["scope"], v["ranks"]) == ("slow_group:RDMA:distribution", "transport", [])
+    ev = v["evidence"]
+    assert ev["n_slow_groups"] == 5 and ev["n_groups_judged"] is None
+    assert ev["shared_rank"] is None and ev["n_ranks"] == 15 and ev["n_nodes"] == 15
+    assert ev["by_group_name"] == {"dp": 5}
+    assert v["message"].startswith(
+        "5 RDMA groups are below 60% of the median bandwidth of comparable groups: 20%–20% of "
+        "it (median 20%); the worst: dp (ranks 0–2) 20%, dp (ranks 3–5) 20%")
+    assert v["message"].endswith(
+        "; they involve 15 ranks on 15 nodes, no rank, node or group holds most of them. Link "
+        "speeds spread widely across the cluster rather than one group being slow.")

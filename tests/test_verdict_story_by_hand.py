@@ -417,3 +417,47 @@ def test_unsplittable_communication_what_to_collect_depends_on_the_source():
     (v,) = derive(_no_op_data("db", "Level1", []))
     assert v["next_step"].startswith("Copy the communication files the profiler wrote for ranks "
                                      "0, 1")
+
+
+def test_the_heavier_stage_waiting_for_the_lighter_one_is_the_drain():
+    # Stage 1 (ranks 2, 3) computes 130 ms, stage 0 100 ms (steps of 190 ms: gap 30 >= 9.5).
+    # Ranks 2, 3 wait 30 ms per step for ranks 0, 1 in their pp recv (40 vs 10 ms, 5 ms
+    # transit); ranks 0, 1 wait for nobody, so they have no cause. Stage 1's 60/190 = 31.6 %
+    # is examined: 30 of its 40 ms of op time waiting across stages for ranks without a
+    # cause -> the stage verdict's, as the pipeline draining.
+    ca = _pp2dp2({0: (100, 20, 70), 1: (100, 20, 70), 2: (130, 60, 0), 3: (130, 60, 0)},
+                 ops=[("hcom_recv_1", "g_pp0", "p2p", {0: (10, 5), 2: (40, 5)}),
+                      ("hcom_recv_1", "g_pp1", "p2p", {1: (10, 5), 3: (40, 5)})])
+    v = by_id(derive(ca))["stage:1"]
+    assert [s["message"] for s in v["symptoms"]] == [
+        "Communication(Not Overlapped) takes 31.6% of the step on stage 1 (ranks 2, 3): 75% of "
+        "the time in communication ops is waiting (30.0 of 40.0 ms per step): 30.0 ms for the "
+        "heavier pipeline stage (ranks 2, 3) and its fill/drain.",
+        "Stage 1 (ranks 2, 3) waits 30.0 ms per step (up to 30.0) for stage 0 (ranks 0, 1) in pp "
+        "ops: the pipeline fills and drains behind the heavier stage, a consequence of the "
+        "imbalance, not a second cause."]
+
+
+def test_unexplained_waiting_names_the_ranks_waited_for_most():
+    # No cause anywhere (every step 150 ms; ranks 1-3 idle 30 ms, as much as the median).
+    # Rank 0 (50 / 150 = 33.3 %) waits 20 ms for rank 1, 6 for rank 2 and 4 for rank 3 in
+    # three pair groups (elapse 25, 11, 9 vs 5 ms, no transit): 30 of 45 ms waiting (67 %).
+    # Named: the ranks waited for at least a quarter of the most (20 / 4 = 5): ranks 1, 2.
+    ca = cluster({0: (100, 50, 0), 1: (100, 20, 30), 2: (100, 20, 30), 3: (100, 20, 30)},
+                 groups={f"g{i}": (f"p{i}", [0, i]) for i in (1, 2, 3)},
+                 ops=[("hcom_allReduce_1", "g1", "collective", {0: (25, 0), 1: (5, 0)}),
+                      ("hcom_allReduce_2", "g2", "collective", {0: (11, 0), 2: (5, 0)}),
+                      ("hcom_allReduce_3", "g3", "collective", {0: (9, 0), 3: (5, 0)})])
+    out = by_id(derive(ca))
+    assert sorted(out) == ["balanced", "communication:None"]  # a note only: "balanced" too
+    v = out["communication:None"]
+    assert v["severity"] == "info"
+    assert v["message"] == (
+        "Communication(Not Overlapped) takes 33.3% of the step on rank 0: 67% of the time in "
+        "communication ops is waiting (30.0 of 45.0 ms per step), mostly for ranks 1, 2; but "
+        "their own Computing and Free are not above those of the ranks doing the same work, so "
+        "no rank's work explains it (ranks that start their step at different times, or a delay "
+        "the profile does not show).")
+    assert v["next_step"].startswith("Open ranks 1, 2 and rank 0 on the timeline")
+    assert v["evidence"]["waited_for_ranks"] == [1, 2]
+    assert v["evidence"]["waited_for_ms"] == {"1": 20.0, "2": 6.0, "3": 4.0}
