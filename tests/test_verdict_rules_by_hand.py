@@ -53,6 +53,14 @@ def test_slow_rank_of_a_pair_in_a_stage():
     assert ev["by_step"] == {s: {"computing_ms": 120.0, "baseline_ms": 100.0, "excess_ms": 20.0}
                              for s in ("1", "2")}
     assert ev["threshold_ms"] == 6.0 and ev["median_step_ms"] == 120.0
+    # shares of the 120 ms step: 100 / 120 = 83.33 %, 120 / 120 = 100 %; spread 16.67
+    assert ev["computing_share_pct"] == {"2": 83.33, "3": 100.0}
+    assert ev["peers_median_ms"] == 110.0 and ev["share_spread_pct"] == 16.67
+    assert ev["step_values"] == {"3": "reported"}
+    assert v["next_step"] == (
+        "Compare the kernels and op statistics of rank 3 with rank 2 (`ascendprof diff DIR "
+        "--ranks 2,3`): the same ops slower point at the device (AI Core frequency, "
+        "temperature); more ops or larger shapes at more work assigned there.")
     assert v["threshold"] == {"excess_of_step_pct": 5.0, "min_excess_ms": 1.0,
                               "slow_rank_mad_z": 3.5}
     # the groups holding rank 3 and another collected rank, named ones by name: dp, then pp
@@ -155,6 +163,9 @@ def test_an_uneven_split_is_one_compute_verdict():
     assert v["message"] == (
         "Ranks 2, 3 compute 130.0–131.0 ms per step, 30.0 ms or more above the other ranks "
         "doing the same work (ranks 0, 1: 100.0 ms): the work is not split evenly.")
+    assert v["next_step"] == (
+        "Compare the op statistics of ranks 2, 3 with ranks 0, 1: uneven batch or sequence "
+        "lengths, or more layers / experts on these ranks.")
 
 
 def test_idle_rank_among_many_peers():
@@ -171,6 +182,11 @@ def test_idle_rank_among_many_peers():
         "Rank 17 is idle (Free) 30.0 ms per step, 30.0 ms (27.3% of the step) more than the "
         "ranks doing the same work (17 ranks: 0.0 ms), and whether its peers wait for it cannot "
         "be seen (no communication data with them): the host does not keep the device busy.")
+    assert v["next_step"] == (
+        "Open the timeline of rank 17 next to rank 0: vertical host-to-device launch lines mean "
+        "the device outruns the host (dispatch-bound); look at host-side work, data loading and "
+        "synchronisation there.")
+    assert v["evidence"]["peer_waits_visible"] == {"17": False}
     assert v["threshold"] == {"excess_of_step_pct": 5.0, "min_excess_ms": 1.0,
                               "slow_rank_mad_z": 3.5, "blame_ratio": 0.5}
 
@@ -185,11 +201,30 @@ def test_longer_step_nobody_waits_for_is_a_note():
     out = by_id(derive(ca))
     assert sorted(out) == ["balanced", "long_step:3"]
     v = out["long_step:3"]
-    assert v["severity"] == "info" and v["evidence"]["extra_free_ms"] == 30.0
-    assert v["message"].startswith(
+    assert (v["severity"], v["scope"], v["ranks"], v["groups"]) == ("info", "rank", [3], [])
+    # Free shares: 0 and 30 / 140 = 21.43 %; median step 110 ms (threshold 5.5 ms); the
+    # others' steps 110 ms
+    assert v["evidence"] == {
+        "part": "Free", "n_peers": 4, "stage": None,
+        "free_ms": {"0": 0.0, "1": 0.0, "2": 0.0, "3": 30.0},
+        "free_share_pct": {"0": 0.0, "1": 0.0, "2": 0.0, "3": 21.43},
+        "peers_median_ms": 0.0, "share_spread_pct": 21.43, "median_step_ms": 110.0,
+        "threshold_ms": 5.5, "step_values": {"3": "reported"}, "peers": [0, 1, 2, 3],
+        "ranks": [3], "extra_free_ms": 30.0, "extra_free_ms_by_rank": {"3": 30.0},
+        "arrives_late_ms": {"3": 0.0}, "max_peer_wait_for_it_ms": {"3": 0.0},
+        "step_ms": {"3": 140.0}, "peers_step_median_ms": 110.0}
+    assert v["threshold"] == {"excess_of_step_pct": 5.0, "min_excess_ms": 1.0,
+                              "slow_rank_mad_z": 3.5, "blame_ratio": 0.5}
+    assert v["message"] == (
         "Rank 3's step is longer than its peers' but nobody waits for it: its device idles "
         "(Free) 30.0 ms per step, 30.0 ms more than the ranks doing the same work, while at the "
-        "collectives it arrives only 0.0 ms later than the others")
+        "collectives it arrives only 0.0 ms later than the others (the most any rank waits for "
+        "it: 0.0 ms per step). So either its step window in step_trace_time.csv starts earlier "
+        "or ends later than theirs (idle time outside the work they share), or its step values "
+        "and communication data disagree. No rank is slowed by it.")
+    assert v["next_step"] == (
+        "Open the timeline of rank 3 next to rank 0 and compare where their steps begin and "
+        "end; nothing needs a fix unless the idle time is inside the step's work.")
 
 
 def _ring(slow: dict):
@@ -208,8 +243,22 @@ def test_one_slow_link():
     assert v["id"] == "slow_link:RDMA:0->1"
     assert (v["category"], v["scope"], v["severity"], v["ranks"]) == (
         "slow_link", "link", "critical", [0, 1])
-    assert v["evidence"]["bandwidth_ratio"] == 0.1
-    assert v["evidence"]["directions_gbps"] == {"0→1": 2.0}
+    # compared with the 7 links of its group name (>= 3): median 20 GB/s
+    assert v["evidence"] == {
+        "transport": "RDMA", "group": "dp", "group_id": gid("g_dp"), "groups": ["dp"],
+        "src_rank": 0, "dst_rank": 1, "src_group_rank": 0, "dst_group_rank": 1,
+        "reported_by_rank": 0, "bandwidth_gbps": 2.0, "baseline_median_gbps": 20.0,
+        "baseline": "group name", "bandwidth_ratio": 0.1, "size_mb": 10.0, "transit_ms": 5.0,
+        "global_ranks_known": True, "link": "0→1", "directions_gbps": {"0→1": 2.0}}
+    assert v["message"] == (
+        "Slow RDMA link 0→1 in dp (ranks 0–11): 2.00 GB/s, 10% of the median 20.00 GB/s of "
+        "comparable RDMA links; the transfer itself is slow, whatever the waiting.")
+    assert v["next_step"] == (
+        "Check the RDMA path between ranks 0 and 1: link health and error counters, lane "
+        "degradation, and for RDMA the NIC, switch port and retransmissions; rerun a bandwidth "
+        "test between these two devices.")
+    assert v["groups"] == [{"name": "dp", "id": gid("g_dp"), "global_ranks": list(range(12))}]
+    assert v["threshold"] == {"slow_link_bw_ratio": 0.6, "slow_link_min_mb": 1.0}
 
 
 def test_many_slow_links_are_one_finding_about_their_distribution():
@@ -271,6 +320,10 @@ def test_missing_rank_is_one_collection_verdict():
                                    "absent": [2], "n_absent": 1}}
     assert ev["unattributed_ms"] == {"0": 50.0, "1": 50.0}
     assert ev["wait_on_absent_ms"] == {}
+    assert (ev["world_size"], ev["collected_ranks"], ev["absent_ranks"],
+            ev["unreadable_ranks"], ev["groups_with_one_collected_rank"]) == (
+        4, [0, 1, 3], [2], [], [])
+    assert ev["step_values"] == {"0": "reported", "1": "reported", "3": "reported"}
     assert v["groups"] == [{"name": "tp", "id": gid("g_tp"), "global_ranks": [0, 1, 2]}]
 
 
@@ -363,7 +416,20 @@ def test_transient_straggler():
         "Rank 3 is a transient straggler: it computes 112.0 ms in step 4, 12.0 ms (12%) more "
         "than the ranks doing the same work in that step (100.0 ms); it stands out in 1 of 4 "
         "steps (4) and is in line with them in the others (mean excess 3.0 ms per step).")
-    assert v["evidence"]["worst_step"] == 4 and v["evidence"]["persistent"] is False
+    # shares: 100 / 110 = 90.91 %, 103 / 113 = 91.15 %; median step 110 ms
+    assert v["evidence"] == {
+        "part": "Computing", "n_peers": 4, "stage": None,
+        "computing_ms": {"0": 100.0, "1": 100.0, "2": 100.0, "3": 103.0},
+        "computing_share_pct": {"0": 90.91, "1": 90.91, "2": 90.91, "3": 91.15},
+        "peers_median_ms": 100.0, "share_spread_pct": 0.24, "median_step_ms": 110.0,
+        "threshold_ms": 5.5, "step_values": {"3": "reported"}, "peers": [0, 1, 2, 3],
+        "ranks": [3], "persistent": False, "steps_slow": [4], "n_steps": 4,
+        "by_step": {"4": {"computing_ms": 112.0, "baseline_ms": 100.0, "excess_ms": 12.0}},
+        "excess_ms": {"3": 3.0}, "worst_step": 4, "worst_step_excess_ms": 12.0}
+    assert v["next_step"] == (
+        "Open step 4 of rank 3 on the timeline next to rank 0: a one-off slowdown (a host or "
+        "device hiccup, frequency drop, another process) rather than more work; check whether "
+        "it repeats in a longer capture.")
     assert v["threshold"] == {"excess_of_step_pct": 5.0, "min_excess_ms": 1.0,
                               "slow_rank_mad_z": 3.5}
 
@@ -381,7 +447,19 @@ def test_slow_group_is_one_verdict_for_its_path():
     assert v["id"] == f"slow_group:dp:{gid('g1')}"
     assert (v["category"], v["scope"], v["severity"], v["ranks"]) == (
         "slow_group", "group", "critical", [0, 1, 2])
-    assert v["evidence"]["bandwidth_ratio"] == 0.2
+    assert v["evidence"] == {
+        "group": "dp", "group_id": gid("g1"), "group_ranks": [0, 1, 2], "transport": "RDMA",
+        "bandwidth_gbps": 4.0, "sibling_groups_median_gbps": 20.0, "bandwidth_ratio": 0.2,
+        "by_transport": {"RDMA": {
+            "bandwidth_gbps": 4.0, "sibling_groups_median_gbps": 20.0, "bandwidth_ratio": 0.2,
+            "n_sibling_groups": 2, "links": {"0->1": 4.0, "1->2": 4.0, "2->0": 4.0},
+            "size_mb_per_step": 30.0}}}
+    assert v["groups"] == [{"name": "dp", "id": gid("g1"), "global_ranks": [0, 1, 2]}]
+    assert v["threshold"] == {"slow_link_bw_ratio": 0.6, "slow_link_min_mb": 1.0}
+    assert v["next_step"] == (
+        "Check the RDMA path the ranks of dp (ranks 0–2) share: switch ports and their error "
+        "counters, NIC / HCCS configuration (HCCL_RDMA_TC, HCCL_RDMA_SL, link degradation), and "
+        "run a bandwidth test between two of its ranks.")
     assert v["message"] == (
         "Slow group: dp (ranks 0–2) moves data over RDMA at 4.00 GB/s (median of its 3 links), "
         "20% of the 20.00 GB/s of the other 2 dp groups: the whole group's path is slow, not "
