@@ -676,3 +676,32 @@ def test_many_slow_groups_are_one_finding():
     assert v["message"].endswith(
         "; they involve 15 ranks on 15 nodes, no rank, node or group holds most of them. Link "
         "speeds spread widely across the cluster rather than one group being slow.")
+
+
+def test_heavier_stage_names_the_ops_it_spends_the_gap_in():
+    # stage 1 (ranks 2, 3) computes 130 ms, stage 0 100 ms; ranks 2, 3 spend MatMulV3 40 ms and
+    # Cast 10 ms per step, ranks 0, 1 30 and 5: +10.0 and +5.0 ms (rank 2 vs rank 0 named)
+    ca = _with_kernels(cluster({0: (100, 20, 30), 1: (100, 20, 30), 2: (130, 20, 0),
+                                3: (130, 20, 0)}, groups=PP2DP2),
+                       {0: (30, 5), 1: (30, 5), 2: (40, 10), 3: (40, 10)})
+    v = by_id(derive(ca))["stage:1"]
+    assert v["message"].endswith(
+        " Stage 1's excess over stage 0, per step and rank (rank 2 vs rank 0): op types "
+        "MatMulV3 +10.0 ms, Cast +5.0 ms; kernels aclnnMatmul [4096,4096] +10.0 ms.")
+    assert v["evidence"]["which_ops"]["ranks_compared"] == [2, 3]
+    assert v["evidence"]["which_ops"]["peers_compared"] == [0, 1]
+
+
+def test_transient_straggler_names_the_ops_over_the_capture():
+    # the transient straggler rank 3 of test_transient_straggler, with kernel data: rank 3
+    # MatMulV3 40 ms per step, the others 30
+    steps = {r: (100, 10, 0) for r in range(3)}
+    steps[3] = [(100, 10, 0), (100, 10, 0), (100, 10, 0), (112, 10, 0)]
+    ca = _with_kernels(cluster(steps, n_steps=4), {0: (30, 5), 1: (30, 5), 2: (30, 5),
+                                                   3: (40, 5)})
+    (v,) = derive(ca)
+    assert v["id"] == "slow_rank:3:transient"
+    assert v["evidence"]["which_ops_note"] == (
+        "over the whole capture (kernel data is not split by step here)")
+    # _partials gives the totals of 2 steps: over 4 steps, 20 vs 15 ms per step
+    assert v["evidence"]["which_ops"]["op_types"][0]["excess_ms"] == 5.0
