@@ -461,3 +461,31 @@ def test_unexplained_waiting_names_the_ranks_waited_for_most():
     assert v["next_step"].startswith("Open ranks 1, 2 and rank 0 on the timeline")
     assert v["evidence"]["waited_for_ranks"] == [1, 2]
     assert v["evidence"]["waited_for_ms"] == {"1": 20.0, "2": 6.0, "3": 4.0}
+
+
+def test_lateness_is_followed_through_four_ranks_at_most():
+    # Rank 5 computes 130 ms, ranks 0-4 and 6 100 ms: slow_rank:5. A chain of pair groups c<i>
+    # = (i, i + 1): rank i waits 10 ms for rank i + 1 (15 vs 5 ms), and in c6 = (6, 0) rank 6
+    # waits 10 ms for rank 0. Ranks 4, 3, 2, 1 are late only because they waited: followed
+    # back four links from rank 5, so the waits for them (and rank 0's for rank 1) are rank
+    # 5's; rank 0, five links away, is not followed: rank 6's wait for it is not attributed.
+    # Ranks 0-4, 6 (50 / 150) are examined: op time (5 x 20 + 15) / 6 = 19.17 ms, waiting 10
+    # (52 %), 5 x 10 / 6 = 8.33 ms of it for ranks with rank 5's cause.
+    groups = {f"g{i}": (f"c{i}", [i, i + 1]) for i in range(5)}
+    groups["g6"] = ("c6", [6, 0])
+    ops = [("hcom_allReduce_1", f"g{i}", "collective", {i: (15, 0), i + 1: (5, 0)})
+           for i in range(5)]
+    ops.append(("hcom_allReduce_1", "g6", "collective", {6: (15, 0), 0: (5, 0)}))
+    steps = {r: (100, 50, 0) for r in (0, 1, 2, 3, 4, 6)}
+    steps[5] = (130, 20, 0)
+    (v,) = derive(cluster(steps, groups=groups, ops=ops))
+    assert v["id"] == "slow_rank:5"
+    assert [s["message"] for s in v["symptoms"]] == [
+        "Rank 0 waits 10.0 ms per step (up to 10.0) for rank 1 in c0 ops.",
+        "Rank 1 waits 10.0 ms per step (up to 10.0) for rank 2 in c1 ops.",
+        "Rank 2 waits 10.0 ms per step (up to 10.0) for rank 3 in c2 ops.",
+        "Rank 3 waits 10.0 ms per step (up to 10.0) for rank 4 in c3 ops.",
+        "Rank 4 waits 10.0 ms per step (up to 10.0) for rank 5 in c4 ops.",
+        "Communication(Not Overlapped) takes 33.3% of the step on ranks 0–4, 6: 52% of the time "
+        "in communication ops is waiting (10.0 of 19.2 ms per step): 8.3 ms for rank 5 (slow "
+        "rank)."]
