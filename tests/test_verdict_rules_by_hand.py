@@ -705,3 +705,15 @@ def test_transient_straggler_names_the_ops_over_the_capture():
         "over the whole capture (kernel data is not split by step here)")
     # _partials gives the totals of 2 steps: over 4 steps, 20 vs 15 ms per step
     assert v["evidence"]["which_ops"]["op_types"][0]["excess_ms"] == 5.0
+
+
+def test_balanced_names_the_largest_deviation_over_the_stages():
+    # even stages (100 ms Computing); stage 0: rank 1's steps 125 ms vs rank 0's 110 (median
+    # 117.5, +7.5 >= 5.875); stage 1: rank 3's 130 vs rank 2's 110 (median 120, +10 >= 6):
+    # the larger, rank 3's step 1, is named
+    ca = cluster({0: (100, 10, 0), 1: (100, 25, 0), 2: (100, 10, 0), 3: (100, 30, 0)},
+                 groups=PP2DP2)
+    (v,) = derive(ca)
+    assert v["evidence"]["longest_step_deviation"] == {
+        "rank": 3, "step": 1, "step_ms": 130.0, "median_ms": 120.0, "excess_ms": 10.0,
+        "threshold_ms": 6.0}

@@ -489,3 +489,26 @@ def test_lateness_is_followed_through_four_ranks_at_most():
         "Communication(Not Overlapped) takes 33.3% of the step on ranks 0–4, 6: 52% of the time "
         "in communication ops is waiting (10.0 of 19.2 ms per step): 8.3 ms for rank 5 (slow "
         "rank)."]
+
+
+def test_communication_goes_to_the_slow_link_of_the_group_it_is_spent_in():
+    # Two groups over ranks 0-3, each with an RDMA ring of 10 MB per step and one slow link
+    # (2 vs 20 GB/s: 10 % of its group name's median): dp's 0->1, ep's 2->3. Every rank spends
+    # 30 ms per step in the dp all-reduce (25 transit) and 10 in the ep one (8 transit);
+    # nobody waits. Of the 40 ms, dp holds 30 (>= half): the dp link's symptom; none for ep's.
+    links = [(key, s, (s + 1) % 4, "RDMA", 10, 5 if s == slow else 0.5, s)
+             for key, slow in (("g_dp", 0), ("g_ep", 2)) for s in range(4)]
+    ca = cluster({r: (100, 50, 0) for r in range(4)},
+                 groups={"g_dp": DP, "g_ep": ("ep", [0, 1, 2, 3])},
+                 ops=[("hcom_allReduce_1", "g_dp", "collective", {r: (30, 25) for r in range(4)}),
+                      ("hcom_allReduce_2", "g_ep", "collective", {r: (10, 8) for r in range(4)})],
+                 links=links)
+    out = by_id(derive(ca))
+    assert sorted(out) == ["slow_link:RDMA:0->1", "slow_link:RDMA:2->3"]
+    assert out["slow_link:RDMA:2->3"]["symptoms"] == []
+    (s,) = out["slow_link:RDMA:0->1"]["symptoms"]
+    assert s["message"] == (
+        "Communication(Not Overlapped) takes 33.3% of the step on ranks 0–3: most of the time in "
+        "communication ops is transfer and time spent inside the ops of dp (30.0 of 40.0 ms per "
+        "step), slowed by the slow link (dp).")
+    assert s["evidence"]["explained_ms"] == 30.0
