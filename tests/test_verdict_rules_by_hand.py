@@ -717,3 +717,104 @@ def test_balanced_names_the_largest_deviation_over_the_stages():
     assert v["evidence"]["longest_step_deviation"] == {
         "rank": 3, "step": 1, "step_ms": 130.0, "median_ms": 120.0, "excess_ms": 10.0,
         "threshold_ms": 6.0}
+
+
+def test_three_stages_each_waiting_for_the_heaviest():
+    # pp groups (0, 1, 2) and (3, 4, 5): stages 0 = ranks 0, 3; 1 = 1, 4; 2 = 2, 5. Stage 2
+    # computes 130 ms, the others 100 (lightest: stage 0, the first of the two). In the pp
+    # ops ranks of stages 0 and 1 wait 30 ms for stage 2 (40 vs 10 ms); rank 0 also waits
+    # 1 ms for rank 5 in ep (0, 5), under 10 % of stage 0's waiting: only pp is named.
+    ca = cluster({r: (130, 20, 0) if r in (2, 5) else (100, 50, 0) for r in range(6)},
+                 groups={"g_pp0": ("pp", [0, 1, 2]), "g_pp1": ("pp", [3, 4, 5]),
+                         "g_ep": ("ep", [0, 5])},
+                 ops=[("hcom_send_1", "g_pp0", "collective", {0: (40, 5), 1: (40, 5), 2: (10, 5)}),
+                      ("hcom_send_1", "g_pp1", "collective", {3: (40, 5), 4: (40, 5), 5: (10, 5)}),
+                      ("hcom_allReduce_2", "g_ep", "collective", {0: (2, 0), 5: (1, 0)})])
+    v = by_id(derive(ca))["stage:2"]
+    assert v["message"] == (
+        "Pipeline stages are unbalanced: stage 2 (ranks 2, 5) computes 130.0 ms per step, stage "
+        "0 (ranks 0, 3) 100.0 ms (30.0 ms more; Computing share 86.7% vs 66.7%); stage 0 (ranks "
+        "0, 3) waits 30.0 ms per step for it in pp ops; stage 1 (ranks 1, 4) waits 30.0 ms per "
+        "step for it in pp ops.")
+    assert sorted(v["evidence"]["stages"]) == ["0", "1", "2"]
+    assert [g["id"] for g in v["groups"]] == [gid("g_pp0"), gid("g_pp1")]
+
+
+def test_less_than_half_of_a_node_are_separate_causes():
+    # two servers of 5 ranks (HCCS chains 0-4, 5-9); ranks 0, 1 compute 130 ms, the others
+    # 100: 2 of 5 is less than half of the node -> two slow ranks, not the node
+    steps = {r: (130 if r < 2 else 100, 10, 0) for r in range(10)}
+    links = [(key, s, s + 1, "HCCS", 10, 1, s) for key in ("g_a", "g_b") for s in range(4)]
+    ca = cluster(steps, groups={"g_a": ("tp", [0, 1, 2, 3, 4]), "g_b": ("tp", [5, 6, 7, 8, 9])},
+                 links=links)
+    assert sorted(v["id"] for v in derive(ca)) == ["slow_rank:0", "slow_rank:1"]
+
+
+def test_slow_ranks_of_one_group_with_different_excess():
+    # tp groups 0-3 and 4-7 (no links); ranks 0, 1 compute 130 and 131 ms, ranks 2-7 100:
+    # excess 30 and 31 ms, the larger 31 / 110 = 28.2 % of the median step
+    steps = {r: (100, 10, 0) for r in range(2, 8)}
+    steps.update({0: (130, 10, 0), 1: (131, 10, 0)})
+    ca = cluster(steps, groups={"g_a": ("tp", [0, 1, 2, 3]), "g_b": ("tp", [4, 5, 6, 7])})
+    (v,) = derive(ca)
+    assert v["message"].startswith(
+        "The tp group of ranks 0, 1 computes 130.0–131.0 ms per step, 30.0–31.0 ms (28.2% of "
+        "the step) more than the ranks doing the same work (ranks 2–7: 100.0 ms)")
+    assert v["evidence"]["excess_ms"] == {"0": 30.0, "1": 31.0}
+
+
+def _pairs(bw_of_first, size=10):
+    # three dp groups of two ranks (0, 1), (2, 3), (4, 5); each link moves ``size`` MB per
+    # step both ways; the first group's at ``bw_of_first`` GB/s, the others at 20
+    keys = {"p0": [0, 1], "p1": [2, 3], "p2": [4, 5]}
+    links = [(k, s, 1 - s, "RDMA", size, size / (bw_of_first if k == "p0" else 20), ranks[s])
+             for k, ranks in keys.items() for s in (0, 1)]
+    return cluster({r: (100, 10, 0) for r in range(6)},
+                   groups={k: ("dp", ranks) for k, ranks in keys.items()}, links=links)
+
+
+def test_a_slow_pair_is_a_slow_link_not_a_slow_group():
+    # a group of two ranks has one physical link: 0<->1 at 2 GB/s (10 % of the median 20 of
+    # the 6 dp links) is one slow link, both directions
+    (v,) = derive(_pairs(2))
+    assert v["id"] == "slow_link:RDMA:0->1" and v["evidence"]["link"] == "0↔1"
+    assert v["evidence"]["baseline"] == "group name"
+
+
+def test_a_link_of_one_mb_is_judged():
+    # the slow pair moving exactly 1 MB per step (slow_link_min_mb) is still judged
+    (v,) = derive(_pairs(2, size=1.0))
+    assert v["id"] == "slow_link:RDMA:0->1"
+
+
+def test_a_group_with_one_fast_link_is_not_a_slow_group():
+    # dp groups of 3 ranks; group 0-2's links at 4, 4 and 20 GB/s: its median 4 is 20 % of its
+    # siblings' 20, but its fastest link is not slow: a spread of links, judged one by one
+    # (the two at 4 GB/s are 20 % of the median 20 of the 9 dp links)
+    keys = {"g1": [0, 1, 2], "g2": [3, 4, 5], "g3": [6, 7, 8]}
+    links = [(k, s, (s + 1) % 3, "RDMA", 10, 2.5 if (k == "g1" and s < 2) else 0.5, ranks[s])
+             for k, ranks in keys.items() for s in range(3)]
+    ca = cluster({r: (100, 10, 0) for r in range(9)},
+                 groups={k: ("dp", ranks) for k, ranks in keys.items()}, links=links)
+    assert sorted(v["id"] for v in derive(ca)) == ["slow_link:RDMA:0->1", "slow_link:RDMA:1->2"]
+
+
+def test_missing_rank_of_a_group_without_world_size():
+    # no world size: rank 2 is expected because tp (ranks 0, 1, 2) names it
+    ca = cluster({0: (100, 10, 0), 1: (100, 10, 0)}, groups={"g_tp": ("tp", [0, 1, 2])})
+    (v,) = derive(ca)
+    assert v["message"].startswith("Rank 2 is not in this collection. Groups with members "
+                                   "missing: tp (ranks 0–2). Waiting")
+    assert v["evidence"]["world_size"] is None
+
+
+def test_unreadable_and_missing_ranks_together():
+    # world size 4: rank 2 found but unreadable, rank 3 not found at all
+    ca = cluster({0: (100, 10, 0), 1: (100, 10, 0)}, world_size=4)
+    ca.ranks = [SimpleNamespace(rank=r, missing=[]) for r in (0, 1)]
+    ca.sources = [SimpleNamespace(rank=r) for r in (0, 1, 2)]
+    v = by_id(derive(ca))["collection"]
+    assert v["ranks"] == [2, 3]
+    assert v["message"].startswith("Ranks 2, 3 are not in this collection (world size 4); rank 2 "
+                                   "could not be read (problems.csv says why). Waiting")
+    assert v["next_step"].startswith("Copy the profiling directories of ranks 2, 3 beside")
