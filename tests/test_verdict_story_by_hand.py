@@ -512,3 +512,21 @@ def test_communication_goes_to_the_slow_link_of_the_group_it_is_spent_in():
         "communication ops is transfer and time spent inside the ops of dp (30.0 of 40.0 ms per "
         "step), slowed by the slow link (dp).")
     assert s["evidence"]["explained_ms"] == 30.0
+
+
+def test_communication_beyond_the_bubble_on_one_rank_is_examined():
+    # The even pipeline of test_even_pipeline_bubble_is_not_reported, but rank 1 also waits
+    # 25 ms per step for rank 0 in their dp all-reduce (30 vs 5 ms) and spends 100 ms per
+    # step in communication (200 ms steps): without the 30 ms across stages still
+    # (100 - 30) / 200 = 35 % >= 30 %, so stage 0 is examined: waiting (30 + 55) / 2 = 42.5
+    # of (45 + 70) / 2 = 57.5 ms, for ranks without a cause -> an info verdict.
+    ca = _pp2dp2({0: (100, 50, 0), 1: (100, 100, 0), 2: (100, 20, 30), 3: (100, 20, 30)},
+                 ops=[("hcom_send_1", "g_pp0", "p2p", {0: (40, 5), 2: (10, 5)}),
+                      ("hcom_send_1", "g_pp1", "p2p", {1: (40, 5), 3: (10, 5)}),
+                      ("hcom_allReduce_2", "g_dp0", "collective", {0: (5, 0), 1: (30, 0)})])
+    out = by_id(derive(ca))
+    assert sorted(out) == ["balanced", "communication:0"]
+    assert out["communication:0"]["message"].startswith(
+        "Communication(Not Overlapped) takes 33.3–50.0% of the step on stage 0 (ranks 0, 1): 74% "
+        "of the time in communication ops is waiting (42.5 of 57.5 ms per step), mostly for "
+        "ranks 0, 2, 3;")
