@@ -178,6 +178,11 @@ def test_waiting_for_a_present_peer_outweighs_the_unattributed_part():
     assert v["threshold"] == {"comm_share_pct": 30.0, "wait_ratio": 0.5}
     assert v["groups"] == [{"name": "tp", "id": gid("g_tp"), "global_ranks": [0, 1, 2]}]
     assert v["evidence"]["unattributed_ms"] == 34.0 and v["evidence"]["peer_wait_ms"] == 36.0
+    assert v["scope"] == "rank" and v["ranks"] == [0]
+    assert v["next_step"] == (
+        "Open these ops on the timeline of all ranks: time common to every member usually means "
+        "all ranks waited for the same thing (host-side launch of the op's tasks, a "
+        "synchronisation, the first op of the step absorbing setup).")
 
 
 def test_transfer_with_no_slow_link_is_the_volume():
@@ -204,6 +209,12 @@ def test_transfer_with_no_slow_link_is_the_volume():
         "(12.3 MB per rank and step); no link or group is slower than comparable ones, so the "
         "volume is the cost.")
     assert v["threshold"] == {"comm_share_pct": 30.0, "wait_ratio": 0.5}
+    assert (v["scope"], v["ranks"], v["severity"]) == ("rank", [0, 1], "warning")
+    assert v["groups"] == [{"name": "dp", "id": gid("g_dp"), "global_ranks": [0, 1]}]
+    assert v["next_step"] == (
+        "Overlap the communication of dp with computation (bucketed / overlapped gradient "
+        "reduction) or reduce its volume (fewer, larger all-reduces; a different parallel "
+        "split).")
 
 
 def _with_results(ca, kind, level, missing):
@@ -226,7 +237,11 @@ def test_unsplittable_communication_names_the_missing_files():
         "Communication(Not Overlapped) takes 33.3% of the step on ranks 0, 1; whether it is "
         "waiting for a slower rank or data transfer cannot be told: communication.json, "
         "communication_matrix.json were not collected.")
-    assert v["next_step"].startswith("Collect with communication analysis on (profiler level 1")
+    assert v["next_step"] == (
+        "Collect with communication analysis on (profiler level 1 or higher: communication.json) "
+        "to split this time into transfer and waiting; meanwhile compare the communication ops "
+        "of all ranks on the timeline.")
+    assert (v["scope"], v["ranks"], v["severity"]) == ("rank", [0, 1], "warning")
     assert v["evidence"]["missing_files"] == ["communication.json", "communication_matrix.json"]
 
 
@@ -408,7 +423,9 @@ def test_unsplittable_communication_what_to_collect_depends_on_the_source():
     # legacy CANN data: no profiler level to raise
     (v,) = derive(_no_op_data("raw_cann", None, []))
     assert v["message"].endswith(": there are no per-op communication times.")
-    assert v["next_step"].startswith("Collect the communication (HCCL) data of every rank")
+    assert v["next_step"] == (
+        "Collect the communication (HCCL) data of every rank to split this time into transfer "
+        "and waiting; meanwhile compare the communication ops of all ranks on the timeline.")
     # torch_npu at Level1 whose communication files are missing: copy them
     (v,) = derive(_no_op_data("torch_npu", "Level1", ["communication.json"]))
     assert v["next_step"] == (
@@ -530,3 +547,13 @@ def test_communication_beyond_the_bubble_on_one_rank_is_examined():
         "Communication(Not Overlapped) takes 33.3–50.0% of the step on stage 0 (ranks 0, 1): 74% "
         "of the time in communication ops is waiting (42.5 of 57.5 ms per step), mostly for "
         "ranks 0, 2, 3;")
+
+
+def test_bubble_share_compared_exactly_with_the_threshold():
+    # Even stages, 500 ms steps (321 ms Computing everywhere). Ranks 0, 1: 179 ms
+    # Communication(Not Overlapped) (35.8 %), 30 of it waiting across stages for ranks 2, 3
+    # (40 vs 10 ms pp sends): without it (179 - 30) / 500 = 29.8 % < 30 %: the bubble only.
+    ca = _pp2dp2({0: (321, 179, 0), 1: (321, 179, 0), 2: (321, 149, 30), 3: (321, 149, 30)},
+                 ops=[("hcom_send_1", "g_pp0", "p2p", {0: (40, 5), 2: (10, 5)}),
+                      ("hcom_send_1", "g_pp1", "p2p", {1: (40, 5), 3: (10, 5)})])
+    assert [v["id"] for v in derive(ca)] == ["balanced"]
