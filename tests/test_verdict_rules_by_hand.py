@@ -818,3 +818,33 @@ def test_unreadable_and_missing_ranks_together():
     assert v["message"].startswith("Ranks 2, 3 are not in this collection (world size 4); rank 2 "
                                    "could not be read (problems.csv says why). Waiting")
     assert v["next_step"].startswith("Copy the profiling directories of ranks 2, 3 beside")
+
+
+def _slow_in(steps_slow, n):
+    # 4 ranks computing 100 ms (+10 ms communication); rank 3 computes 130 ms in the steps
+    # ``steps_slow`` of 1..n
+    steps = {r: (100, 10, 0) for r in range(3)}
+    steps[3] = [(130 if s in steps_slow else 100, 10, 0) for s in range(1, n + 1)]
+    (v,) = derive(cluster(steps, n_steps=n))
+    return v
+
+
+def test_slow_in_three_of_four_steps_is_persistent():
+    # 3 of 4 steps: at least n - n // 4 = 3 -> persistent; mean 122.5 ms, 22.5 over the others
+    v = _slow_in({1, 2, 3}, 4)
+    assert v["id"] == "slow_rank:3"
+    assert v["evidence"]["persistent"] is True and v["evidence"]["steps_slow"] == [1, 2, 3]
+    assert v["message"].endswith(" It stands out in 3 of 4 steps (1, 2, 3).")
+    # 2 of 4 steps: not persistent (mean 115 ms, still 15 over the others)
+    v = _slow_in({1, 2}, 4)
+    assert v["evidence"]["persistent"] is False
+    assert v["message"].endswith(" It stands out in 2 of 4 steps (1, 2).")
+
+
+def test_many_slow_steps_are_listed_in_part():
+    # slow in steps 1-18 of 20: the text lists the first 8, the evidence the first 16 steps
+    v = _slow_in(set(range(1, 19)), 20)
+    assert v["message"].endswith(" It stands out in 18 of 20 steps (1, 2, 3, 4, 5, 6, 7, 8).")
+    assert list(v["evidence"]["by_step"]) == [str(s) for s in range(1, 17)]
+    assert v["evidence"]["steps_slow"] == list(range(1, 19))
+    assert v["evidence"]["persistent"] is True  # 18 >= 20 - 5
