@@ -8,6 +8,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pyarrow as pa
+import pytest
 
 from ascendprof.analyze.verdicts import rules
 
@@ -848,3 +849,30 @@ def test_many_slow_steps_are_listed_in_part():
     assert list(v["evidence"]["by_step"]) == [str(s) for s in range(1, 17)]
     assert v["evidence"]["steps_slow"] == list(range(1, 19))
     assert v["evidence"]["persistent"] is True  # 18 >= 20 - 5
+
+
+@pytest.mark.parametrize("name", ["pipeline", "pipeline_parallel", "pipeline_model_parallel",
+                                  "PP"])
+def test_pipeline_groups_by_any_of_their_names(name):
+    # the heavier stage 1 of test_heavier_stage_names_the_pipeline_groups, its pipeline groups
+    # named ``name``: they make the stages and are the verdict's groups; dp is not
+    groups = {"g_pp0": (name, [0, 2]), "g_pp1": (name, [1, 3]), "g_dp0": ("dp", [0, 1]),
+              "g_dp1": ("dp", [2, 3])}
+    ca = cluster({0: (100, 20, 30), 1: (100, 20, 30), 2: (130, 20, 0), 3: (130, 20, 0)},
+                 groups=groups)
+    v = by_id(derive(ca))["stage:1"]
+    assert [g["id"] for g in v["groups"]] == [gid("g_pp0"), gid("g_pp1")]
+
+
+def test_two_ranks_longer_steps_nobody_waits_for():
+    # ranks 2, 3 idle 30 ms per step more than ranks 0, 1 (all in one dp all-reduce of 10 ms,
+    # nobody waits): median Free 15, threshold 6.25 ms (5 % of 125); against ranks 0, 1 each
+    # has 30 ms extra Free, and arrives 0 ms late: one note for both
+    ca = cluster({0: (100, 10, 0), 1: (100, 10, 0), 2: (100, 10, 30), 3: (100, 10, 30)},
+                 groups={"g_dp": ("dp", [0, 1, 2, 3])},
+                 ops=[("hcom_allReduce_1", "g_dp", "collective", {r: (10, 5) for r in range(4)})])
+    v = by_id(derive(ca))["long_step:2,3"]
+    assert (v["scope"], v["ranks"]) == ("group", [2, 3])
+    assert v["evidence"]["extra_free_ms_by_rank"] == {"2": 30.0, "3": 30.0}
+    assert v["message"].startswith("Ranks 2, 3's step is longer than its peers' but nobody "
+                                   "waits for it")
