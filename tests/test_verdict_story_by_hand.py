@@ -187,12 +187,13 @@ def test_waiting_for_a_present_peer_outweighs_the_unattributed_part():
 
 def test_transfer_with_no_slow_link_is_the_volume():
     # Ranks 0, 1 (dp) both spend 40 ms per step in the all-reduce, 30 of it transit: nobody
-    # waits (equal elapses), transfer 30 >= other 10. The link 0->1 and 1->0 move 12.3456 MB in
+    # waits (rank 0 for 2 µs), transfer 30 >= other 10. The link 0->1 and 1->0 move 12.3456 MB in
     # 2 ms each (6.1728 GB/s), alike: no slow link. Both ranks 50/150 = 33.3 % -> a
     # communication verdict "transfer": HCCS, 24.6912 MB / 4 ms = 6.1728 GB/s, 12.3456 MB per
     # rank (median of the reporting ranks' sums).
     ca = cluster({0: (100, 50, 0), 1: (100, 50, 0)}, groups={"g_dp": ("dp", [0, 1])},
-                 ops=[("hcom_allReduce_1", "g_dp", "collective", {0: (40, 30), 1: (40, 30)})],
+                 ops=[("hcom_allReduce_1", "g_dp", "collective",
+                       {0: (40.002, 30), 1: (40, 30)})],
                  links=[("g_dp", 0, 1, "HCCS", 12.3456, 2, 0),
                         ("g_dp", 1, 0, "HCCS", 12.3456, 2, 1)])
     out = by_id(derive(ca))
@@ -203,6 +204,8 @@ def test_transfer_with_no_slow_link_is_the_volume():
     assert ev["transport"] == "HCCS"
     assert ev["bandwidth_gbps"] == 6.1728
     assert ev["size_mb_per_rank"] == 12.346
+    # rank 0 arrives 2 µs before rank 1: 2 / 2 ranks = 1 µs per rank, just enough to be listed
+    assert ev["waited_for_ms"] == {"1": 0.001}
     assert v["message"] == (
         "Communication(Not Overlapped) takes 33.3% of the step on ranks 0, 1: most of it is data "
         "transfer (30.0 of 40.0 ms per step), mostly in dp (ranks 0, 1) over HCCS at 6.17 GB/s "
