@@ -186,8 +186,8 @@ def test_waiting_for_a_present_peer_outweighs_the_unattributed_part():
 
 
 def test_transfer_with_no_slow_link_is_the_volume():
-    # Ranks 0, 1 (dp) both spend 40 ms per step in the all-reduce, 30 of it transit: nobody
-    # waits (rank 0 for 2 µs), transfer 30 >= other 10. The link 0->1 and 1->0 move 12.3456 MB in
+    # Ranks 0, 1 (dp) spend 40.002 and 40 ms per step in the all-reduce, 30 of it transit:
+    # rank 0 waits 2 µs for rank 1, transfer 30 >= other 10. The link 0->1 and 1->0 move 12.3456 MB in
     # 2 ms each (6.1728 GB/s), alike: no slow link. Both ranks 50/150 = 33.3 % -> a
     # communication verdict "transfer": HCCS, 24.6912 MB / 4 ms = 6.1728 GB/s, 12.3456 MB per
     # rank (median of the reporting ranks' sums).
