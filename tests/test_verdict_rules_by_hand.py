@@ -876,3 +876,27 @@ def test_two_ranks_longer_steps_nobody_waits_for():
     assert v["evidence"]["extra_free_ms_by_rank"] == {"2": 30.0, "3": 30.0}
     assert v["message"].startswith("Ranks 2, 3's step is longer than its peers' but nobody "
                                    "waits for it")
+
+
+def test_slow_links_ordered_by_how_slow_and_bandwidth_to_four_decimals():
+    # 0->1 at 10 / 3 = 3.3333 GB/s (17 % of 20), 0->2 at 2 GB/s (10 %): both critical; the
+    # slower link first
+    out = derive(_ring({1: 10 / 3, 2: 2}))
+    assert [v["id"] for v in out] == ["slow_link:RDMA:0->2", "slow_link:RDMA:0->1"]
+    assert out[1]["evidence"]["bandwidth_gbps"] == 3.3333
+    assert out[1]["evidence"]["bandwidth_ratio"] == 0.167
+
+
+def test_a_slower_link_comes_before_a_slow_group():
+    # the slow dp group 0-2 of test_slow_group_is_one_verdict_for_its_path (20 % of its
+    # siblings) and, in a tp ring of ranks 9-12 over HCCS, link 9->10 at 1 GB/s of 10 (10 %):
+    # both critical, the link further below its baseline first
+    keys = {"g1": [0, 1, 2], "g2": [3, 4, 5], "g3": [6, 7, 8]}
+    links = [(k, s, (s + 1) % 3, "RDMA", 10, 2.5 if k == "g1" else 0.5, ranks[s])
+             for k, ranks in keys.items() for s in range(3)]
+    links += [("g_tp", s, (s + 1) % 4, "HCCS", 10, 10 if s == 0 else 1, 9 + s) for s in range(4)]
+    groups = {k: ("dp", ranks) for k, ranks in keys.items()}
+    groups["g_tp"] = ("tp", [9, 10, 11, 12])
+    ca = cluster({r: (100, 10, 0) for r in range(13)}, groups=groups, links=links)
+    assert [v["id"] for v in derive(ca)] == ["slow_link:HCCS:9->10",
+                                             f"slow_group:dp:{gid('g1')}"]
