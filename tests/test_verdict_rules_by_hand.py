@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pyarrow as pa
 import pytest
 
+from ascendprof.analyze import verdicts as V
 from ascendprof.analyze.verdicts import rules
 
 from _hand_cluster import MS, by_id, cluster, derive, gid
@@ -900,3 +901,21 @@ def test_a_slower_link_comes_before_a_slow_group():
     ca = cluster({r: (100, 10, 0) for r in range(13)}, groups=groups, links=links)
     assert [v["id"] for v in derive(ca)] == ["slow_link:HCCS:9->10",
                                              f"slow_group:dp:{gid('g1')}"]
+
+
+def test_a_note_about_a_long_step_ranks_after_ranked_notes():
+    # the long step of rank 3 (test_longer_step_nobody_waits_for_is_a_note) is a note ranked
+    # 0; a contributed note ranked 0.5 (``_rank_key``) comes first; "balanced" last
+    ca = cluster({0: (100, 10, 0), 1: (100, 10, 0), 2: (100, 10, 0), 3: (100, 10, 30)},
+                 groups={"g_dp": ("dp", [0, 1, 2, 3])},
+                 ops=[("hcom_allReduce_1", "g_dp", "collective",
+                       {r: (10, 5) for r in range(4)})])
+
+    def note(ca, th):
+        v = V.make_verdict("data", "rank", [1], "info", "Rank 1's data loader is slow at times.",
+                           "Look at the data loader of rank 1.", id="data:1")
+        v["_rank_key"] = 0.5
+        return [v]
+
+    out = V.derive(ca, V.thresholds(None), contributed={"data": note})
+    assert [v["id"] for v in out] == ["data:1", "long_step:3", "balanced"]
