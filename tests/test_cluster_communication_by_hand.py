@@ -122,8 +122,8 @@ def test_first_memberships_columns_and_empty_input():
     ops, links = _membership_tables()
     f = cc.first_memberships(ops, links)
     assert sorted(f.column_names) == ["group", "kind", "order_min", "rank"]
-    # 4 distinct (kind, group, rank) among ops that are collective / p2p ... plus GC@0, B@1
-    # (link, already seen as an op), P@2: {GA@1, B@1, GA@0, P@0, GC@0, P@2}
+    # one row per (kind, group, rank) of the collective / p2p rows: the ops give GA@1, B@1,
+    # GA@0, P@0 (Z@0 is neither kind); the links add GC@0 and P@2 (B@1 is there already)
     assert f.num_rows == 6
     assert cc.first_memberships(None) is None
     assert cc.first_memberships(ops.slice(0, 0), links.slice(0, 0)) is None
