@@ -122,8 +122,8 @@ def test_first_memberships_columns_and_empty_input():
     ops, links = _membership_tables()
     f = cc.first_memberships(ops, links)
     assert sorted(f.column_names) == ["group", "kind", "order_min", "rank"]
-    # 4 distinct (kind, group, rank) among ops that are collective / p2p ... plus GC@0, B@1
-    # (link, already seen as an op), P@2: {GA@1, B@1, GA@0, P@0, GC@0, P@2}
+    # one row per (kind, group, rank) of the collective / p2p rows: the ops give GA@1, B@1,
+    # GA@0, P@0 (Z@0 is neither kind); the links add GC@0 and P@2 (B@1 is there already)
     assert f.num_rows == 6
     assert cc.first_memberships(None) is None
     assert cc.first_memberships(ops.slice(0, 0), links.slice(0, 0)) is None
@@ -685,21 +685,25 @@ def test_transport_without_any_size_totals_zero_megabytes():
     assert step["Total Op Info@g"]["0"]["Communication Bandwidth Info"] == {"PCIE": want}
 
 
-@pytest.mark.parametrize("group", ["g", 'q"g'])
+@pytest.mark.parametrize("group", ["g", 'q"g', "\\\\"], ids=["plain", "quote", "backslashes"])
 def test_fragments_built_batch_by_batch_with_odd_op_names(group):
     """FragmentsBuilder (a spilled communication.json read in batches) gives the fragments
     rank_fragments gives for the whole table, also when an op or group name needs escaping in
-    JSON (a quote, a backslash, a control character): op keys are the JSON of "<op>@<group>"."""
-    names = [f"op{i}" for i in range(20)]
-    names[3], names[17], names[18] = 'a"b', "c\\d", "e\tf"
+    JSON (a quote, a backslash, a control character): op keys are the JSON of "<op>@<group>".
+    A group of two backslashes: its JSON text has four, the escaped text of one backslash is
+    as long as the name itself."""
+    names = [f"op{i}" for i in range(50)]
+    names[3], names[17], names[18], names[45] = 'a"b', "c\\d", "e\tf", "\x01"
     rows = [dict(op_name=n, elapse_ns=1000 * i, opinfo_json=json.dumps({"i": i}))
             for i, n in enumerate(names)]
     ops = table(S.COMM_OPS, rows, rank=0, step=1, step_key="step1", kind="collective",
                 group=group)
     want = cc.rank_fragments(ops, None, None)
     builder = cc.FragmentsBuilder()
-    for start in (0, 7, 14):  # batches of 7, 7, 6 records: chunks of 16 cut across them
-        builder.add(ops.slice(start, 7), None, None)
+    # batches of 20, 7, 13 and 10 records: a chunk of 16 inside a batch, chunks completed
+    # from the records a batch left open, a chunk left open at the end
+    for start, n in ((0, 20), (20, 7), (27, 13), (40, 10)):
+        builder.add(ops.slice(start, n), None, None)
     got = builder.result()
 
     def unpacked(frags):
@@ -711,5 +715,5 @@ def test_fragments_built_batch_by_batch_with_odd_op_names(group):
     (f,) = got
     _, keys, infos = f.unpack()
     assert [json.loads(bytes(k)) for k in keys] == [f"{n}@{group}" for n in names]
-    assert [json.loads(bytes(i)) for i in infos] == [{"i": i} for i in range(20)]
-    assert len(f.chunks) == 2  # 16 + 4 records
+    assert [json.loads(bytes(i)) for i in infos] == [{"i": i} for i in range(50)]
+    assert len(f.chunks) == 4  # 16 + 16 + 16 + 2 records
