@@ -358,3 +358,31 @@ def test_same_op_name_in_two_groups_is_two_instances():
     got = split_op_time(rows)
     assert got["peer_wait_ns"].tolist() == [6, 0, 0, 0]
     assert got["waited_for"].tolist() == [1, -1, -1, -1]
+
+
+def test_instance_keys_do_not_collide_across_step_op_and_group():
+    # one step, ops a, b, c, d in group g and op a in group h, on ranks 0 and 1 with equal
+    # elapses per instance: five instances, nobody waits. (Were (d, g) and (a, h) taken for
+    # one instance, rank 0's d (elapse 10) would wait 10 - 2 = 8 for the a of group h.)
+    ops = [("a", "g", 4), ("b", "g", 5), ("c", "g", 6), ("d", "g", 10), ("a", "h", 2)]
+    rows = opsplit.op_rows(_ops([_op(r, "s", "collective", op, g, e)
+                                 for r in (0, 1) for op, g, e in ops]))
+    inst = opsplit.OpInstances()
+    ids = inst.add(rows)
+    assert len(set(ids.tolist())) == 5 and ids[:5].tolist() == ids[5:].tolist()
+    assert inst.members.tolist() == [2] * 5
+    got = inst.split(rows, ids)
+    assert got["peer_wait_ns"].tolist() == [0] * 10 and got["waited_for"].tolist() == [-1] * 10
+    # more step keys than op names: steps s0..s4, ops x, y: ten instances (e.g. (s3, x) and
+    # (s0, y) are distinct)
+    rows = opsplit.op_rows(_ops([_op(r, f"s{i}", "collective", op, "g", 3 + i + 7 * (op == "y"))
+                                 for r in (0, 1) for i in range(5) for op in "xy"]))
+    inst = opsplit.OpInstances()
+    assert len(set(inst.add(rows).tolist())) == 10
+    assert inst.members.tolist() == [2] * 10
+
+
+def test_others_median_of_nothing_is_nothing():
+    # no batch added, no row asked: an empty int64 answer
+    got = opsplit.OpInstances().others_median(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    assert got.dtype == np.int64 and got.tolist() == []

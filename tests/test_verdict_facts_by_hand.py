@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from types import SimpleNamespace
 
+import pandas as pd
 import pyarrow as pa
 import pytest
 
@@ -178,6 +179,11 @@ def test_rank_means_per_step_and_shares():
     assert [m.loc[2, c] for c in ("computing_pct", "free_pct", "cno_pct")] == pytest.approx(
         [60.0, 20.0, 20.0])
     assert m.index.tolist() == [0, 1, 2]
+    # any positive step has shares, however short: a 1 ns step of 1 ns Computing is 100 %
+    tiny = F.rank_means(pd.DataFrame({"rank": [7], "step": [1], "computing_ns": [1],
+                                      "cno_ns": [0], "overlapped_ns": [0], "free_ns": [0],
+                                      "bubble_ns": [0], "total_ns": [1], "source": ["x"]}))
+    assert tiny.loc[7, "computing_pct"] == 100.0 and tiny.loc[7, "free_pct"] == 0.0
 
 
 # -- links ---------------------------------------------------------------------------------------
@@ -399,12 +405,14 @@ def test_groups_from_the_directory_and_from_the_ops(four):
     assert four.stage_of == {0: 0, 2: 1, 1: 0, 3: 1}
     assert set(four.groups) == {DP_A, DP_B, PP_A, PP_B, "W"}  # listed once, by id
     dp_a = four.groups[DP_A]
-    assert (dp_a.name, dp_a.key, dp_a.global_ranks, dp_a.size, dp_a.collected) == (
-        "dp", "k_dp_a", [0, 1], 2, [0, 1])
+    assert (dp_a.id, dp_a.name, dp_a.key, dp_a.global_ranks, dp_a.size, dp_a.collected) == (
+        DP_A, "dp", "k_dp_a", [0, 1], 2, [0, 1])
+    assert dp_a.ref() == {"name": "dp", "id": DP_A, "global_ranks": [0, 1]}
     # W: not in the directory: its members are the ranks with its ops; its size from the
     # links (local rank 3 -> at least 4)
     w = four.groups["W"]
-    assert (w.name, w.global_ranks, w.size, w.collected) == (None, None, 4, [0, 1, 2, 3])
+    assert (w.id, w.name, w.global_ranks, w.size, w.collected) == (
+        "W", None, None, 4, [0, 1, 2, 3])
     # the components carry the group names
     names = dict(zip(four.comp["group"], four.comp["group_name"]))
     assert names == {DP_A: "dp", PP_A: "pp", PP_B: "pp", "W": "group W"}
@@ -612,3 +620,16 @@ def test_op_excess_per_step_largest_first():
         ("Cast", 1.0, 3.0)]
     # a side without kernel data: nothing
     assert ex.excess([0], [0]) == {} and ex.excess([2], [1]) == {} and ex.excess([0], []) == {}
+
+
+def test_op_excess_ties_keep_key_order_and_ms_are_exact():
+    # one step each. rank 0: Abs 1 ms (rank 1 has none), Mul 1001 ms; rank 1: Mul 1000 ms.
+    # Both exceed by exactly 1 ms: equal excesses keep the key order (Abs before Mul); a key
+    # the peers lack counts 0 for them; 1001 ms is 1001.0 ms
+    ca = _cluster(_even([0, 1]), ranks=[
+        _rank(0, op_partial=_op_partial(0, [("Abs", "AI_CORE", 1, 1 * MS),
+                                            ("Mul", "AI_CORE", 1, 1001 * MS)])),
+        _rank(1, op_partial=_op_partial(1, [("Mul", "AI_CORE", 1, 1000 * MS)]))])
+    got = F.Facts(ca, TH).op_excess.excess([0], [1])
+    assert [(r["op_type"], r["excess_ms"], r["ms"], r["peer_ms"]) for r in got["op_types"]] == [
+        ("Abs", 1.0, 1.0, 0.0), ("Mul", 1.0, 1001.0, 1000.0)]
