@@ -149,3 +149,44 @@ def test_kernel_details_rank_is_the_single_device_id_else_zero(tmp_path):
 def test_a_file_with_a_header_only_has_no_data_rows(tmp_path):
     with pytest.raises(GateInputError, match="no data rows"):
         load_csv(_write(tmp_path, "op_statistic.csv", OPSTAT_HEAD))
+
+
+def test_error_messages_name_the_file_and_the_cause(tmp_path):
+    missing = tmp_path / "missing.csv"
+    with pytest.raises(GateInputError) as e:
+        csv_kind(missing)
+    # "<path>: cannot read: <the OS's words>", not the exception's repr
+    assert str(e.value) == f"{missing}: cannot read: No such file or directory"
+    # a header cell longer than the csv module's field limit (131072 characters)
+    huge = _write(tmp_path, "huge.csv", '"' + "x" * 200_000 + '",Computing')
+    with pytest.raises(GateInputError, match="malformed CSV") as e:
+        csv_kind(huge)
+    assert str(e.value).startswith(f"{huge}: malformed CSV: field larger than field limit")
+    # an empty file has no header: not a CSV the gate reads (not a crash)
+    empty = _write(tmp_path, "empty.csv")
+    empty.write_text("", encoding="utf-8")
+    with pytest.raises(GateInputError, match="not a CSV the gate reads"):
+        csv_kind(empty)
+    header_only = _write(tmp_path, "op_statistic.csv", OPSTAT_HEAD)
+    with pytest.raises(GateInputError) as e:
+        load_csv(header_only)
+    assert str(e.value) == f"{header_only}: no data rows"
+
+
+def test_the_three_cluster_columns_alone_are_a_cluster_step_trace(tmp_path):
+    assert csv_kind(_write(tmp_path, "c.csv", "Type,Index,Computing")) == CLUSTER_STEP_TRACE
+
+
+def test_the_first_repeated_key_in_file_order_is_named(tmp_path):
+    # rank 3 step 13, rank 3 step 14, step 14 again, step 13 again: step 13 is the first key
+    # that repeats (both its rows are duplicates), though step 14's repeat comes first
+    p = _write(tmp_path, "cluster_step_trace_time.csv", CLUSTER_HEAD,
+               "13,rank,3,10,1,0,1,2,3,0,1,0,0,0,0", "14,rank,3,10,1,0,1,2,3,0,1,0,0,0,0",
+               "14,rank,3,10,1,0,1,2,3,0,1,0,0,0,0", "13,rank,3,10,1,0,1,2,3,0,1,0,0,0,0")
+    with pytest.raises(GateInputError, match="rank 3 step 13 appears 2 times"):
+        load_csv(p)
+
+
+def test_the_side_is_labelled_with_the_file(tmp_path):
+    p = _write(tmp_path, "op_statistic.csv", OPSTAT_HEAD, "0,Add,AI_CORE,1,1,1,1,1,100")
+    assert load_csv(p).label == str(p)
