@@ -207,3 +207,47 @@ def test_small_packets_by_hand():
     assert f["message"] == ("4 of 5 SDMA transfers (80%) move less than 16 MB; their transit "
                             "time is 9.00 ms per step (9.0% of the step).")
     assert any("so each collective moves more data." in a for a in f["advice"])
+
+
+def test_small_packets_over_rdma_alone_top_five_groups_by_hand():
+    """No SDMA transfer at all (RDMA is still judged), a transfer without a group (left out
+    of the groups, not ending them), six groups (five listed), the ratio to four decimals."""
+    def tr(op, group, size_mb, transit_ns):
+        return {"step_key": "step1", "op_name": op, "group": group, "transport": "RDMA",
+                "size_mb": size_mb, "transit_ns": transit_ns}
+
+    bw = table(S.COMM_BANDWIDTH, [
+        tr("z", None, 0.5, 1 * MS),           # small, no group
+        tr("a", "g1", 0.5, 1_000_500),        # 1.0005 ms: shown as 1.0 (1.000501 would be 1.001)
+        tr("b", "g2", 0.5, 6 * MS),
+        tr("c", "g3", 0.5, 5 * MS),
+        tr("d", "g4", 0.5, 4 * MS),
+        tr("e", "g5", 0.5, 3 * MS),
+        tr("f", "g6", 0.5, 2 * MS),
+        tr("g", "g7", 2.0, 1 * MS),           # 1 MB or more: not small
+        tr("h", "g8", 3.0, 1 * MS),
+    ])
+    f = one(run(COMM_BANDWIDTH=bw, STEP_TRACE=step_trace(100 * MS)),
+            "communication.small_packets")
+    ev = f["evidence"]
+    # 9 RDMA transfers, 7 under 1 MB: 7 / 9 = 0.77777... -> 0.7778
+    assert f["key"] == "communication.small_packets:RDMA"
+    assert (ev["ops"], ev["small_ops"], ev["small_ratio"]) == (9, 7, 0.7778)
+    # small transit 1 + 1.0005 + 6 + 5 + 4 + 3 + 2 = 22.0005 ms of a 100 ms step
+    assert ev["small_transit_ms_per_step"] == round(22_000_500 / 1e6, 3)
+    # groups slowest first, five of the six: g2 6, g3 5, g4 4, g5 3, g6 2 (g1's 1.0005 left out)
+    assert [g["group"] for g in ev["groups"]] == ["g2", "g3", "g4", "g5", "g6"]
+    assert [g["transit_ms_per_step"] for g in ev["groups"]] == [6.0, 5.0, 4.0, 3.0, 2.0]
+
+
+def test_small_packets_group_sum_is_exact():
+    # one group with 1.0005 ms of small transfers: written 1.0 ms (a sum off by one ns,
+    # 1.000501 ms, would be written 1.001)
+    def tr(op, size_mb, transit_ns):
+        return {"step_key": "step1", "op_name": op, "group": "g1", "transport": "RDMA",
+                "size_mb": size_mb, "transit_ns": transit_ns}
+
+    bw = table(S.COMM_BANDWIDTH, [tr("a", 0.5, 1_000_500), tr("b", 2.0, 1 * MS)])
+    f = one(run(COMM_BANDWIDTH=bw, STEP_TRACE=step_trace(10 * MS)),
+            "communication.small_packets")
+    assert f["evidence"]["groups"] == [{"group": "g1", "ops": 1, "transit_ms_per_step": 1.0}]
