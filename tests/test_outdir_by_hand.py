@@ -18,21 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from _outdir_runs import run_once
 from ascendprof.engine import outdir
 from ascendprof.model.errors import OutputError
 from ascendprof.model.outputs import OUTPUT_FILES
-
-
-def _run(out: Path, files: dict[str, bytes], tables: dict[str, bytes] | None = None) -> None:
-    """One complete run writing ``files`` (and ``tables/<rel>`` when given)."""
-    with outdir.OutputDir(out, OUTPUT_FILES, tables=tables is not None) as od:
-        for name, data in files.items():
-            (od.staging / name).write_bytes(data)
-        for rel, data in (tables or {}).items():
-            p = od.staging / "tables" / rel
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_bytes(data)
-        od.commit()
 
 
 def _listing(out: Path) -> dict:
@@ -46,10 +35,10 @@ def test_a_file_at_the_top_of_tables_listed_in_the_manifest_is_ours(tmp_path):
     """The manifest lists tables/ files by their path relative to tables/ ("top.parquet", not
     "./top.parquet"): a second run into the directory replaces them without a conflict."""
     out = tmp_path / "out"
-    _run(out, {"summary.json": b"1"}, {"top.parquet": b"t1", "rank0/k.parquet": b"k1"})
+    run_once(out, {"summary.json": b"1"}, {"top.parquet": b"t1", "rank0/k.parquet": b"k1"})
     assert json.loads((out / outdir.MANIFEST).read_text())["tables"] == [
         "top.parquet", "rank0/k.parquet"]
-    _run(out, {"summary.json": b"2"}, {"top.parquet": b"t2"})
+    run_once(out, {"summary.json": b"2"}, {"top.parquet": b"t2"})
     assert _listing(out) == {"summary.json": b"2", "tables/top.parquet": b"t2"}
 
 
@@ -59,7 +48,7 @@ def test_a_users_file_in_a_tables_subfolder_is_found_whatever_the_current_direct
     directory happens to hold a symbolic link named like that subfolder: whether a folder of
     tables/ is a link is asked of tables/sub, not of ./sub."""
     out = tmp_path / "out"
-    _run(out, {"summary.json": b"1"}, {"sub/k.parquet": b"k"})
+    run_once(out, {"summary.json": b"1"}, {"sub/k.parquet": b"k"})
     (out / "tables" / "sub" / "mine.csv").write_text("mine\n")
     cwd = tmp_path / "cwd"
     cwd.mkdir()
@@ -77,7 +66,7 @@ def test_a_listed_file_the_user_replaced_by_a_directory_is_refused(tmp_path):
     """summary.json was ascendprof's file; now it is the user's directory: the run refuses it
     (it would otherwise move the user's folder to the trash)."""
     out = tmp_path / "out"
-    _run(out, {"summary.json": b"1"})
+    run_once(out, {"summary.json": b"1"})
     (out / "summary.json").unlink()
     (out / "summary.json").mkdir()
     (out / "summary.json" / "keep.txt").write_text("x")
@@ -90,7 +79,7 @@ def test_a_listed_file_the_user_replaced_by_a_directory_is_refused(tmp_path):
 
 def test_a_listed_file_replaced_by_a_symbolic_link_is_named_so(tmp_path):
     out = tmp_path / "out"
-    _run(out, {"summary.json": b"1"})
+    run_once(out, {"summary.json": b"1"})
     (out / "summary.json").unlink()
     (tmp_path / "elsewhere.json").write_text("{}")
     (out / "summary.json").symlink_to(tmp_path / "elsewhere.json")
@@ -101,7 +90,7 @@ def test_a_listed_file_replaced_by_a_symbolic_link_is_named_so(tmp_path):
 
 def test_a_listed_tables_folder_replaced_by_a_file_is_refused(tmp_path):
     out = tmp_path / "out"
-    _run(out, {"summary.json": b"1"}, {"rank0/k.parquet": b"k"})
+    run_once(out, {"summary.json": b"1"}, {"rank0/k.parquet": b"k"})
     import shutil
 
     shutil.rmtree(out / "tables")
@@ -169,12 +158,12 @@ def test_a_full_disk_while_writing_the_manifest_is_an_output_error(tmp_path, mon
     assert not (out / "summary.json").exists()
 
 
-def test_a_commit_that_fails_half_way_is_completed_by_the_next_run(tmp_path, monkeypatch):
+def test_a_commit_that_fails_half_way_is_completed_by_the_nextrun_once(tmp_path, monkeypatch):
     """An OSError at the second rename of a commit (the run leaves through its context manager
     as usual): the journal stays in the staging directory and the next run into the directory
     completes the new set."""
     out = tmp_path / "out"
-    _run(out, {"summary.json": b"old", "verdicts.json": b"old v"})
+    run_once(out, {"summary.json": b"old", "verdicts.json": b"old v"})
     real, calls = os.replace, [0]
 
     def fails(src, dst):
@@ -206,7 +195,7 @@ def test_a_commit_that_fails_half_way_is_completed_by_the_next_run(tmp_path, mon
 
 def test_adopt_adds_a_name_to_the_manifest_in_order(tmp_path):
     out = tmp_path / "out"
-    _run(out, {"summary.json": b"1", "verdicts.json": b"v"})
+    run_once(out, {"summary.json": b"1", "verdicts.json": b"v"})
     (out / "report.html").write_text("<html></html>")
     outdir.adopt(out, "report.html")
     doc = json.loads((out / outdir.MANIFEST).read_text())
@@ -215,7 +204,7 @@ def test_adopt_adds_a_name_to_the_manifest_in_order(tmp_path):
     outdir.adopt(out, "report.html")  # already listed: unchanged
     assert json.loads((out / outdir.MANIFEST).read_text())["files"] == doc["files"]
     # the next run may now remove it (it writes no report.html)
-    _run(out, {"summary.json": b"2"})
+    run_once(out, {"summary.json": b"2"})
     assert not (out / "report.html").exists()
 
 

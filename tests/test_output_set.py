@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 import faultgen as FG
+from _outdir_runs import staged
 from ascendprof.cli.main import main
 from ascendprof.report.files import OUTPUT_FILES
 from treehash import tree_fingerprint
@@ -195,19 +196,6 @@ def test_the_written_set_is_the_registry(qwen, tmp_path):
 
 # ------------------------------------------------------- commit, recovery, leftovers of dead runs
 
-def _staged(out: Path, files: dict[str, bytes], tables: dict[str, bytes] | None = None):
-    """A run's OutputDir with ``files`` staged (entered; the caller commits or leaves)."""
-    od = outdir.OutputDir(out, OUTPUT_FILES, tables=tables is not None)
-    od.__enter__()
-    for name, data in files.items():
-        (od.staging / name).write_bytes(data)
-    for rel, data in (tables or {}).items():
-        p = od.staging / "tables" / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_bytes(data)
-    return od
-
-
 def _listing(out: Path) -> dict:
     return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
             if p.is_file() and p.name not in (outdir.LOCK, outdir.MANIFEST)}
@@ -225,11 +213,11 @@ def test_a_commit_killed_at_any_rename_is_completed_by_the_next_run(tmp_path, mo
     manifest (the set is visibly incomplete)."""
     out = tmp_path / "out"
     old = {"summary.json": b"old", "verdicts.json": b"old v", "cluster_communication.json": b"c"}
-    od = _staged(out, old, {"rank0/kernels.parquet": b"old k"})
+    od = staged(out, old, {"rank0/kernels.parquet": b"old k"})
     od.commit()
     od.__exit__(None, None, None)
     new = {"summary.json": b"new", "verdicts.json": b"new v", "problems.csv": b"p"}
-    od = _staged(out, new, {"rank0/kernels.parquet": b"new k", "rank1/kernels.parquet": b"k1"})
+    od = staged(out, new, {"rank0/kernels.parquet": b"new k", "rank1/kernels.parquet": b"k1"})
     calls, real = [0], os.replace
 
     def dies(src, dst):
