@@ -311,8 +311,7 @@ def _read_prof_raw(base: Path, groups: dict, data: RankData, source) -> None:
         # a device task no host task_track launched has NaN here after the merge: no name
         "name": pa.array([_text_or_none(v) for v in dev_df["name"].tolist()], pa.string()),
         "op_type": pa.array([_text_or_none(v) for v in dev_df["op_type"].tolist()], pa.string()),
-        "accelerator_core": pa.array([None if c is None or c != c else str(c) for c in core],
-                                     pa.string()),
+        "accelerator_core": pa.array([_text_or_none(c) for c in core], pa.string()),
         "block_num": pa.array([None if b is None or b != b else int(b)
                                for b in dev_df["block_num"].tolist()], pa.int64()),
         "start_ns": dev_df["timestamp"].to_numpy(), "dur_ns": dev_df["dur_ns"].to_numpy(),
@@ -321,7 +320,7 @@ def _read_prof_raw(base: Path, groups: dict, data: RankData, source) -> None:
 
 
 def _text_or_none(v):
-    """A name cell of the merged frame: None for a missing one (None or NaN), else its text."""
+    """A text cell of the merged frame: None for a missing one (None or NaN), else its text."""
     return None if v is None or v != v else str(v)
 
 
