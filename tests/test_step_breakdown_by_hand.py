@@ -15,8 +15,8 @@ import pyarrow as pa
 import pytest
 
 from ascendprof.model import schemas as S
-from ascendprof.analyze.step_breakdown import (CHECK_COLUMNS, check_table, rank_checks,
-                                               recompute)
+from ascendprof.analyze.step_breakdown import (CHECK_COLUMNS, check_table, compute_mask,
+                                               rank_checks, recompute)
 
 NS_KEYS = ["computing_ns", "comm_not_overlapped_ns", "overlapped_ns", "communication_ns",
            "free_ns", "stage_ns", "bubble_ns", "comm_not_overlapped_excl_receive_ns",
@@ -324,3 +324,175 @@ def test_rank_checks_on_the_check_table():
                                 "recomputed data (m4); used unchecked")
     assert got[5]["metrics"]["Computing"]["step"] == 1
     assert got[5]["metrics"]["Computing"]["deviation_pct"] == pytest.approx(0.5)
+
+
+# ------------------------------------------------------------------ inputs at their edges
+
+
+def test_one_hardware_task_and_no_step_windows_give_one_window_over_all_data():
+    """A text trace with a single Ascend Hardware task (MatMul AI_CORE [100,200)), one HCCL
+    big op (hcom_allReduce [150,260)), and no ProfilerStep nor STEPS: the task is enough for the
+    timeline method, and the one window spans all the data [100, 260] (its last ns included).
+    C = 100; M = 110; CNO = [200,260) = 60; Overlapped 50; Free = hull [100,260) minus C ∪ M =
+    0; Stage = 260 - 100 = 160; no receive, no ProfilerStep (Preparing null); step null."""
+    tl = timeline([
+        (0, "hardware", "Stream 1", "MatMul", 100, 200, "AI_CORE", None, None),
+        (0, "communication", BIG, "hcom_allReduce__1", 150, 260, None, None, None),
+    ])
+    bd, method = recompute({S.TIMELINE: tl}, 0)
+    assert method == (
+        "timeline: Ascend Hardware compute tasks + HCCL big ops (interval union/difference) "
+        "(tasks classified by task type (no compute-op info in the input): 1 compute, 0 linked "
+        "to HCCL ops, 0 of other or unknown types left out); one window over all data (no step "
+        "windows)")
+    (row,) = bd.to_pylist()
+    assert (row["rank"], row["step"]) == (0, None)
+    assert ns(row) == [100, 60, 50, 110, 0, 160, 0, 60, None]
+
+
+def test_a_timeline_without_hardware_tasks_says_so():
+    # only a ProfilerStep: nothing on the device, no overlap events, no kernels
+    tl = timeline([(0, "step", "Step", "ProfilerStep#1", 0, 100, None, None, 1)])
+    assert recompute({S.TIMELINE: tl}, 0) == (
+        None, "cannot recompute: timeline has no Ascend Hardware tasks; timeline has no Overlap "
+              "Analysis events; no kernel_details (KERNELS) for this rank")
+
+
+@pytest.mark.parametrize("receive_start, bubble, stage", [
+    # the window is [100, 250 + 1): a receive starting at the data's last ns (250) is its:
+    # Bubble 10, Stage = 260 - 100 - 10 = 150
+    (250, 10, 150),
+    # one ns later it starts in no window: Bubble 0, Stage = 250 - 100 = 150 from the overlap
+    # events alone
+    (251, 0, 150),
+])
+def test_overlap_events_without_step_windows_span_the_data_with_its_last_ns(receive_start,
+                                                                            bubble, stage):
+    """Overlap Analysis events only (Computing [100,200), Communication [150,250),
+    Communication(Not Overlapped) [200,250)), no step windows: one window over the events'
+    span, [100, 250] with its last ns. An hcom_receive big op of 10 ns is credited to it only if
+    it starts inside. Computing 100, Communication 100, CNO 50, Overlapped 100 - 50 = 50, Free 0
+    either way; CNO excl. receive = 50 - Bubble."""
+    ov = [("Computing", 100, 200), ("Communication", 150, 250),
+          ("Communication(Not Overlapped)", 200, 250)]
+    tl = timeline([(0, "overlap", t, t, s, e, None, None, None) for t, s, e in ov] + [
+        (0, "communication", BIG, "hcom_receive__1", receive_start, receive_start + 10, None,
+         None, None)])
+    bd, method = recompute({S.TIMELINE: tl}, 0)
+    assert method == ("overlap: profiler's Overlap Analysis events summed per step (weaker "
+                      "check); one window over all data (no step windows)")
+    (row,) = bd.to_pylist()
+    assert row["step"] is None
+    assert ns(row) == [100, 50, 50, 100, 0, stage, bubble, 50 - bubble, None]
+
+
+def test_overlap_step_window_without_events_is_all_zero():
+    """Overlap events Computing [100,150) and Free [150,160) in step 1 [100,300); step 2
+    [300,400) holds no event: every sum 0 and Stage 0 (no piece, no span), not null."""
+    tl = timeline([(0, "overlap", "Computing", "Computing", 100, 150, None, None, None),
+                   (0, "overlap", "Free", "Free", 150, 160, None, None, None)])
+    bd, _ = recompute({S.TIMELINE: tl, S.STEPS: step_windows([(0, 1, 100, 300),
+                                                                (0, 2, 300, 400)])}, 0)
+    rows = bd.to_pylist()
+    assert [r["step"] for r in rows] == [1, 2]
+    # step 1: Computing 50, Free 10, Stage = 160 - 100 = 60
+    assert ns(rows[0]) == [50, 0, 0, 0, 10, 60, 0, 0, None]
+    assert ns(rows[1]) == [0, 0, 0, 0, 0, 0, 0, 0, None]
+
+
+def test_overlapping_step_windows_credit_a_piece_to_the_earlier_one():
+    """STEPS windows that overlap: step 1 [0,300), step 2 [200,500) (and step 3 [450,600)
+    overlapping step 2). A piece belongs to the first window (in time order) holding its start:
+    MatMul [250,260) starts in both 1 and 2 -> step 1; Add [400,420) only in step 2 -> step 2;
+    Mul [460,470) in steps 2 and 3 -> step 2. Computing per step: 10, 10 + 10, 0."""
+    tl = timeline([
+        (0, "hardware", "Stream 1", "MatMul", 250, 260, "AI_CORE", None, None),
+        (0, "hardware", "Stream 1", "Add", 400, 420, "AI_VECTOR_CORE", None, None),
+        (0, "hardware", "Stream 1", "Mul", 460, 470, "AI_VECTOR_CORE", None, None),
+    ])
+    steps = step_windows([(0, 2, 200, 500), (0, 1, 0, 300), (0, 3, 450, 600)])
+    bd, _ = recompute({S.TIMELINE: tl, S.STEPS: steps}, 0)
+    got = {r["step"]: r["computing_ns"] for r in bd.to_pylist()}
+    assert got == {1: 10, 2: 30, 3: 0}
+
+
+def test_trace_tasks_without_links_are_classified_by_the_kernel_rows_they_match():
+    """A text trace (no category) beside kernel_details: a hardware task is compute when a
+    kernel_details compute row starts at its ns, whatever its Task Type. Hardware: MatMul
+    AI_CORE [100,200) (row at 100), Cast typed 'Other' [300,350) (row at 300: compute despite
+    its type), Sub AI_CORE [400,410) (no row: not compute despite its type), MEMCPY_ASYNC [50,60)
+    whose start matches only an hcom_ COMMUNICATION row (big ops are left out: no match).
+    C = 100 + 50 = 150; no communication: CNO 0, Free = hull [100,350) minus C = [200,300) =
+    100, Stage 250."""
+    tl = timeline([
+        (0, "hardware", "Stream 1", "MatMul", 100, 200, "AI_CORE", None, None),
+        (0, "hardware", "Stream 1", "Cast", 300, 350, "Other", None, None),
+        (0, "hardware", "Stream 1", "Sub", 400, 410, "AI_CORE", None, None),
+        (0, "hardware", "Stream 2", "MEMCPY_ASYNC", 50, 60, "MEMCPY_ASYNC", None, None),
+    ])
+    k = kernels([(0, 1, "MatMul", "AI_CORE", 100, 200), (0, 1, "Cast", "AI_VECTOR_CORE", 300, 350),
+                 (0, 1, "hcom_allReduce__1", "COMMUNICATION", 50, 60)])
+    bd, method = recompute({S.TIMELINE: tl, S.KERNELS: k,
+                            S.STEPS: step_windows([(0, 1, 0, 1000)])}, 0)
+    assert method == (
+        "timeline: Ascend Hardware compute tasks + HCCL big ops (interval union/difference) "
+        "(tasks classified by their links: 2 matching a kernel_details compute row (2 of 2 rows "
+        "found), 0 linked to HCCL ops); no HCCL big ops in the timeline (communication = 0); "
+        "step windows from test")
+    (row,) = bd.to_pylist()
+    assert ns(row) == [150, 0, 0, 0, 100, 250, 0, 0, None]
+
+
+@pytest.mark.parametrize("task_types", [
+    pa.array([None, None, None]),                       # a column of nulls, typed null
+    pa.array([None, None, None], pa.string()).dictionary_encode(),
+], ids=["null-typed", "dictionary"])
+def test_compute_mask_takes_untyped_and_dictionary_columns(task_types):
+    """Task types that are all null, as an Arrow null-typed column or a dictionary-encoded one
+    (as a spilled rank's slim kernels hold their texts), with dictionary-encoded names: no task
+    has a type, so each is judged by its name: MatMul compute; MEMCPY_ASYNC (all capitals, a
+    runtime task) and 'Notify Wait' (whitespace) not."""
+    names = pa.array(["MatMul", "MEMCPY_ASYNC", "Notify Wait"]).dictionary_encode()
+    assert compute_mask(task_types, names).tolist() == [True, False, False]
+    # typed, dictionary-encoded: the type decides (AI_CORE compute, MEMCPY_ASYNC not, AI_CPU
+    # compute whatever the name)
+    types = pa.array(["AI_CORE", "MEMCPY_ASYNC", "AI_CPU"]).dictionary_encode()
+    assert compute_mask(types, names).tolist() == [True, False, True]
+
+
+def test_check_table_pairs_an_unnamed_reported_step_among_many_unchecked():
+    """1001 reported steps (1..1001) none of which the recomputation covers, and one reported
+    row with no step (Computing 7 us); the recomputation has one window over all data (no
+    step, Computing 7 us). The 1001 are summarised in one row per metric; the unnamed steps
+    of both sides pair: 9 rows with Step empty whose Computing is 7 us against 7 us."""
+    rep = st(0, {s: {"computing_ns": 1} for s in range(1, 1002)})
+    rep = pa.concat_tables([rep, st(0, {None: {"computing_ns": 7}})])
+    rec = st(0, {None: {"computing_ns": 7}})
+    df = check_table({0: (rep, rec, "m")})
+    assert df.attrs["summarised"] == {0: 1001}
+    summary = df[df["Note"].str.startswith("1001 steps")]
+    assert len(summary) == 9
+    assert summary["Note"].iloc[0] == ("1001 steps (1..1001): step not found in the recomputed "
+                                       "data; summarised in this row (more than 1000 such "
+                                       "steps)")
+    rest = df[~df["Note"].str.startswith("1001 steps")]
+    assert len(rest) == 9 and rest["Step"].isna().all()
+    comp = rest[rest["Metric"] == "Computing"].iloc[0]
+    assert (comp["Reported(us)"], comp["Recomputed(us)"], comp["Deviation(%)"]) == (7.0, 7.0,
+                                                                                      0.0)
+    assert comp["Note"] == ""
+
+
+def test_rank_checks_reasons_when_nothing_or_only_the_profiler_is_there():
+    # rank 0: the profiler's values, nothing to recompute them from; rank 1: neither side
+    rep = st(0, {1: {"computing_ns": 10, "comm_not_overlapped_ns": 2}})
+    df = check_table({0: (rep, None, "cannot recompute: no kernels"),
+                      1: (None, None, "cannot recompute: no trace")})
+    got = {c["rank"]: c for c in rank_checks(df)}
+    assert (got[0]["status"], got[0]["used"]) == ("not_checked", "reported")
+    assert got[0]["reason"] == ("the profiler's step breakdown could not be cross-checked "
+                                "(cannot recompute: no kernels); its values are used unchecked")
+    assert (got[1]["status"], got[1]["used"]) == ("none", None)
+    assert got[1]["reason"] == ("no step breakdown for this rank: none from the profiler, and "
+                                "it cannot be recomputed (cannot recompute: no trace)")
+    assert got[0]["metrics"] == {} and got[1]["metrics"] == {}
