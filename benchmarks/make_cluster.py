@@ -19,7 +19,11 @@ trace_view.json). What changes, and how:
   (found from the template's own parallel_group_info; a group with no entry counts as dp), op
   names get the new group's 3-digit suffix, and the op list is repeated ``copies`` times with
   new op indices to reach ``--comm-ops-per-rank``. Matrix link keys (group-local ``src-dst``)
-  keep their offset from the rank's own group rank.
+  keep their offset from the rank's own group rank; with ``--matrix mesh`` each rank instead
+  lists, for every op of its communication_matrix.json, its link to every member of the group
+  (``me-0`` .. ``me-(n-1)``, its own self-link included), as all-to-all and mesh algorithms
+  record them and as msprof-analyze's own test resources are laid out: the matrix then grows
+  with the square of the group size.
 * Time: one generated step is the template step repeated R times back to back (R = the largest
   repetition count of any file), so step_trace_time.csv values are x R. A file repeated n < R
   times is stretched by R/n, so the durations in every file still add up to the same step
@@ -498,6 +502,10 @@ class RankWriter:
                     new_hash, me, size, trank = tg
                     mult = copies if label.endswith("-total") else 1
                     new_links = {}
+                    if self.plan.get("matrix") == "mesh":
+                        ops_out[f"{label}@{new_hash}"] = self._mesh_links(
+                            links, me, size, mult, clock, grp, new_hash)
+                        continue
                     for lk, lv in links.items():
                         a, _, b = lk.partition("-")
                         try:
@@ -522,6 +530,38 @@ class RankWriter:
                 step_out[kind] = ops_out
             mat_out[step] = step_out
         matrix_path.write_bytes(orjson.dumps(mat_out))
+
+    def _mesh_links(self, links: dict, me: int, size: int, mult: int, clock: Clock, grp: str,
+                    new_hash: str) -> dict:
+        """``me``'s link to every member of its group of ``size`` (``--matrix mesh``): the
+        template's self-link for ``me-me``, its first other link for every peer (transport
+        HCCS within a group of at most 8, a server; RDMA in a larger one)."""
+        own = other = None
+        for lk, lv in links.items():
+            a, _, b = lk.partition("-")
+            if a == b:
+                own = own or lv
+            elif a.isdigit() and b.isdigit():
+                other = other or lv
+        own, other = own or other, other or own
+        if other is None:
+            return {}
+        out = {}
+        for j in range(size):
+            lv = own if j == me else other
+            size_mb = lv.get("Transit Size(MB)", 0) * mult
+            time_ms = clock.dur(lv.get("Transit Time(ms)", 0) * mult)
+            nv = dict(lv)
+            nv["Transit Size(MB)"] = _r(size_mb)
+            nv["Transit Time(ms)"] = _r(time_ms)
+            nv["Bandwidth(GB/s)"] = _r(size_mb / time_ms, 4) if time_ms > 0 else 0
+            if j != me:
+                nv["Transport Type"] = "HCCS" if size <= 8 else "RDMA"
+            if "Op Name" in lv:
+                nv["Op Name"] = new_op_name(lv["Op Name"], int(new_hash), 0,
+                                            self.strides.get(grp, 1))
+            out[f"{me}-{j}"] = nv
+        return out
 
     def write_kernels(self, path: Path) -> None:
         head, rows = self.plan["kernels"][self.t.kernels_path]
@@ -615,8 +655,11 @@ class RankWriter:
 
 def build(n: int, out: Path, *, template: str = "qwen3", kernels_per_rank: int | None = None,
           comm_ops_per_rank: int | None = None, tp: int | None = None, pp: int | None = None,
-          seed: int = 0, data: Path | None = None, progress=None) -> dict:
-    """Generate the cluster; returns the manifest written to OUT/make_cluster.json."""
+          seed: int = 0, data: Path | None = None, progress=None,
+          matrix: str = "template") -> dict:
+    """Generate the cluster; returns the manifest written to OUT/make_cluster.json.
+    ``matrix``: "template" (each rank's matrix links as its template rank's) or "mesh" (its link
+    to every member of each group)."""
     data = Path(data) if data else shared_data_dir(template)
     tmpl = load_template(data, template)
     dtp, dpp = default_parallel(n, template)
@@ -656,7 +699,8 @@ def build(n: int, out: Path, *, template: str = "qwen3", kernels_per_rank: int |
     plan = {"anchor": anchor, "period": period, "comm_copies": comm_copies,
             "kernel_copies": kernel_copies, "trace_copies": trace_copies,
             "R": max(comm_copies, kernel_copies, trace_copies), "kernels": kernels,
-            "kernel_rows": kernels_per_rank, "traces": traces, "trace_ids": id_index}
+            "kernel_rows": kernels_per_rank, "traces": traces, "trace_ids": id_index,
+            "matrix": matrix}
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -669,7 +713,7 @@ def build(n: int, out: Path, *, template: str = "qwen3", kernels_per_rank: int |
             progress(r)
     manifest = {
         "ranks": n, "template": template, "seed": seed, "kernels_per_rank": kernels_per_rank,
-        "comm_ops_per_rank": comm_ops_per_rank, "tp": lay.tp, "pp": lay.pp, "dp": lay.dp,
+        "comm_ops_per_rank": comm_ops_per_rank, "matrix": matrix, "tp": lay.tp, "pp": lay.pp, "dp": lay.dp,
         "repeat": {"step": plan["R"], "communication": comm_copies, "kernels": kernel_copies,
                    "trace_view": trace_copies},
         "slow_ranks": sorted(slow),
@@ -828,6 +872,10 @@ def main(argv=None) -> int:
                     help="approximate communication ops per rank (default: as the template)")
     ap.add_argument("--tp", type=int, default=None)
     ap.add_argument("--pp", type=int, default=None)
+    ap.add_argument("--matrix", choices=("template", "mesh"), default="template",
+                    help="communication_matrix.json links: as the template rank's (default), or "
+                         "each rank's link to every member of its group (all-to-all / mesh "
+                         "algorithms; grows with the square of the group size)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data", type=Path, default=None, help="shared data directory")
     ap.add_argument("--force", action="store_true",
@@ -847,7 +895,8 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 0
     m = build(a.ranks, a.out, template=a.template, kernels_per_rank=a.kernels_per_rank,
-              comm_ops_per_rank=a.comm_ops_per_rank, tp=a.tp, pp=a.pp, seed=a.seed, data=a.data)
+              comm_ops_per_rank=a.comm_ops_per_rank, tp=a.tp, pp=a.pp, seed=a.seed, data=a.data,
+              matrix=a.matrix)
     print(f"{a.out}: {m['ranks']} ranks, TP{m['tp']} PP{m['pp']} DP{m['dp']}, repeat {m['repeat']}",
           file=sys.stderr)
     return 0

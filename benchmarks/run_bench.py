@@ -487,6 +487,10 @@ def main(argv=None) -> int:
                     help="cluster sizes run once, cold, ascendprof only (memory flat in ranks)")
     ap.add_argument("--db-sizes", default="256",
                     help="clusters of db exports (torch_npu-db-level1 template), both tools")
+    ap.add_argument("--mesh-sizes", default="",
+                    help="clusters whose ranks list a matrix link to every member of their group "
+                         "(all-to-all / mesh layout, TP8 x DP; make_cluster.py --matrix mesh), "
+                         "both tools")
     ap.add_argument("--hostile", action="store_true",
                     help="also one rank with a ~1 GB communication.json (10^6 ops) and one with "
                          "a large kernel_details.csv + trace_view.json (--timeline)")
@@ -531,6 +535,13 @@ def main(argv=None) -> int:
         data = generate(n, work / f"db{n}", ["--template", "torch_npu-db-level1"])
         rows.append(run_cluster(f"{n} ranks db exports Level1", data, work, ref))  # no comma:
         # msprof-analyze refuses paths with "," and skips part of its work
+        print(json.dumps(rows[-1]), file=sys.stderr)
+    for n in [int(x) for x in a.mesh_sizes.split(",") if x]:
+        print(f"mesh cluster {n} ranks …", file=sys.stderr)
+        data = generate(n, work / f"mesh{n}", ["--comm-ops-per-rank", str(a.comm_ops),
+                                               "--matrix", "mesh", "--tp", "8", "--pp", "1"])
+        rows.append(run_cluster(f"{n} ranks x {a.comm_ops} ops, mesh matrix (TP8 DP{n // 8})",
+                                data, work, ref))
         print(json.dumps(rows[-1]), file=sys.stderr)
     for n in [int(x) for x in a.big_sizes.split(",") if x]:
         print(f"cluster {n} ranks (cold only) …", file=sys.stderr)

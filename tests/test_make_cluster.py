@@ -227,3 +227,42 @@ def test_db_cluster_has_its_own_groups_and_rank_map(n, tmp_path, shared_data):
     assert res.exit_code == 0, res.output
     doc = json.loads((tmp_path / "o" / "communication_group.json").read_text())
     assert sorted(doc["collective"]) == want_groups
+
+
+def test_mesh_matrix_lists_a_link_to_every_group_member(generated_cluster, tmp_path):
+    # 16 ranks TP8 PP1 -> DP2: every rank is in a tp group of 8 and a dp group of 2. With
+    # --matrix mesh, each op of a rank's communication_matrix.json holds its links "me-j" for
+    # j = 0..n-1 of its group (n = that group's size in the manifest), and analysing the
+    # cluster gives, per op, the n x n links of the whole group.
+    root = generated_cluster(16, "--tp", "8", "--pp", "1", "--matrix", "mesh",
+                             "--comm-ops-per-rank", "20", "--kernels-per-rank", "200")
+    man = json.loads((root / "make_cluster.json").read_text())
+    assert man["matrix"] == "mesh" and man["dp"] == 2
+    size = {g: len(v["ranks"]) for g, v in man["groups"].items()}
+    checked = 0
+    for r in (0, 9):
+        mat = json.loads((root / f"rank_{r}_ascend_pt/ASCEND_PROFILER_OUTPUT/"
+                                 "communication_matrix.json").read_text())
+        me_of = {g: v["ranks"].index(r) for g, v in man["groups"].items() if r in v["ranks"]}
+        for step in mat.values():
+            for ops in step.values():
+                for key, links in ops.items():
+                    g = key.rpartition("@")[2]
+                    n, me = size[g], me_of[g]
+                    assert sorted(links) == sorted(f"{me}-{j}" for j in range(n)), key
+                    assert links[f"{me}-{me}"]["Transit Size(MB)"] >= 0
+                    checked += 1
+    assert checked > 10
+    from ascendprof.cli.main import main as cli  # the user's path: analyse the cluster
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as e:
+        cli(["analyse", str(root), "-o", str(out), "-q", "--no-html", "--no-cache"])
+    assert e.value.code == 0
+    cm = json.loads((out / "cluster_communication_matrix.json").read_text())
+    # keys are the groups' global ranks, e.g. "(0, 8)": every member linked to every member
+    for members, steps in cm.items():
+        n = len(members.strip("()").rstrip(",").split(","))
+        for st in steps.values():
+            for key, links in st.items():
+                assert len(links) == n * n, (members, key)
+    assert {len(m.split(",")) for m in cm} >= {2, 8, 16}
