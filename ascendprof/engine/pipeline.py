@@ -33,7 +33,7 @@ from ascendprof.model.source import Source
 from ascendprof.readers import host_events, read_source, reader_module
 from ascendprof.sysio import bigtables
 from ascendprof.sysio.atomic import ensure_dir, write_parquet
-from ascendprof.sysio.jsonstream import JsonMembers
+from ascendprof.sysio.jsonstream import SpilledJsonMembers
 
 
 def _advice_tables(data) -> tuple[dict, dict]:
@@ -367,7 +367,9 @@ def conclude(ca: ClusterAnalysis, thresholds: dict | None = None,
     release_free_heap()
     links, ca.links = ca.links, None
     if links is not None:  # after the verdicts: the peaks of the two do not add up
-        ca.communication_matrix = JsonMembers(cluster_communication.matrix_groups(
+        # written to a scratch file group by group: an all-to-all group's n x n links per op
+        # are never held as one text
+        ca.communication_matrix = SpilledJsonMembers(cluster_communication.matrix_json(
             links, membership=ca.membership))
         release_free_heap()
     return ca

@@ -85,7 +85,7 @@ class ClusterAnalysis:
     communication: object = None                # cluster_communication.json: a Mapping
     #                                             (cluster_communication.CommunicationFile)
     communication_matrix: object = None         # cluster_communication_matrix.json: a Mapping
-    #                                             (output.JsonMembers, members kept as text)
+    #                                             (SpilledJsonMembers: texts in a scratch file)
     communication_group: dict | None = None     # communication_group.json
     op_statistics: object = None                # pandas DataFrame (op_statistics.csv)
     top_kernels: object = None                  # pandas DataFrame (top_kernels.csv)

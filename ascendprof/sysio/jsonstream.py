@@ -3,6 +3,8 @@ streamed to disk, never held whole as one text."""
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Mapping
 from itertools import chain
 from pathlib import Path
@@ -30,29 +32,52 @@ def _object_chunks(items):
     yield (b"}",)
 
 
-class JsonMembers(Mapping):
-    """A read-only JSON object kept as the compact JSON text of each member: the cluster step
-    serialises a result as soon as it is built (a dict of 10^4 small dicts is ~5x its text), and
-    the report writer streams the texts (:meth:`items_json`). Indexing parses a member back."""
+class SpilledJsonMembers(Mapping):
+    """A read-only JSON object whose members' compact JSON texts wait in an unlinked temporary
+    file (in ``directory``, the system's temporary directory when None) until they are written:
+    the process holds one member's pieces while it is made, not the whole text (a cluster
+    matrix of all-to-all groups grows with the square of the group size). Indexing parses a
+    member back; :meth:`items_json` reads each member back in pieces of :data:`READ_BYTES`.
+    Creating one raises OSError when the file cannot be made or written."""
 
-    def __init__(self, members):
-        """``members``: a dict, or an iterable of (key, value) pairs, each serialised as it
-        comes (so a generator of members is never held whole)."""
-        opt = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
-        pairs = members.items() if isinstance(members, dict) else members
-        self._texts = {k: orjson.dumps(v, option=opt) for k, v in pairs}
+    READ_BYTES = 4 << 20
+
+    def __init__(self, members, directory: Path | None = None):
+        """``members``: ``(key, JSON text)`` pairs, the text as bytes or an iterable of bytes
+        pieces, written as they come."""
+        self._file = tempfile.TemporaryFile(prefix=".ascendprof-json-", dir=directory)
+        self._at: dict = {}
+        end = 0
+        for key, text in members:
+            start = end
+            for piece in ((text,) if isinstance(text, (bytes, bytearray)) else text):
+                self._file.write(piece)
+                end += len(piece)
+            self._at[key] = (start, end - start)
+        self._file.flush()
+
+    def _read(self, offset: int, length: int) -> bytes:
+        return os.pread(self._file.fileno(), length, offset)
 
     def __getitem__(self, key):
-        return orjson.loads(self._texts[key])
+        return orjson.loads(self._read(*self._at[key]))
 
     def __iter__(self):
-        return iter(self._texts)
+        return iter(self._at)
 
     def __len__(self) -> int:
-        return len(self._texts)
+        return len(self._at)
+
+    def _pieces(self, offset: int, length: int):
+        for a in range(offset, offset + length, self.READ_BYTES):
+            yield self._read(a, min(self.READ_BYTES, offset + length - a))
 
     def items_json(self):
-        return iter(self._texts.items())
+        """``(key, iterator of the member's text pieces)`` in insertion order."""
+        return ((k, self._pieces(*at)) for k, at in self._at.items())
+
+    def close(self) -> None:
+        self._file.close()
 
 
 def write_json_items(path: Path, items) -> Path:

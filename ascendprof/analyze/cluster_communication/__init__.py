@@ -29,8 +29,8 @@ Public API (``__all__``), by module; all take tables and return plain dicts, non
 serialises and compresses a rank's OPINFOs in the worker into :class:`OpFragments`
 (:data:`RECORDS_PER_CHUNK` per chunk), :class:`FragmentsBuilder` the same from tables read
 batch by batch. ``communication_file``: :class:`CommunicationFile`,
-cluster_communication.json streamed one group at a time. ``matrix``: :func:`matrix_groups`
-(cluster_communication_matrix.json), :func:`unmapped_links` (the links it leaves out).
+cluster_communication.json streamed one group at a time. ``matrix``: :func:`matrix_json` / :func:`matrix_groups`
+(cluster_communication_matrix.json, as text or parsed), :func:`unmapped_links` (the links it leaves out).
 Internal: ``opinfo`` (an OPINFO's fields, built from rows), ``totals`` ('Total Op Info' sums).
 """
 
@@ -43,8 +43,9 @@ from ascendprof.analyze.cluster_communication.fragments import (RECORDS_PER_CHUN
 from ascendprof.analyze.cluster_communication.groups import (build_groups, double_hash,
                                                              first_memberships, group_membership,
                                                              parallel_groups)
-from ascendprof.analyze.cluster_communication.matrix import matrix_groups, unmapped_links
+from ascendprof.analyze.cluster_communication.matrix import (matrix_groups, matrix_json,
+                                                             unmapped_links)
 
 __all__ = ["CommunicationFile", "FragmentsBuilder", "OpFragments", "RECORDS_PER_CHUNK",
            "build_groups", "double_hash", "first_memberships", "group_membership",
-           "matrix_groups", "parallel_groups", "rank_fragments", "unmapped_links"]
+           "matrix_groups", "matrix_json", "parallel_groups", "rank_fragments", "unmapped_links"]

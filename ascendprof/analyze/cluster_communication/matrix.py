@@ -6,10 +6,12 @@ import re
 from collections import defaultdict
 
 import numpy as np
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ascendprof.analyze.cluster_communication.groups import group_membership, key_for
+from ascendprof.analyze.cluster_communication.matrix_columns import NeedsRecords, group_json
 from ascendprof.analyze.cluster_communication.opinfo import TOTAL_OP_INFO, ratio, to_ms
 
 _MATRIX_TYPE_RE = ("send|reduce|invalid|broadcast|allreduce|receive|allgather|reducescatter|"
@@ -155,67 +157,125 @@ def unmapped_links(comm_links: pa.Table | None) -> list[dict]:
     t = t.filter(pc.and_(pc.is_valid(t["src_rank"]), pc.is_valid(t["dst_rank"])))
     if t.num_rows == 0:
         return []
-    df = t.to_pandas()
-    key = ["kind", "group", "step_key"]
-    for c in key:
-        df[c] = df[c].fillna("")
-    self_links = df[df["src_rank"] == df["dst_rank"]][key + ["src_rank"]].drop_duplicates()
-    mapped = set(map(tuple, self_links.to_numpy().tolist()))
-    keys = list(zip(df["kind"], df["group"], df["step_key"]))
-    src_ok = [(*k, s) in mapped for k, s in zip(keys, df["src_rank"].tolist())]
-    dst_ok = [(*k, d) in mapped for k, d in zip(keys, df["dst_rank"].tolist())]
-    src_ok = np.array(src_ok)
-    miss = ~(src_ok & np.array(dst_ok))
-    bad = df[miss].copy()
-    if not len(bad):
+    # on integer codes (an all-to-all cluster has millions of link rows): (kind, group, step)
+    # as one code, a local rank as (that code, rank) in one int64
+    triple = np.stack([_filled_codes(t[c])[0] for c in ("kind", "group", "step_key")], axis=1)
+    _, kcode = np.unique(triple, axis=0, return_inverse=True)
+    kcode = kcode.reshape(-1).astype(np.int64)
+    src = t["src_rank"].to_numpy().astype(np.int64)
+    dst = t["dst_rank"].to_numpy().astype(np.int64)
+
+    def at(local):
+        return (kcode << 33) + (local + (1 << 32))
+
+    own = np.unique(at(src)[src == dst])
+    src_ok, dst_ok = np.isin(at(src), own), np.isin(at(dst), own)
+    miss = np.flatnonzero(~(src_ok & dst_ok))
+    if not miss.size:
         return []
-    bad["local"] = np.where(src_ok[miss], bad["dst_rank"], bad["src_rank"])
+    link, links = _filled_codes(t["link_key"], fill=None)
     # the ranks' records of one link are merged before mapping: one dropped link each
-    bad = bad.drop_duplicates(key + ["link_key", "src_rank", "dst_rank"])
-    out = []
-    for (_, group, step_key), g in bad.groupby(key, sort=False):
-        r = g.iloc[0]
-        out.append({"group": group, "step_key": step_key, "links": int(len(g)),
-                    "ops": int(g["link_key"].nunique()),
-                    "local_ranks": sorted({int(x) for x in g["local"]}),
-                    "example": f"{r['link_key']} {int(r['src_rank'])}-{int(r['dst_rank'])}"})
+    _, first = np.unique(np.stack([kcode[miss], link[miss], src[miss], dst[miss]], axis=1),
+                         axis=0, return_index=True)
+    bad = miss[np.sort(first)]
+    local = np.where(src_ok[bad], dst[bad], src[bad])
+    texts = {c: t[c].take(pa.array(bad)).to_pylist() for c in ("group", "step_key")}
+    out, where = [], {}
+    for i, row in enumerate(bad.tolist()):
+        k = int(kcode[row])
+        if k not in where:
+            where[k] = len(out)
+            out.append({"group": texts["group"][i] or "",
+                        "step_key": texts["step_key"][i] or "", "links": 0, "ops": set(),
+                        "local_ranks": set(),
+                        "example": f"{links[link[row]]} {int(src[row])}-{int(dst[row])}"})
+        d = out[where[k]]
+        d["links"] += 1
+        if links[link[row]] is not None:
+            d["ops"].add(int(link[row]))
+        d["local_ranks"].add(int(local[i]))
+    for d in out:
+        d["ops"], d["local_ranks"] = len(d["ops"]), sorted(d["local_ranks"])
     return out
+
+
+def _filled_codes(col, fill: str | None = ""):
+    """Integer codes of a text column (missing values as ``fill``; kept apart when None) and
+    the values they stand for."""
+    col = col.cast(pa.string())
+    if fill is not None:
+        col = pc.fill_null(col, fill)
+    enc = pc.dictionary_encode(col, null_encoding="encode").combine_chunks()
+    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_pylist()
 
 
 def matrix_groups(comm_links: pa.Table | None, comm_ops: pa.Table | None = None,
                   membership=None):
     """cluster_communication_matrix.json (see the package docstring) as ``(group key, {step key:
-    ...})`` pairs in first-seen order, one group key at a time (one group's records in memory).
+    ...})`` pairs in first-seen order, one group key at a time: :func:`matrix_json` with each
+    member parsed (for the API and the tests; the output file is written from the text).
+
+    Out: pairs ``(group key, {step key: {link key: {"<global src>-<global dst>": {"Transport
+    Type", "Transit Time(ms)", "Transit Size(MB)", "Op Name", "Bandwidth(GB/s)"}},
+    "Total Op Info@<group>": {...}}})``; nothing without links."""
+    for key, pieces in matrix_json(comm_links, comm_ops, membership):
+        yield key, orjson.loads(b"".join(pieces))
+
+
+def matrix_json(comm_links: pa.Table | None, comm_ops: pa.Table | None = None,
+                membership=None):
+    """cluster_communication_matrix.json (see the package docstring) as ``(group key, JSON text
+    pieces)`` pairs in first-seen order, one group key at a time; each group is merged from
+    columns (:mod:`.matrix_columns`: memory of a few arrays per link, not a dict per record)
+    and its text is a list of bytes pieces (members of a few thousand links each).
 
     In: all ranks' COMM_LINKS (group-local src/dst, int ns, MB), optionally COMM_OPS (group
     membership, as msprof-analyze reads both files). Raw flat-CANN per-op records are first
-    condensed to top1/middle/bottom/total like msprof-analyze does for PROF_ data. Out: pairs
-    ``(group key, {step key: {link key: {"<global src>-<global dst>": {"Transport Type",
-    "Transit Time(ms)", "Transit Size(MB)", "Op Name", "Bandwidth(GB/s)"}},
-    "Total Op Info@<group>": {...}}})``; nothing without links. Links whose ranks are null (not
-    an int in the input) or cannot be mapped are left out. ``membership``:
-    :func:`group_membership` of the same tables when the caller has it already."""
+    condensed to top1/middle/bottom/total like msprof-analyze does for PROF_ data, and merged
+    record by record. Links whose ranks are null (not an int in the input) or cannot be mapped
+    are left out. ``membership``: :func:`group_membership` of the same tables when the caller
+    has it already."""
     if comm_links is None or comm_links.num_rows == 0:
         return
     coll, p2p = membership or group_membership(comm_ops, comm_links)
     if _has_raw_records(comm_links):  # PROF_ input: condensed over all rows first
-        yield from _matrix_members(_link_records(comm_links), coll, p2p)
+        for key, steps in _matrix_members(_link_records(comm_links), coll, p2p):
+            yield key, [orjson.dumps(steps, option=orjson.OPT_NON_STR_KEYS)]
         return
-    t = comm_links.take(pc.sort_indices(comm_links.column("rank")))  # a stable sort
+    t = _by_rank(comm_links)
     pair = pc.binary_join_element_wise(pc.fill_null(t.column("kind"), ""),
                                        pc.fill_null(t.column("group"), ""), "\0")
     codes, pairs = (lambda e: (e.indices.to_numpy(), e.dictionary.to_pylist()))(
         pc.dictionary_encode(pair).combine_chunks())
+    del pair
     keys: dict[str, int] = {}  # group key -> position, first seen first
     key_of_pair = np.array([keys.setdefault(key_for(*p.split("\0", 1), coll, p2p), len(keys))
                             for p in pairs], dtype=np.int64)
+    names = list(keys)
     row_key = key_of_pair[codes]
     order = np.argsort(row_key, kind="stable")  # rows of a group key together, in row order
     bounds = np.flatnonzero(np.r_[True, row_key[order][1:] != row_key[order][:-1], True])
     for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
         sub = t.take(order[a:b])
-        yield from _matrix_members(zip(*(sub.column(f).to_pylist() for f in _LINK_FIELDS)),
-                                   coll, p2p)
+        try:
+            pieces = group_json(sub)
+        except NeedsRecords:  # e.g. two local links of one global link: record by record
+            for key, steps in _matrix_members(
+                    zip(*(sub.column(f).to_pylist() for f in _LINK_FIELDS)), coll, p2p):
+                yield key, [orjson.dumps(steps, option=orjson.OPT_NON_STR_KEYS)]
+            continue
+        del sub  # the pieces hold what they need: the group's rows go before its text is made
+        if pieces is not None:
+            yield names[int(row_key[order[a]])], pieces
+
+
+def _by_rank(comm_links: pa.Table) -> pa.Table:
+    """``comm_links`` in ascending rank order, each rank's rows in file order (a stable sort;
+    no copy when the ranks' tables were concatenated in rank order already)."""
+    rank = comm_links.column("rank").to_numpy(zero_copy_only=False)
+    if rank.size < 2 or bool(np.all(rank[1:] >= rank[:-1])):
+        return comm_links
+    return comm_links.take(pc.sort_indices(comm_links.column("rank")))
 
 
 def _matrix_members(records, coll: dict, p2p: dict):
