@@ -9,7 +9,7 @@ import pyarrow as pa
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError
 from ascendprof.model.problems import Problems
-from ascendprof.model.units import ms_to_ns
+from ascendprof.model.units import ms_list_to_ns
 from ascendprof.readers.communication.layout import is_flat, iter_ops, split_op_key, step_number
 from ascendprof.sysio.textio import read_json
 
@@ -36,9 +36,10 @@ def read_matrix(path: Path, rank: int, problems: Problems | None = None) -> pa.T
         raise InputError(path, str(e)) from None
 
 
-def _num(d: dict, key: str):
-    v = d.get(key)
-    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+def _num(v):
+    """A JSON number as it is (an int or a float, not a bool); anything else None."""
+    t = type(v)
+    return v if t is float or t is int else None
 
 
 def _local_rank(text: str) -> int | None:
@@ -50,7 +51,11 @@ def _local_rank(text: str) -> int | None:
 
 
 def _links_table(data, path: Path, rank: int, problems) -> pa.Table:
-    cols = {f.name: [] for f in S.SCHEMAS[S.COMM_LINKS]}
+    # column lists filled link by link; what one op key shares (step, kind, link key, group)
+    # is repeated per op afterwards, and the ms -> ns times converted in one vector
+    per_op = []  # (step, step key, kind, link key, group, number of links)
+    op_name, src, dst, transport, size, time_ms, bandwidth, lpr = ([] for _ in range(8))
+    ends: dict = {}  # "<src>-<dst>" -> (src, dst): the same link keys recur in every op
     flat = isinstance(data, dict) and is_flat(data)
     for step_key, kind, link_key, links in iter_ops(data, path, problems, rank):
         if not isinstance(links, dict):
@@ -59,19 +64,34 @@ def _links_table(data, path: Path, rank: int, problems) -> pa.Table:
                               rank=rank)
             continue
         key_name, group = split_op_key(link_key)
+        n = 0
         for link, info in links.items():
             if not isinstance(info, dict):
                 continue
-            src, _, dst = str(link).partition("-")
-            op_name = key_name if flat else info.get("Op Name")
-            row = {"rank": rank, "step": step_number(step_key), "step_key": step_key,
-                   "kind": kind, "link_key": link_key, "op_name": op_name, "group": group,
-                   "src_rank": _local_rank(src), "dst_rank": _local_rank(dst),
-                   "transport": info.get("Transport Type"),
-                   "size_mb": _num(info, "Transit Size(MB)"),
-                   "transit_ns": ms_to_ns(_num(info, "Transit Time(ms)")),
-                   "bandwidth_gbps": _num(info, "Bandwidth(GB/s)"),
-                   "large_packet_ratio": _num(info, "Large Packet Ratio")}
-            for k in cols:
-                cols[k].append(row.get(k))
-    return S.from_lists(S.COMM_LINKS, cols, path)
+            pair = ends.get(link)
+            if pair is None:
+                a, _, b = str(link).partition("-")
+                pair = ends[link] = (_local_rank(a), _local_rank(b))
+            get = info.get
+            op_name.append(key_name if flat else get("Op Name"))
+            src.append(pair[0])
+            dst.append(pair[1])
+            transport.append(get("Transport Type"))
+            size.append(_num(get("Transit Size(MB)")))
+            time_ms.append(_num(get("Transit Time(ms)")))
+            bandwidth.append(_num(get("Bandwidth(GB/s)")))
+            lpr.append(_num(get("Large Packet Ratio")))
+            n += 1
+        if n:
+            per_op.append((step_number(step_key), step_key, kind, link_key, group, n))
+
+    def repeat(i):
+        return [v for op in per_op for v in (op[i],) * op[5]]
+
+    cols = {"rank": [rank] * len(src), "step": repeat(0), "step_key": repeat(1),
+            "kind": repeat(2), "link_key": repeat(3), "op_name": op_name, "group": repeat(4),
+            "src_rank": src, "dst_rank": dst, "transport": transport, "size_mb": size,
+            "bandwidth_gbps": bandwidth, "large_packet_ratio": lpr}
+    t = S.from_lists(S.COMM_LINKS, cols, path)
+    i = t.schema.get_field_index("transit_ns")
+    return t.set_column(i, t.schema.field(i), ms_list_to_ns(time_ms))
