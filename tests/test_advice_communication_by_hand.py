@@ -4,6 +4,8 @@ The real exports and edited copies of them are in test_advice_communication.py."
 
 from __future__ import annotations
 
+import warnings
+
 import pyarrow as pa
 import pytest
 
@@ -251,3 +253,69 @@ def test_small_packets_group_sum_is_exact():
     f = one(run(COMM_BANDWIDTH=bw, STEP_TRACE=step_trace(10 * MS)),
             "communication.small_packets")
     assert f["evidence"]["groups"] == [{"group": "g1", "ops": 1, "transit_ms_per_step": 1.0}]
+
+
+# ------------------------------------------- survivors of the seed-34 run (byte alignment, ...)
+
+def test_byte_alignment_lists_the_ten_ops_with_most_unaligned_time():
+    # eleven ops, each one unaligned task of 1000 bytes (1000 % 512 = 488) taking k us,
+    # k = 1 .. 11: all eleven are counted, the evidence lists ten, most unaligned time first
+    # (op11 11 us .. op02 2 us); op01 (1 us, the least) is left out
+    tasks = table(S.HCCL_TASKS, [task(f"op{k:02d}", 1000, k * 1000) for k in range(1, 12)])
+    f = one(run(HCCL_TASKS=tasks), "communication.byte_alignment")
+    ev = f["evidence"]
+    assert ev["unaligned_tasks"] == 11 and ev["judged_tasks"] == 11
+    assert [o["op_name"] for o in ev["ops"]] == [f"op{k:02d}" for k in range(11, 1, -1)]
+    assert [o["unaligned_duration_us"] for o in ev["ops"]] == [float(k) for k in range(11, 1, -1)]
+    # all the judged time is unaligned: 100 %
+    assert f["message"] == (
+        "11 communication op(s) move SDMA data in pieces that are not a multiple of 512 bytes "
+        "(11 task(s), 100% of the judged SDMA task time; e.g. op11, 1000 bytes).")
+
+
+def test_byte_alignment_op_without_time_has_no_bandwidth():
+    # hcom_A: 1000 unaligned bytes in 2000 ns: 1000 / 2000 = 0.5 bytes/ns = 0.5 GB/s;
+    # hcom_B: 1000 unaligned bytes in a task recorded with 0 ns: no bandwidth (None), and no
+    # division by zero on the way (numpy's "divide by zero" RuntimeWarning would be printed on
+    # the user's terminal; made an error here, it fails the rule)
+    tasks = table(S.HCCL_TASKS, [task("hcom_A", 1000, 2000), task("hcom_B", 1000, 0)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        f = one(run(HCCL_TASKS=tasks), "communication.byte_alignment")
+    by_op = {o["op_name"]: o for o in f["evidence"]["ops"]}
+    assert by_op["hcom_A"]["bandwidth_gbps"] == 0.5
+    assert by_op["hcom_B"]["duration_us"] == 0.0
+    assert by_op["hcom_B"]["bandwidth_gbps"] is None
+
+
+def test_byte_alignment_advice_text():
+    tasks = table(S.HCCL_TASKS, [task("hcom_A", 1000, 1000)])
+    f = one(run(HCCL_TASKS=tasks), "communication.byte_alignment")
+    assert f["advice"] == [
+        "Pad the tensors the collective moves (gradient buckets, parameter shards) so their "
+        "size in bytes is a multiple of 512 (e.g. round element counts up to a multiple of 256 "
+        "for bf16/fp16, 128 for fp32).",
+        "For framework-made buckets, choose bucket sizes that are multiples of 512 bytes; ask "
+        "the HCCL team if the sizes come from the library."]
+
+
+def test_contention_advice_text():
+    f = one(run(**_contention_tables(12.0)), "communication.bandwidth_contention")
+    assert f["advice"] == [
+        "Compare a run with the communication/computation overlap turned off (or differently "
+        "scheduled) to see whether the overlap gains more than the bandwidth it costs.",
+        "Schedule the bandwidth-heavy collectives next to vector rather than MatMul work, or "
+        "split them so they meet fewer MatMuls."]
+
+
+def test_retransmission_size_kept_to_three_decimals():
+    # 12.3456 MB moved in 4500 ms of RDMA transit (>= 4000 ms): shown as 12.346 MB; no ops
+    # table row for it, so no elapse
+    bw = table(S.COMM_BANDWIDTH, [
+        {"step_key": "step1", "op_name": "op1", "group": "g", "transport": "RDMA",
+         "size_mb": 12.3456, "transit_ns": 4500 * MS, "bandwidth_gbps": 0.003},
+    ])
+    f = one(run(COMM_BANDWIDTH=bw), "communication.retransmission")
+    assert f["evidence"]["ops"] == [{"op_name": "op1", "group": "g", "step": "step1",
+                                     "rdma_transit_ms": 4500.0, "rdma_mb": 12.346,
+                                     "elapse_ms": None}]
