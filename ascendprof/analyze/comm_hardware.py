@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ascendprof.analyze.codes import filled_codes
+from ascendprof.analyze.codes import filled_codes, group_codes, text_codes
 from ascendprof.model import schemas as S
 
 OPS = "comm_hw_ops"
@@ -61,40 +61,69 @@ def bus_factor(op_name: str, n: int) -> float:
     return 1.0
 
 
+def _key_codes(bw_rows: pa.Table, ops: pa.Table) -> tuple[np.ndarray, np.ndarray, int]:
+    """Group numbers of the (step, group, op_name) keys of ``bw_rows`` and of ``ops`` counted
+    together (a null is a value of its own, so a null group matches a null group), and the
+    number of groups: ``(of bw_rows, of ops, groups)``."""
+    codes = []
+    for c in ("step", "group", "op_name"):
+        typ = pa.int64() if c == "step" else pa.string()
+        a, b = bw_rows[c], ops[c]
+        col = pa.chunked_array([*pc.cast(a, typ).chunks, *pc.cast(b, typ).chunks], typ)
+        codes.append(text_codes(col)[0] + 1)  # null: 0
+    _, inv = group_codes(*codes)
+    n = bw_rows.num_rows
+    return inv[:n], inv[n:], int(inv.max()) + 1 if len(inv) else 0
+
+
+def _link_sent(bw: pa.Table, idx: np.ndarray, size: np.ndarray, ops: pa.Table) -> pa.Array:
+    """Per row of ``ops`` the sum of the sizes (MB) of the link rows ``idx`` of ``bw`` with its
+    (step, group, op_name), nulls skipped, compensated as pandas' grouped sum adds (Kahan, in
+    row order); 0.0 for an op without such a row."""
+    kb, ko, n = _key_codes(bw.select(["step", "group", "op_name"]).take(pa.array(idx)),
+                           ops.select(["step", "group", "op_name"]))
+    vals = size[idx]
+    ok = ~np.isnan(vals)
+    kb, vals = kb[ok], vals[ok]
+    tot, comp = [0.0] * n, [0.0] * n
+    step = 1 << 16  # Python floats a slice at a time: 10^6 of them at once are ~60 MB
+    for i in range(0, len(kb), step):
+        for k, v in zip(kb[i:i + step].tolist(), vals[i:i + step].tolist()):
+            s = tot[k]
+            c = comp[k]
+            y = v - c
+            t = s + y
+            c = t - s - y
+            comp[k] = 0.0 if c != c else c
+            tot[k] = t
+    return pa.array(np.asarray(tot, np.float64)[ko] if n else np.zeros(ops.num_rows),
+                    pa.float64())
+
+
 def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str, pa.Table]:
     """{OPS: per communication op its start, elapse and MB sent over the links between ranks;
     LINKS: per transport the rank's total size, transit time and large-packet MB}."""
     ops, bw = tables.get(S.COMM_OPS), tables.get(S.COMM_BANDWIDTH)
     if ops is None or ops.num_rows == 0:
         return {}
-    # Columns and Python lists, not DataFrames: a rank holds a few dozen ops, where pandas'
-    # per-call cost (groupby, indexing, frame building) was most of this function's time.
-    sent: dict = {}
+    # Columns and numpy arrays, not DataFrames: a rank holds a few dozen ops, where pandas'
+    # per-call cost (groupby, indexing, frame building) was most of this function's time; and
+    # integer codes of the (step, group, op) keys, not a Python tuple per row: a
+    # communication.json of 10^6 ops made ~10^7 Python objects of its keys (~2.5 GB).
+    o = ops.select(["step", "group", "op_name", "start_ns", "elapse_ns"])  # (filter copies)
+    o = o.filter(pc.is_valid(o["start_ns"]))
+    sent_mb = None
     out = {}
     if bw is not None and bw.num_rows:
         tr_values, tr_codes = filled_codes(bw["transport"], "")
         tr_values = np.array([str(v).upper() for v in tr_values], dtype=object)
         size = np.asarray(bw["size_mb"].to_numpy(), np.float64)  # null: NaN
         link = np.isin(tr_values, LINK_TRANSPORTS)[tr_codes]
+        # a null step never matches an op (as before: a NaN key), a null group or name
+        # matches the ops' null
+        link &= np.asarray(pc.is_valid(bw["step"]).to_numpy(zero_copy_only=False), bool)
         if link.any():
-            idx = np.flatnonzero(link)
-            keys = zip(*(bw[c].take(idx).to_pylist() for c in ("step", "group", "op_name")))
-            # per (step, group, op) the sum of the link sizes, nulls skipped, compensated as
-            # pandas' grouped sum adds (Kahan); a null step never matches an op (as before: a
-            # NaN key), a null group or name matches the ops' null
-            comp: dict = {}
-            for key, v in zip(keys, size[idx].tolist()):
-                if key[0] is None:
-                    continue
-                s = sent.setdefault(key, 0.0)
-                if v != v:
-                    continue
-                c = comp.get(key, 0.0)
-                y = v - c
-                t = s + y
-                c = t - s - y
-                comp[key] = 0.0 if c != c else c
-                sent[key] = t
+            sent_mb = _link_sent(bw, np.flatnonzero(link), size, o)
         pos = np.nan_to_num(size, nan=0.0) > 0
         if pos.any():
             transit = bw["transit_ns"].to_numpy(zero_copy_only=False)
@@ -110,11 +139,7 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
                              "transit_ns": int(transit[m].sum()),
                              "large_mb": float((size[m] * lpr[m]).sum())})
             out[LINKS] = pa.Table.from_pylist(rows, schema=LINK_SCHEMA)
-    o = ops.filter(pc.is_valid(ops["start_ns"]))
-    if sent:
-        keys = zip(*(o[c].to_pylist() for c in ("step", "group", "op_name")))
-        sent_mb = pa.array([sent.get(k, 0.0) for k in keys], pa.float64())
-    else:
+    if sent_mb is None:
         sent_mb = pa.array(np.zeros(o.num_rows), pa.float64())
     cols = {"rank": pa.array(np.full(o.num_rows, rank, np.int32)),
             **{c: o[c] for c in ("step", "group", "op_name", "start_ns", "elapse_ns")},

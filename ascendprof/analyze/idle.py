@@ -49,6 +49,9 @@ def busy_intervals(tables: dict) -> iv.Intervals:
                                       pc.fill_null(k["dur_ns"], 0).to_numpy()))
     c = tables.get(S.COMM_OPS)
     if c is not None and c.num_rows:
+        # the two columns before the filter: a filter copies every column it is given, and a
+        # communication.json of 10^6 ops holds ~1 GB of text (opinfo_json, names) in the others
+        c = c.select(["start_ns", "elapse_ns"])
         c = c.filter(pc.is_valid(c["start_ns"]))
         sets.append(iv.from_durations(c["start_ns"].to_numpy(),
                                       pc.fill_null(c["elapse_ns"], 0).to_numpy()))

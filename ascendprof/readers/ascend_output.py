@@ -301,8 +301,7 @@ def _read_table_batched(path: Path, rank: int, columns: dict[str, tuple[str, str
         reader = open_csv_stream(path, {h: pa.string() for h in keep}, bad_rows, keep,
                                  threads=False, block_bytes=_BATCH_BYTES)
         for batch in reader:
-            raw = pa.Table.from_batches([batch]).rename_columns(
-                [rename[c] for c in batch.schema.names])
+            raw = batch.rename_columns([rename[c] for c in batch.schema.names])
             parts.append(_build(path, raw, rank, columns, table, row0=row0, lossy=seen))
             row0 += raw.num_rows
     except (pa.ArrowInvalid, ValueError) as e:
@@ -438,13 +437,11 @@ def _kernel_batches(path, rank, header, names, col_types, dropped, decided, bad_
                     reader = open_csv_stream(path, {h: col_types[h] for h in keep}, bad_rows,
                                              keep, threads[0])
                 try:
-                    batch = reader.read_next_batch()
+                    batch = reader.read_next()
                 except StopIteration:
                     if writer is not None:
                         break
-                    batch = reader.schema.empty_table().to_batches() or None
-                    batch = batch[0] if batch else pa.RecordBatch.from_pylist(
-                        [], schema=reader.schema)  # header only: the columns, no rows
+                    batch = reader.schema.empty_table()  # header only: the columns, no rows
                 if threads[0] and bad_rows:  # their line numbers: read without threads
                     threads[0] = False
                     raise _Again
@@ -456,8 +453,7 @@ def _kernel_batches(path, rank, header, names, col_types, dropped, decided, bad_
                     col_types[keep[int(m.group(1))]] = pa.string()
                     raise _Again from None
                 raise _stream_error(path, msg) from None
-            raw = pa.Table.from_batches([batch]).rename_columns(
-                [rename[c] for c in batch.schema.names])
+            raw = batch.rename_columns([rename[c] for c in batch.schema.names])
             pmu = {}
             for name in raw.column_names:
                 if name in KERNEL_COLUMNS or name in KERNEL_IGNORED:

@@ -233,8 +233,15 @@ def _read_typed(data: bytes, header: list[str], finals: list[str], types: dict, 
     return None
 
 
-#: block size of a CSV read in batches (:func:`open_csv_stream`)
-STREAM_BLOCK_BYTES = 16 << 20
+#: text per batch of a CSV read in batches (:func:`open_csv_stream`): what the caller converts
+#: and spills at once. 16 MB batches held ~90 MB of parsed and converted columns on a 70 MB
+#: kernel_details.csv, 4 MB ones ~30 MB.
+STREAM_BLOCK_BYTES = 4 << 20
+#: the block size Arrow parses a streamed CSV in; a batch joins the blocks of
+#: :data:`STREAM_BLOCK_BYTES`. Arrow's streaming reader reads up to 32 blocks ahead of the
+#: parse (its background reader's queue), so this bounds the text in flight to ~32 MB (16 MB
+#: blocks held ~0.5 GB of a 1 GB file in flight)
+STREAM_PARSE_BYTES = 1 << 20
 
 
 #: the longest header line a CSV may have (real profiler headers are < 2 KB); a file without a
@@ -287,21 +294,52 @@ def _checked_header(path: Path, line: bytes, unended: bool) -> list[str]:
 
 def open_csv_stream(path: Path, column_types: dict, bad_rows: list | None = None,
                     include_columns=None, threads: bool = True,
-                    block_bytes: int | None = None):
-    """A pyarrow CSV stream reader over ``path`` (record batches of ~``block_bytes`` of text,
-    default :data:`STREAM_BLOCK_BYTES`; Arrow reads several blocks ahead, ~0.15 GB at 16 MB),
-    typed as :func:`read_csv` with ``types`` reads it (:data:`MISSING_CELLS` null), parsed on
-    Arrow's threads unless ``threads`` is False; rows of the wrong width are skipped into
-    ``bad_rows`` when given (on threads their line numbers are unknown, None). Conversion
-    errors surface while iterating (pyarrow.ArrowInvalid)."""
+                    block_bytes: int | None = None) -> "CsvBatches":
+    """The CSV ``path`` read in batches (:class:`CsvBatches`: tables of ~``block_bytes`` of
+    text each, default :data:`STREAM_BLOCK_BYTES`, parsed in blocks of
+    :data:`STREAM_PARSE_BYTES`), typed as :func:`read_csv` with ``types`` reads it
+    (:data:`MISSING_CELLS` null), parsed on Arrow's threads unless ``threads`` is False; rows of
+    the wrong width are skipped into ``bad_rows`` when given (on threads their line numbers are
+    unknown, None). Conversion errors surface while iterating (pyarrow.ArrowInvalid)."""
     import pyarrow.csv as pacsv
 
+    block = block_bytes or STREAM_BLOCK_BYTES
+    parse = min(block, STREAM_PARSE_BYTES)
     opts = _csv_options(column_types, MISSING_CELLS, THREADED_CSV_BYTES, bad_rows)
-    opts["read_options"] = pacsv.ReadOptions(block_size=block_bytes or STREAM_BLOCK_BYTES,
-                                             use_threads=threads)
+    opts["read_options"] = pacsv.ReadOptions(block_size=parse, use_threads=threads)
     if include_columns is not None:
         opts["convert_options"].include_columns = list(include_columns)
-    return pacsv.open_csv(path, **opts)
+    return CsvBatches(pacsv.open_csv(path, **opts), max(1, block // parse))
+
+
+class CsvBatches:
+    """Batches of a pyarrow CSV stream reader, ``per`` of its record batches joined in each
+    (a pa.Table of that many chunks; no copy). ``read_next()`` raises StopIteration at the
+    end; iterating yields the same tables. ``schema``: the reader's."""
+
+    def __init__(self, reader, per: int):
+        self._reader, self._per = reader, per
+        self.schema = reader.schema
+
+    def read_next(self):
+        import pyarrow as pa
+
+        got = []
+        while len(got) < self._per:
+            try:
+                got.append(self._reader.read_next_batch())
+            except StopIteration:
+                break
+        if not got:
+            raise StopIteration
+        return pa.Table.from_batches(got, schema=self.schema)
+
+    def __iter__(self):
+        while True:
+            try:
+                yield self.read_next()
+            except StopIteration:
+                return
 
 
 def _header_names(line: bytes) -> list[str]:
