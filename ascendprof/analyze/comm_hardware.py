@@ -156,18 +156,24 @@ def build(ops: pa.Table | None, links: pa.Table | None) -> dict[str, pd.DataFram
         d = ops.to_pandas()
         d = d[d["elapse_ns"].notna()].copy()
         d["end"] = d["start_ns"] + d["elapse_ns"]
+        # one grouped aggregation, then a Python row per instance of two or more ranks only:
+        # a DataFrame per group was minutes at 10^6 ops of one rank. The aggregates are the
+        # numpy scalars the per-group calls gave (rounding a numpy float is numpy's rounding)
+        a = d.groupby(["step", "group", "op_name"], sort=True, dropna=False).agg(
+            n=("rank", "nunique"), end_max=("end", "max"), start_max=("start_ns", "max"),
+            start_min=("start_ns", "min"), mb=("sent_mb", "max"))
+        keep = np.flatnonzero(a["n"].to_numpy() >= 2)
+        cols = {c: a[c].to_numpy() for c in a.columns}
         rows = []
-        for (step, grp, name), g in d.groupby(["step", "group", "op_name"], sort=True,
-                                              dropna=False):
-            n = g["rank"].nunique()
-            if n < 2:
-                continue
-            t = int(g["end"].max() - g["start_ns"].max())
+        for i in keep.tolist():
+            step, grp, name = a.index[i]
+            n = int(cols["n"][i])
+            t = int(cols["end_max"][i] - cols["start_max"][i])
             f = bus_factor(name, n)
-            mb = float(g["sent_mb"].max())
+            mb = float(cols["mb"][i])
             bus = mb / (t / 1e6) if t > 0 and mb > 0 else None  # MB/ms = GB/s
             rows.append([None if pd.isna(step) else int(step), grp, name, n,
-                         round((g["start_ns"].max() - g["start_ns"].min()) / 1e6, 3),
+                         round((cols["start_max"][i] - cols["start_min"][i]) / 1e6, 3),
                          round(t / 1e6, 3), round(mb, 4), round(f, 4),
                          None if bus is None else round(bus, 3),
                          None if bus is None else round(bus / f, 3)])
