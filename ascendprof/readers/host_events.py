@@ -94,12 +94,12 @@ def read_trace_host(path: Path, rank: int) -> dict[str, pa.Table]:
                         links.queue_event(path, ev, name)
                     src = keep_framework(name, cat)
                     if src:
-                        _add_host(host, path, ev, src, name)
+                        _add_host(host, path, ev, src, links.same(name))
                     continue
                 if name.startswith(("AscendCL@", "Node@")):
                     links.cann_event(path, ev, name)
                 if name.startswith(CANN_PREFIXES):
-                    _add_host(host, path, ev, "cann", name)
+                    _add_host(host, path, ev, "cann", links.same(name))
                     continue
                 if name == "Enqueue" or name.startswith("Dequeue@"):
                     links.queue_event(path, ev, name)
@@ -144,32 +144,51 @@ class _Links:
     streaming pass and joined at the end (flows point at events by pid, tid and exact ts)."""
 
     def __init__(self):
-        self.flows: dict[tuple, dict] = {}   # (cat, id) -> {"s": (pid, tid, ts), "f": [...]}
+        # (cat, id) -> [(pid, tid, ts) of the "s" end or None, (pid, tid, ts) of each "f" end]
+        self.flows: dict[tuple, list] = {}
         self.cann: dict = {}                 # tid -> [(start, end, name)]
         self.tasks: dict = {}                # (pid, tid, ts) -> (name, dur, task type, stream)
         self.queue_ev: dict = {}             # (pid, tid, ts) -> (name, dur)
+        # one object per distinct text / int of the ids and names kept (each parsed event
+        # has its own): ~10^6 launches of a rank kept ~10^7 copies of a few hundred values
+        self._texts: dict = {}
+        self._ints: dict = {}
+
+    def same(self, v):
+        """``v``, as the one object kept for its value (a str or an int; others unchanged)."""
+        t = type(v)
+        if t is str:
+            return self._texts.setdefault(v, v)
+        if t is int:
+            return self._ints.setdefault(v, v)
+        return v
+
+    def _at(self, path, ev):
+        return (self.same(ev.get("pid")), self.same(ev.get("tid")), _ts(path, ev))
 
     def flow(self, path, ev):
         cat = ev.get("cat")
         if cat not in ("HostToDevice", "async_task_queue") or ev.get("id") is None:
             return
-        key = (ev.get("pid"), ev.get("tid"), _ts(path, ev))
-        f = self.flows.setdefault((cat, str(ev.get("id"))), {"s": None, "f": []})
+        key = self._at(path, ev)
+        f = self.flows.setdefault((self.same(cat), str(ev.get("id"))), [None])
         if ev.get("ph") == "s":
-            f["s"] = key
+            f[0] = key
         else:
-            f["f"].append(key)
+            f.append(key)
 
     def cann_event(self, path, ev, name):
         start = _ts(path, ev)
-        self.cann.setdefault(ev.get("tid"), []).append((start, start + _dur(ev.get("dur")), name))
+        self.cann.setdefault(ev.get("tid"), []).append((start, start + _dur(ev.get("dur")),
+                                                        self.same(name)))
 
     def device_task(self, path, ev, name, args):
-        self.tasks[(ev.get("pid"), ev.get("tid"), _ts(path, ev))] = (
-            name, _dur(ev.get("dur")), _text(args.get("Task Type")), _int(ev.get("tid")))
+        self.tasks[self._at(path, ev)] = (
+            self.same(name), _dur(ev.get("dur")), self.same(_text(args.get("Task Type"))),
+            self.same(_int(ev.get("tid"))))
 
     def queue_event(self, path, ev, name):
-        self.queue_ev[(ev.get("pid"), ev.get("tid"), _ts(path, ev))] = (name, _dur(ev.get("dur")))
+        self.queue_ev[self._at(path, ev)] = (self.same(name), _dur(ev.get("dur")))
 
     def _host_call(self, tid, t):
         """(start, dur, name) of the CANN call holding ``t`` on ``tid``: the innermost Node@
@@ -197,11 +216,11 @@ class _Links:
                                 "host_dur_ns", "flow_start_ns", "device_start_ns",
                                 "device_dur_ns", "task_name", "task_type", "stream_id")}
         for (cat, fid), fl in self.flows.items():
-            if cat != "HostToDevice" or fl["s"] is None:
+            if cat != "HostToDevice" or fl[0] is None:
                 continue
-            _, s_tid, s_ts = fl["s"]
+            _, s_tid, s_ts = fl[0]
             call = self._host_call(s_tid, s_ts)
-            for key in fl["f"]:
+            for key in fl[1:]:
                 task = self.tasks.get(key)
                 cols["conn_id"].append(fid)
                 cols["host_name"].append(call[2] if call else None)
@@ -221,14 +240,14 @@ class _Links:
         cols = {k: [] for k in ("queue_id", "enqueue_ns", "enqueue_dur_ns", "dequeue_ns",
                                 "dequeue_dur_ns", "op_name")}
         for (cat, fid), fl in self.flows.items():
-            if cat != "async_task_queue" or fl["s"] is None or not fl["f"]:
+            if cat != "async_task_queue" or fl[0] is None or len(fl) < 2:
                 continue
-            enq = self.queue_ev.get(fl["s"])
-            deq = self.queue_ev.get(fl["f"][0])
+            enq = self.queue_ev.get(fl[0])
+            deq = self.queue_ev.get(fl[1])
             cols["queue_id"].append(fid)
-            cols["enqueue_ns"].append(fl["s"][2])
+            cols["enqueue_ns"].append(fl[0][2])
             cols["enqueue_dur_ns"].append(enq[1] if enq else None)
-            cols["dequeue_ns"].append(fl["f"][0][2])
+            cols["dequeue_ns"].append(fl[1][2])
             cols["dequeue_dur_ns"].append(deq[1] if deq else None)
             cols["op_name"].append(deq[0].split("@", 1)[1] if deq and "@" in deq[0] else None)
         n = len(cols["queue_id"])
