@@ -139,6 +139,33 @@ def test_kernel_details_damaged_as_the_whole_file_read(spill_all, tmp_path, how)
     assert got.equals(want), how
 
 
+@pytest.fixture
+def spill_joined(spill_all, monkeypatch):
+    """As spill_all, each batch of ~64 KB joined from 16 KB blocks of Arrow's parse (in
+    analyse: 4 MB batches of 1 MB blocks, which bounds what Arrow reads ahead)."""
+    monkeypatch.setattr(textio, "STREAM_PARSE_BYTES", 16 << 10)
+    yield spill_all
+
+
+def test_kernel_details_batches_join_parse_blocks(spill_joined):
+    want = _kernels_whole(KD)
+    got = _kernels_spilled(KD)
+    assert got.schema.equals(want.schema)
+    assert got.equals(want)
+    spilled = AO.read_kernel_details_spilled(KD, 3)[1]
+    groups = spilled.num_row_groups
+    blocks = KD.stat().st_size // (16 << 10)  # ~50 parse blocks of the 0.8 MB file
+    # one row group per batch of ~64 KB of text: about four parse blocks each, not one
+    assert 3 < groups <= blocks // 3
+
+
+@pytest.mark.parametrize("how", ["text_in_pmu_late", "text_in_int_late", "float_in_int_late",
+                                 "unknown_text_column_late", "negative_durations",
+                                 "short_rows", "header_only"])
+def test_kernel_details_damaged_joined_batches(spill_joined, tmp_path, how):
+    test_kernel_details_damaged_as_the_whole_file_read(spill_joined, tmp_path, how)
+
+
 def test_non_utf8_kernel_details(spill_all, tmp_path):
     data = KD.read_bytes()
     cut = data.index(b"\n", len(data) // 2) + 1
