@@ -134,3 +134,15 @@ def test_the_analysis_writes_the_merged_matrix_of_an_all_to_all_cluster(generate
         cli(["analyse", str(root), "-o", str(tmp_path / "o"), "-q", "--no-html", "--no-cache"])
     assert e.value.code == 0
     assert json.loads((tmp_path / "o" / "cluster_communication_matrix.json").read_text()) == want
+
+
+def test_a_link_without_transport_is_merged_from_columns():
+    # a missing "Transport Type" is a value of the link (written null), not a reason to leave
+    # the group to the record merge: the column path takes it (and gives the same text)
+    rows = [_link(0, "x-total@g", 0, 0, None, 1.0, 1_000_000),
+            _link(0, "x-total@g", 0, 1, None, 2.0, 1_000_000),
+            _link(1, "x-total@g", 1, 1, "LOCAL", 1.0, 1_000_000)]
+    links = table(S.COMM_LINKS, rows)
+    text = b"".join(MC.group_json(links))  # no NeedsRecords
+    assert json.loads(text)["step1"]["x-total@g"]["0-1"] == _entry(None, 1.0, 2.0, "", 2.0)
+    assert text == _by_records(links)["(0, 1)"]
