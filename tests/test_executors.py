@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -137,14 +139,14 @@ def test_spilled_results_give_the_same_cluster_results(cluster, tmp_path):
     from ascendprof.model import schemas as S
     from ascendprof.analyze.verdicts import OP_ROWS
     from ascendprof.model.problems import Problems
-    from ascendprof.sysio.parking import ParkedTable, ParkingFile, unpark
+    from ascendprof.sysio.parking import ParkedDict, ParkedTable, ParkingFile, unpark
 
     sources = load_sources(cluster)
     in_memory = local_map(process_rank, sources, workers=1)
     kept = pipeline.conclude(pipeline.gather(str(cluster), sources,
                                              local_map(process_rank, sources, workers=1),
                                              Problems()))
-    spill = ParkingFile(tmp_path)
+    spill = ParkingFile(tmp_path, sources)
     results = local_map(process_rank, sources, workers=2, on_result=spill.take)
     for r, m in zip(results, in_memory):  # everything parked, and read back unchanged
         assert all(isinstance(t, ParkedTable) for t in r.tables.values())
@@ -152,7 +154,22 @@ def test_spilled_results_give_the_same_cluster_results(cluster, tmp_path):
         assert unpark(r.tables[OP_ROWS]).equals(m.tables[OP_ROWS])
         assert unpark(r.breakdown).equals(m.breakdown)
         assert all(not isinstance(blob, bytes) for f in r.comm_fragments for _, blob in f.chunks)
+        # the plain-Python parts too: the head and totals of each fragment, meta and advice
+        assert all(not isinstance(f.head[1], bytes) for f in r.comm_fragments)
+        assert [list(f.totals) for f in r.comm_fragments] == \
+            [f.totals for f in m.comm_fragments]
+        assert isinstance(r.meta, ParkedDict) and isinstance(r.advice, ParkedDict)
+        assert unpark(r.meta) == m.meta and unpark(r.advice) == m.advice
+        assert dict(r.meta) == m.meta and list(r.meta) == list(m.meta)
+        assert r.meta.get("profiler_metadata") == m.meta.get("profiler_metadata")
+        assert r.meta.get("no such key", 7) == 7 and "no such key" not in r.meta
+        # the parent's own source object, not the worker's copy of it
+        assert r.source is next(s for s in sources if s.path == r.source.path)
     spilled = pipeline.conclude(pipeline.gather(str(cluster), sources, results, Problems()))
+    assert spilled.metadata == kept.metadata
+    assert spilled.metadata[sources[0].rank] == json.loads(
+        (Path(sources[0].path) / "profiler_metadata.json").read_text())
+    assert spilled.advice == kept.advice
     assert spilled.verdicts == kept.verdicts
     assert spilled.step_trace.equals(kept.step_trace)
     assert spilled.concat(S.COMM_LINKS).equals(kept.concat(S.COMM_LINKS))

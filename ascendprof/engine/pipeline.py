@@ -28,7 +28,7 @@ from ascendprof.model.options import ReadOptions
 from ascendprof.model.problems import Problems
 from ascendprof.model.ranks import rank_ranges
 from ascendprof.model.results import (ClusterAnalysis, RankResult,  # noqa: F401 - re-exported
-                                      SMALL_TABLES, unpark)
+                                      SMALL_TABLES, shared, unpark)
 from ascendprof.model.source import Source
 from ascendprof.readers import host_events, read_source, reader_module
 from ascendprof.sysio import bigtables
@@ -359,8 +359,11 @@ def conclude(ca: ClusterAnalysis, thresholds: dict | None = None,
     ca.verdicts = verdicts.derive(ca, ca.thresholds, registry.verdict_rules())
     mode = advice if ca.sources else "off"
     if mode != "off":
-        ca.advice = advice_rules.cluster_advice({r.rank: r.advice for r in ca.ranks if r.advice},
-                                          {r.rank: r.meta for r in ca.ranks}, mode)
+        seen: dict = {}  # the ranks' findings and rule status, equal parts held once
+        ca.advice = advice_rules.cluster_advice(
+            {r.rank: shared(unpark(r.advice), seen) for r in ca.ranks if r.advice},
+            {rank: {"profiler_metadata": md} for rank, md in ca.metadata.items()}, mode)
+        del seen
     # every rank's op rows are in the verdicts now: free them before the files are written
     for r in ca.ranks:
         r.tables.pop(verdicts.OP_ROWS, None)

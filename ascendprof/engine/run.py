@@ -91,7 +91,7 @@ def _analyse_into(target, directory: Path, out: Path, sources, problems: Problem
     from ascendprof.report.summary import build_summary
 
     _release_freed_memory()
-    parking = _parking(stage)  # read back until the files are written
+    parking = _parking(stage, sources)  # read back until the files are written
     early = None
     try:
         # a write that fails in the per-rank phase (full disk, quota, read-only file system)
@@ -170,14 +170,14 @@ def _release_freed_memory() -> None:
         pa.set_memory_pool(pa.system_memory_pool())
 
 
-def _parking(out: Path):
+def _parking(out: Path, sources=()):
     """A sysio.parking.ParkingFile parking the ranks' results in ``out`` (an unlinked file), or
     None when it cannot be created (they are then kept in memory)."""
     # lazy: an unchanged re-run restores its outputs before Arrow is imported
     from ascendprof.sysio.parking import ParkingFile
 
     try:
-        return ParkingFile(out)
+        return ParkingFile(out, sources)
     except OSError:
         return None
 

@@ -57,6 +57,24 @@ class RankResult:
 OP_ROWS = "comm_op_rows"
 
 
+def shared(value, seen: dict):
+    """``value`` (plain JSON-like data: dict, list, tuple, str, int, float, bool, None) with
+    every part equal to one ``seen`` before replaced by that one, so equal lists, dicts and
+    texts of many ranks are held once (floats are left as they are: 0.0 == -0.0). ``seen``
+    is the table of what was seen (start with {}; drop it when done). The result must be
+    treated as read-only."""
+    t = type(value)
+    if t is str or t is int or t is bytes:
+        return seen.setdefault((t, value), value)
+    if t is list or t is tuple:
+        kids = [shared(x, seen) for x in value]
+        return seen.setdefault((t, *map(id, kids)), kids if t is list else tuple(kids))
+    if t is dict:
+        items = [(shared(k, seen), shared(v, seen)) for k, v in value.items()]
+        return seen.setdefault((t, *(id(x) for kv in items for x in kv)), dict(items))
+    return value  # None, bool and anything else: as it is
+
+
 def unpark(value):
     """``value`` itself, or the table it stands for when the engine parked it on disk to keep
     the parent's memory flat (an object with ``load()``: sysio.parking.ParkedTable)."""
@@ -99,6 +117,7 @@ class ClusterAnalysis:
     #: membership (cluster_communication.group_membership), for the matrix
     links: pa.Table | None = None
     membership: tuple | None = None
+    _metadata: dict | None = field(default=None, init=False, repr=False, compare=False)
 
     def concat(self, name: str) -> pa.Table | None:
         """All ranks' small table ``name`` concatenated (None when no rank has it)."""
@@ -117,5 +136,12 @@ class ClusterAnalysis:
 
     @property
     def metadata(self) -> dict[int, dict]:
-        """rank -> profiler_metadata.json object (empty dict when absent)."""
-        return {r.rank: r.meta.get("profiler_metadata") or {} for r in self.ranks}
+        """rank -> profiler_metadata.json object (empty dict when absent). Built once, equal
+        values shared between ranks (:func:`shared`): each rank's group lists name every rank of
+        its groups, ~40 KB of small objects per rank at 1024 ranks when each rank has its own.
+        Read-only: a value may be every rank's."""
+        if self._metadata is None:
+            seen: dict = {}
+            self._metadata = {r.rank: shared(r.meta.get("profiler_metadata") or {}, seen)
+                              for r in self.ranks}
+        return self._metadata

@@ -2,11 +2,17 @@
 
 A rank's result (model.results.RankResult) is small, but the parent holds one per rank until the
 cluster step: its Arrow tables (per-op rows of the verdicts, ~80 bytes per op; step tables,
-partials, links: a few KB each, with Arrow's per-table overhead) and the compressed OPINFO
-chunks of cluster_communication.json grew the parent's memory with the number of ranks. A
-:class:`ParkingFile` moves them, as each result arrives, to one unlinked temporary file: every
-table as an Arrow IPC stream, replaced in the result by a :class:`ParkedTable`
-(:func:`unpark` reads it back), every chunk as raw bytes, replaced by a :class:`ParkedBytes`.
+partials, links: a few KB each, with Arrow's per-table overhead), the compressed OPINFO
+chunks of cluster_communication.json and its plain-Python parts grew the parent's memory with
+the number of ranks. Unpickled, the plain parts were the larger share: ~60 KB of small objects
+per rank (profiler_info and profiler_metadata, whose group lists name every rank of the world;
+the advice findings and rule status), nothing shared between ranks. A :class:`ParkingFile`
+moves them, as each result arrives, to one unlinked temporary file: every table as an Arrow IPC
+stream, replaced in the result by a :class:`ParkedTable` (:func:`unpark` reads it back), every
+chunk (and the head of every OpFragments) as raw bytes, replaced by a :class:`ParkedBytes`,
+``meta`` and ``advice`` pickled, replaced by a :class:`ParkedDict` (a read-only mapping read
+back on each use), the OpFragments' totals by a :class:`ParkedValue` (iterable). A result's
+source becomes the equal :class:`~ascendprof.model.source.Source` the parent already holds.
 The cluster step reads each back when it needs it, one rank or one group at a time. The file
 disappears when closed (or when the process ends), so the parking file must stay open until the
 files are written.
@@ -15,7 +21,9 @@ files are written.
 from __future__ import annotations
 
 import os
+import pickle
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import pyarrow as pa
@@ -35,27 +43,51 @@ class ParkingFile:
     the file cannot be made; a failed write later keeps that result's data in memory.
     """
 
-    def __init__(self, directory: Path | None = None):
+    def __init__(self, directory: Path | None = None, sources=()):
         self._file = tempfile.TemporaryFile(prefix=".ascendprof-parked-", dir=directory)
         self._pending = False  # written since the last flush
+        #: the parent's sources by path: a result's (unpickled) copy is replaced by its equal
+        self._sources = {s.path: s for s in sources}
+        self._keys: dict[tuple, tuple] = {}  # the key tuples of the ParkedDicts
 
     def take(self, result) -> None:
         """Replace the tables of ``result`` (its ``tables`` dict and :data:`TABLE_FIELDS`) by
-        :class:`ParkedTable` and the compressed chunks of ``result.comm_fragments`` by
-        :class:`ParkedBytes`, with one write to the file."""
+        :class:`ParkedTable`, the compressed chunks and heads of ``result.comm_fragments`` by
+        :class:`ParkedBytes`, their totals by a :class:`ParkedValue`, ``meta`` and ``advice``
+        (dicts) by :class:`ParkedDict`, with one write to the file; ``result.source`` by the
+        equal source given to the constructor."""
+        known = self._sources.get(getattr(result.source, "path", None))
+        if known is not None and known is not result.source and known == result.source:
+            result.source = known
         parts, places = [], []  # bytes to write; how to put each parked object in place
         for name, table in list(result.tables.items()):
             if isinstance(table, pa.Table):
                 parts.append(_ipc(table))
-                places.append((result.tables.__setitem__, name, table.num_rows))
+                places.append((result.tables.__setitem__, name, self._table(table.num_rows)))
         for name in TABLE_FIELDS:
             table = getattr(result, name, None)
             if isinstance(table, pa.Table):
                 parts.append(_ipc(table))
-                places.append((_setter(result), name, table.num_rows))
-        chunks = [(f, i) for f in getattr(result, "comm_fragments", ())
-                  for i, (_, blob) in enumerate(f.chunks) if isinstance(blob, bytes)]
-        parts += [f.chunks[i][1] for f, i in chunks]
+                places.append((_setter(result), name, self._table(table.num_rows)))
+        for name in ("meta", "advice"):
+            value = getattr(result, name, None)
+            if type(value) is dict and value:
+                parts.append(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+                keys = tuple(value)
+                keys = self._keys.setdefault(keys, keys)  # one tuple for all ranks
+                places.append((_setter(result), name,
+                               lambda at, n, keys=keys: ParkedDict(self, at, n, keys)))
+        for f in getattr(result, "comm_fragments", ()):
+            if isinstance(f.head[1], bytes):
+                parts.append(f.head[1])
+                places.append((_setter(f), "head", self._chunk(f.head[0])))
+            for i, (size, blob) in enumerate(f.chunks):
+                if isinstance(blob, bytes):
+                    parts.append(blob)
+                    places.append((f.chunks.__setitem__, i, self._chunk(size)))
+            if type(f.totals) is list and f.totals:
+                parts.append(pickle.dumps(f.totals, protocol=pickle.HIGHEST_PROTOCOL))
+                places.append((_setter(f), "totals", lambda at, n: ParkedValue(self, at, n)))
         if not parts:
             return
         try:
@@ -64,12 +96,16 @@ class ParkingFile:
             self._pending = True
         except OSError:
             return
-        for part, (put, name, rows) in zip(parts, places):
-            put(name, ParkedTable(self, offset, len(part), rows))
+        for part, (put, name, make) in zip(parts, places):
+            put(name, make(offset, len(part)))
             offset += len(part)
-        for (f, i), part in zip(chunks, parts[len(places):]):
-            f.chunks[i] = (f.chunks[i][0], ParkedBytes(self, offset, len(part)))
-            offset += len(part)
+
+    def _table(self, rows: int):
+        return lambda offset, length: ParkedTable(self, offset, length, rows)
+
+    def _chunk(self, size: int):
+        """A parked lz4chunk part: ``(size, ParkedBytes)``."""
+        return lambda offset, length: (size, ParkedBytes(self, offset, length))
 
     def flush(self) -> None:
         """Write out what :meth:`take` buffered (before forking: a child that read through the
@@ -130,3 +166,47 @@ class ParkedTable(ParkedBytes):
 
     def load(self):
         return pa.ipc.open_stream(pa.py_buffer(bytes(self))).read_all()
+
+
+class ParkedValue(ParkedBytes):
+    """A plain Python value (pickled) kept in a :class:`ParkingFile`'s file: :meth:`load`
+    reads it back (a new copy each time); iterating iterates over it (the OpFragments' totals).
+    Valid until the parking file is closed."""
+
+    __slots__ = ()
+
+    def load(self):
+        return pickle.loads(bytes(self))
+
+    def __iter__(self):
+        return iter(self.load())
+
+
+class ParkedDict(ParkedValue, Mapping):
+    """A dict kept in a :class:`ParkingFile`'s file (a result's ``meta`` or ``advice``), read
+    back on each use as a read-only mapping; :meth:`load` gives the dict itself, for a caller
+    that reads it several times. Its keys stay in memory: asking for one it lacks, or for its
+    length, reads nothing."""
+
+    __slots__ = ("_keys",)
+
+    def __init__(self, parking: ParkingFile, offset: int, length: int, keys: tuple):
+        super().__init__(parking, offset, length)
+        self._keys = keys
+
+    def __getitem__(self, key):
+        if key not in self._keys:
+            raise KeyError(key)
+        return self.load()[key]
+
+    def get(self, key, default=None):
+        return self.load()[key] if key in self._keys else default
+
+    def __contains__(self, key) -> bool:
+        return key in self._keys
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
