@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from ascendprof.analyze import idle
 from ascendprof.analyze import intervals as iv
-from ascendprof.analyze.codes import filled_codes, group_codes
+from ascendprof.analyze.codes import filled_codes, group_codes, text_codes
 from ascendprof.model import schemas as S
 
 WINDOWS = "late_windows"
@@ -150,39 +150,88 @@ def _loader(tables: dict):
 
 def build(part: pa.Table | None) -> pd.DataFrame:
     """late_arrivals.csv (:data:`COLUMNS`): for the :data:`TOP_INSTANCES` instances (at least
-    two ranks with kernels) with the largest wait, the items the late rank spent longer on."""
+    two ranks with kernels) with the largest wait, the items the late rank spent longer on.
+
+    ``part``: all ranks' :data:`WINDOWS` partials (SCHEMA), ranks ascending. An instance is a
+    (step, group, op name) (rows without a group or op name belong to none); its ranks' first
+    rows say when each arrived: the early rank is the first with the smallest start, the late
+    rank the first with the largest (none when all arrive together); its wait is the largest of
+    theirs (ns, null as 0). Instances by wait, largest first, then step, group, op name, then
+    first seen. Found on integer codes (at 1024 ranks the partial has ~10^5 rows, each text a
+    Python object in pandas: ~0.1 GB and 10 CPU s); only the rows of the instances shown are
+    read as a frame."""
     if part is None or part.num_rows == 0:
         return pd.DataFrame(columns=COLUMNS)
-    d = part.to_pandas()
-    d["_step"] = d["step"].fillna(-1).astype(int)
-    heads = d.drop_duplicates(["_step", "group", "op_name", "rank"])
-    inst = []
-    for (step, grp, name), g in heads.groupby(["_step", "group", "op_name"], sort=False):
-        if g["rank"].nunique() < 2:
+    inst, keys = _instances(part)
+    step, rank = _ints(part["step"], -1), _ints(part["rank"], 0)
+    start, wait = _ints(part["start_ns"], 0), _ints(part["wait_ns"], 0)
+    # each rank's first row of each instance, in row order
+    heads = np.flatnonzero(inst >= 0)
+    _, first = np.unique(np.stack([inst[heads], rank[heads]], axis=1), axis=0,
+                         return_index=True)
+    heads = heads[np.sort(first)]
+    hi = inst[heads]
+    n_inst = len(keys)
+    count = np.bincount(hi, minlength=n_inst)
+    top_wait = np.full(n_inst, np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(top_wait, hi, wait[heads])
+    # per instance: the first head (row order) with the smallest / the largest start
+    early = heads[np.lexsort((heads, start[heads], hi))]
+    early = early[np.r_[True, inst[early][1:] != inst[early][:-1]]]
+    late = heads[np.lexsort((heads, -start[heads], hi))]
+    late = late[np.r_[True, inst[late][1:] != inst[late][:-1]]]
+    present = np.flatnonzero(count)  # instances with a head, ascending (as early / late)
+    groups, ops = keys[:, 1], keys[:, 2]
+    cand = []
+    for i, e, lt in zip(present.tolist(), early.tolist(), late.tolist()):
+        if count[i] < 2 or rank[e] == rank[lt]:
             continue
-        early = g.loc[g["start_ns"].idxmin()]
-        late = g.loc[g["start_ns"].idxmax()]
-        if early["rank"] == late["rank"]:
-            continue
-        inst.append((float(g["wait_ns"].fillna(0).max()), step, grp, name, early, late))
-    inst.sort(key=lambda t: (-t[0], t[1], str(t[2]), str(t[3])))
+        cand.append((float(top_wait[i]), int(step[e]), groups[i], ops[i], i, e, lt))
+    cand.sort(key=lambda t: (-t[0], t[1], str(t[2]), str(t[3])))
     rows = []
     ms = lambda ns: round(ns / 1e6, 3)  # noqa: E731
-    for wait, step, grp, name, early, late in inst[:TOP_INSTANCES]:
-        sel = d[(d["_step"] == step) & (d["group"] == grp) & (d["op_name"] == name)]
+    window = _ints(part["window_start_ns"], 0)
+    for wait_ns, st, grp, name, i, e, lt in cand[:TOP_INSTANCES]:
+        sel = part.take(pa.array(np.flatnonzero(inst == i))).select(
+            ["rank", "kind", "item", "dur_ns"]).to_pandas()
         per = sel.groupby(["rank", "kind", "item"])["dur_ns"].sum()
-        a = per.get(int(late["rank"]), pd.Series(dtype="int64"))
-        b = per.get(int(early["rank"]), pd.Series(dtype="int64"))
+        a = per.get(int(rank[lt]), pd.Series(dtype="int64"))
+        b = per.get(int(rank[e]), pd.Series(dtype="int64"))
         diff = a.sub(b, fill_value=0).sort_values(ascending=False)
         diff = diff[diff > 0].head(TOP_ITEMS)
-        lw = int(late["start_ns"] - late["window_start_ns"])
-        ew = int(early["start_ns"] - early["window_start_ns"])
+        lw, ew = int(start[lt] - window[lt]), int(start[e] - window[e])
         for (kind, item), extra in diff.items():
-            rows.append([None if step < 0 else int(step), grp, name, ms(wait),
-                         ms(int(late["start_ns"] - early["start_ns"])), int(early["rank"]),
-                         int(late["rank"]), ms(ew), ms(lw), kind, item,
-                         ms(int(a.get((kind, item), 0))), ms(int(b.get((kind, item), 0))),
-                         ms(int(extra))])
+            rows.append([None if st < 0 else st, grp, name, ms(wait_ns),
+                         ms(int(start[lt] - start[e])), int(rank[e]), int(rank[lt]), ms(ew),
+                         ms(lw), kind, item, ms(int(a.get((kind, item), 0))),
+                         ms(int(b.get((kind, item), 0))), ms(int(extra))])
     out = pd.DataFrame(rows, columns=COLUMNS)
     out["Step"] = out["Step"].astype("Int64")
     return out
+
+
+def _ints(column, null: int) -> np.ndarray:
+    """An integer column as int64 numpy, null as ``null``."""
+    return np.asarray(pc.fill_null(column, null).to_numpy(), np.int64)
+
+
+def _instances(part: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """``(instance per row, keys)``: the (step, group, op name) instance of each row of
+    ``part`` as a number (-1 for a row without a group or an op name), numbered in order of
+    first appearance; ``keys`` one (step, group, op name) row per instance (object array; the
+    step -1 when null)."""
+    g, gv = text_codes(part["group"])
+    o, ov = text_codes(part["op_name"])
+    step = _ints(part["step"], -1)
+    ok = np.flatnonzero((g >= 0) & (o >= 0))
+    steps, s = np.unique(step[ok], return_inverse=True)
+    pairs, inv = group_codes(s.astype(np.int64), g[ok].astype(np.int64),
+                             o[ok].astype(np.int64))
+    inst = np.full(part.num_rows, -1, np.int64)
+    inst[ok] = inv
+    keys = np.empty((len(pairs), 3), dtype=object)
+    if len(pairs):
+        keys[:, 0] = steps[pairs[:, 0]].tolist()
+        keys[:, 1] = np.array(gv, dtype=object)[pairs[:, 1]]
+        keys[:, 2] = np.array(ov, dtype=object)[pairs[:, 2]]
+    return inst, keys
