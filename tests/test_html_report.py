@@ -172,6 +172,32 @@ def test_total_op_info_reader_equals_a_full_parse(q3, tmp_path):
     assert _totals_by_reader(other) == want2
 
 
+@pytest.mark.parametrize("chunk,tail", [(7, 64), (1000, 64), (4096, 600)])
+def test_total_op_info_reader_reads_in_chunks(q3, tmp_path, monkeypatch, chunk, tail):
+    """The file is read a chunk at a time: a key, a step key, a member or a multi-byte
+    character cut by a chunk's end gives the same rows, in the same order, as one read."""
+    from ascendprof.report import readback
+
+    doc = json.loads((q3 / "cluster_communication.json").read_text())
+    for g in doc.values():  # a second step, and a non-ASCII text inside the records
+        (key, ops), = g.items()
+        second = json.loads(json.dumps(ops))
+        for op, ranks in second.items():
+            for info in ranks.values():
+                info["Communication Time Info"]["Elapse Time(ms)"] += 1000.0
+                info["note"] = "é€𝄞" * 3
+        g["step14"] = second
+    path = tmp_path / "cluster_communication.json"
+    path.write_text(json.dumps(doc, indent=4, ensure_ascii=False), encoding="utf-8")
+    whole = D.communication_totals(path)
+    assert {(g, s, r, *v) for g, s, r, *v in whole[["Group Id", "Step", "Rank"]
+                                                  + D.TOTAL_COLUMNS[4:]].itertuples(
+        index=False)} == _totals_by_full_parse(path)
+    monkeypatch.setattr(readback, "TOTALS_CHUNK", chunk)
+    monkeypatch.setattr(readback, "_TOTALS_TAIL", tail)
+    assert D.communication_totals(path).equals(whole)
+
+
 def test_matrix_links_are_the_files_values(q3):
     doc = json.loads((q3 / "cluster_communication_matrix.json").read_text())
     df = D.load(q3).links

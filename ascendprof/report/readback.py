@@ -22,7 +22,7 @@ documented per function).
 
 from __future__ import annotations
 
-import bisect
+import codecs
 import json
 import re
 from dataclasses import dataclass
@@ -294,24 +294,55 @@ def communication_totals(path: Path) -> pd.DataFrame:
     The file is hundreds of MB at 256 ranks, almost all of it per-op records: parsing it whole
     costs ~10 s and ~1.5 GB. So only those members are decoded: each is found by its key and
     decoded with the standard JSON decoder from there; its step is the nearest step key
-    (``"step…": {``, §A.5) before it. Works on indented (msprof-analyze) and compact
-    (ascendprof) files alike. Raises UnicodeDecodeError, json.JSONDecodeError, ValueError or
-    AttributeError for a file that is not what it should be.
+    (``"step…": {``, §A.5) before it. The file is read :data:`TOTALS_CHUNK` characters at a
+    time (holding it whole as bytes and text was twice its size: ~0.2 GB at 1024 ranks). Works
+    on indented (msprof-analyze) and compact (ascendprof) files alike. Raises
+    UnicodeDecodeError, json.JSONDecodeError, ValueError or AttributeError for a file that is
+    not what it should be.
     """
-    text = Path(path).read_bytes().decode("utf-8")
-    steps = [(m.start(), m.group(1)) for m in _STEP_RE.finditer(text)]
-    starts = [p for p, _ in steps]
     dec = json.JSONDecoder()
-    rows = []
-    for m in _TOTAL_RE.finditer(text):
-        members, _ = dec.raw_decode(text, m.end())
-        i = bisect.bisect_right(starts, m.start()) - 1
-        step = steps[i][1] if i >= 0 else ""
-        gid = m.group(1)
-        for rank, info in members.items():
-            t = (info or {}).get("Communication Time Info", {})
-            rows.append((gid, gid, step, int(rank), *(t.get(f) for f in _TIME_FIELDS)))
+    utf8 = codecs.getincrementaldecoder("utf-8")()
+    rows, step, text = [], "", ""
+    with open(path, "rb") as f:
+        while True:
+            raw = f.read(TOTALS_CHUNK)
+            end = not raw
+            text += utf8.decode(raw, final=end)
+            # a match starting before ``safe`` has its key and members in ``text`` (or the
+            # members are decoded again from the next round's text)
+            safe = len(text) if end else len(text) - _TOTALS_TAIL
+            steps = _STEP_RE.finditer(text)
+            nxt = next(steps, None)
+            cut = max(safe, 0)
+            for m in _TOTAL_RE.finditer(text):
+                if m.start() >= safe:
+                    break
+                while nxt is not None and nxt.start() < m.start():
+                    step, nxt = nxt.group(1), next(steps, None)
+                try:
+                    members, _ = dec.raw_decode(text, m.end())
+                except json.JSONDecodeError:
+                    if end:
+                        raise
+                    cut = m.start()  # cut off by the end of what was read: again with more
+                    break
+                gid = m.group(1)
+                for rank, info in members.items():
+                    t = (info or {}).get("Communication Time Info", {})
+                    rows.append((gid, gid, step, int(rank), *(t.get(f) for f in _TIME_FIELDS)))
+            while nxt is not None and nxt.start() < cut:
+                step, nxt = nxt.group(1), next(steps, None)
+            if end:
+                break
+            text = text[cut:]
     return pd.DataFrame(rows, columns=TOTAL_COLUMNS)
+
+
+#: characters of cluster_communication.json read at a time by :func:`communication_totals`
+TOTALS_CHUNK = 1 << 23
+#: characters kept for the next round: longer than any step key or 'Total Op Info' key (their
+#: members may be longer: they are decoded again once the next chunk is read)
+_TOTALS_TAIL = 1 << 20
 
 
 # =============================================================== cluster_communication_matrix.json
