@@ -149,50 +149,56 @@ def _loader(tables: dict):
 
 
 def build(part: pa.Table | None) -> pd.DataFrame:
+    """late_arrivals.csv (:data:`COLUMNS`) of all ranks' :data:`WINDOWS` partials concatenated
+    (SCHEMA, ranks ascending): :func:`build_parts` of that one table."""
+    return build_parts(lambda: [] if part is None else [part])
+
+
+def build_parts(parts) -> pd.DataFrame:
     """late_arrivals.csv (:data:`COLUMNS`): for the :data:`TOP_INSTANCES` instances (at least
     two ranks with kernels) with the largest wait, the items the late rank spent longer on.
 
-    ``part``: all ranks' :data:`WINDOWS` partials (SCHEMA), ranks ascending. An instance is a
-    (step, group, op name) (rows without a group or op name belong to none); its ranks' first
-    rows say when each arrived: the early rank is the first with the smallest start, the late
-    rank the first with the largest (none when all arrive together); its wait is the largest of
-    theirs (ns, null as 0). Instances by wait, largest first, then step, group, op name, then
-    first seen. Found on integer codes (at 1024 ranks the partial has ~10^5 rows, each text a
-    Python object in pandas: ~0.1 GB and 10 CPU s); only the rows of the instances shown are
-    read as a frame."""
-    if part is None or part.num_rows == 0:
+    ``parts()``: the ranks' :data:`WINDOWS` partials (SCHEMA), one table at a time, ranks
+    ascending; called twice (they are read back from disk one rank at a time: at 4096 ranks
+    all of them are ~80 MB). An instance is a (step, group, op name) (rows without a group or
+    op name belong to none); its ranks' first rows say when each arrived: the early rank is
+    the first with the smallest start, the late rank the first with the largest (none when all
+    arrive together); its wait is the largest of theirs (ns, null as 0). Instances by wait,
+    largest first, then step, group, op name, then first seen. Found on integer codes over
+    those first rows; only the rows of the instances shown are read as a frame."""
+    heads = [_heads(p) for p in parts() if p is not None and p.num_rows]
+    heads = pa.concat_tables(heads) if heads else None
+    if heads is None or heads.num_rows == 0:
         return pd.DataFrame(columns=COLUMNS)
-    inst, keys = _instances(part)
-    step, rank = _ints(part["step"], -1), _ints(part["rank"], 0)
-    start, wait = _ints(part["start_ns"], 0), _ints(part["wait_ns"], 0)
-    # each rank's first row of each instance, in row order
-    heads = np.flatnonzero(inst >= 0)
-    _, first = np.unique(np.stack([inst[heads], rank[heads]], axis=1), axis=0,
-                         return_index=True)
-    heads = heads[np.sort(first)]
-    hi = inst[heads]
+    inst, keys = _instances(heads)
+    step, rank = _ints(heads["step"], -1), _ints(heads["rank"], 0)
+    start, wait = _ints(heads["start_ns"], 0), _ints(heads["wait_ns"], 0)
+    window = _ints(heads["window_start_ns"], 0)
+    hi = inst  # every row is the first of its (instance, rank)
     n_inst = len(keys)
     count = np.bincount(hi, minlength=n_inst)
     top_wait = np.full(n_inst, np.iinfo(np.int64).min, np.int64)
-    np.maximum.at(top_wait, hi, wait[heads])
-    # per instance: the first head (row order) with the smallest / the largest start
-    early = heads[np.lexsort((heads, start[heads], hi))]
-    early = early[np.r_[True, inst[early][1:] != inst[early][:-1]]]
-    late = heads[np.lexsort((heads, -start[heads], hi))]
-    late = late[np.r_[True, inst[late][1:] != inst[late][:-1]]]
-    present = np.flatnonzero(count)  # instances with a head, ascending (as early / late)
-    groups, ops = keys[:, 1], keys[:, 2]
+    np.maximum.at(top_wait, hi, wait)
+    # per instance: the first row with the smallest / the largest start
+    rows_ = np.arange(len(hi))
+    early = np.lexsort((rows_, start, hi))
+    early = early[np.r_[True, hi[early][1:] != hi[early][:-1]]]
+    late = np.lexsort((rows_, -start, hi))
+    late = late[np.r_[True, hi[late][1:] != hi[late][:-1]]]
     cand = []
-    for i, e, lt in zip(present.tolist(), early.tolist(), late.tolist()):
+    for i, e, lt in zip(range(n_inst), early.tolist(), late.tolist()):
         if count[i] < 2 or rank[e] == rank[lt]:
             continue
-        cand.append((float(top_wait[i]), int(step[e]), groups[i], ops[i], i, e, lt))
+        cand.append((float(top_wait[i]), int(step[e]), keys[i, 1], keys[i, 2], e, lt))
     cand.sort(key=lambda t: (-t[0], t[1], str(t[2]), str(t[3])))
+    cand = cand[:TOP_INSTANCES]
+    wanted = [(st, grp, name) for _, st, grp, name, _, _ in cand]
+    chosen = pa.concat_tables([p.filter(_of_instances(p, wanted)) for p in parts()
+                               if p is not None and p.num_rows]) if cand else None
     rows = []
     ms = lambda ns: round(ns / 1e6, 3)  # noqa: E731
-    window = _ints(part["window_start_ns"], 0)
-    for wait_ns, st, grp, name, i, e, lt in cand[:TOP_INSTANCES]:
-        sel = part.take(pa.array(np.flatnonzero(inst == i))).select(
+    for (wait_ns, st, grp, name, e, lt), key in zip(cand, wanted):
+        sel = chosen.filter(_of_instances(chosen, [key])).select(
             ["rank", "kind", "item", "dur_ns"]).to_pandas()
         per = sel.groupby(["rank", "kind", "item"])["dur_ns"].sum()
         a = per.get(int(rank[lt]), pd.Series(dtype="int64"))
@@ -208,6 +214,31 @@ def build(part: pa.Table | None) -> pd.DataFrame:
     out = pd.DataFrame(rows, columns=COLUMNS)
     out["Step"] = out["Step"].astype("Int64")
     return out
+
+
+_HEAD_COLUMNS = ["rank", "step", "group", "op_name", "start_ns", "window_start_ns", "wait_ns"]
+
+
+def _heads(part: pa.Table) -> pa.Table:
+    """The rows of ``part`` (WINDOWS) that are each rank's first of an instance (a group and an
+    op name set), in row order, with the columns that say when the rank arrived."""
+    inst, _ = _instances(part)
+    rank = _ints(part["rank"], 0)
+    rows = np.flatnonzero(inst >= 0)
+    _, first = np.unique(np.stack([inst[rows], rank[rows]], axis=1), axis=0, return_index=True)
+    return part.select(_HEAD_COLUMNS).take(pa.array(rows[np.sort(first)]))
+
+
+def _of_instances(part: pa.Table, keys) -> pa.ChunkedArray | pa.Array:
+    """The filter of the rows of ``part`` in one of the instances ``keys`` ((step or -1,
+    group, op name) each)."""
+    step = pc.fill_null(part["step"], -1)
+    mask = None
+    for st, grp, name in keys:
+        m = pc.and_(pc.and_(pc.equal(step, st), pc.equal(part["group"], grp)),
+                    pc.equal(part["op_name"], name))
+        mask = m if mask is None else pc.or_(mask, m)
+    return pc.fill_null(mask, False)
 
 
 def _ints(column, null: int) -> np.ndarray:

@@ -55,6 +55,12 @@ def _files(build, *partials, name: str = ""):
     return files
 
 
+def _late_files(ca, lines):
+    # the ranks' windows one at a time, twice: their first rows, then the chosen instances' rows
+    return {"late_arrivals.csv": late_arrivals.build_parts(
+        lambda: ca.parts(late_arrivals.WINDOWS))}
+
+
 def _rule(verdicts, file: str):
     """rule of an analysis whose ``verdicts(frame, make_verdict, th)`` reads its ``file``."""
     return lambda ca, th: verdicts(ca.csv_files.get(file), make_verdict, th)
@@ -118,7 +124,7 @@ ANALYSES = (
              _files(dispatch.build, dispatch.DISPATCH, dispatch.DISPATCH_STEPS),
              kernels=(*_TIMES, "op_type")),
     Analysis("late_arrivals", ("late_arrivals.csv",), late_arrivals.rank_partial,
-             _files(late_arrivals.build, late_arrivals.WINDOWS, name="late_arrivals.csv"),
+             _late_files,
              kernels=(*_TIMES, "op_type", "accelerator_core", "input_shapes")),
     Analysis("comm_hardware", ("collective_bandwidth.csv", "link_bandwidth.csv"),
              comm_hardware.rank_partial,

@@ -131,6 +131,14 @@ class ClusterAnalysis:
         # one chunk: hundreds of small per-rank chunks cost more than their data
         return pa.concat_tables(parts, promote_options="permissive").combine_chunks()
 
+    def parts(self, name: str):
+        """Each rank's small table ``name``, in rank order, one at a time (read back when parked
+        by a sysio.parking.ParkingFile): for a cluster file that needs a few rows of all of them,
+        not all of them at once."""
+        for r in self.ranks:
+            if name in r.tables:
+                yield unpark(r.tables[name])
+
     def op_row_batches(self):
         """The ranks' per-op rows (verdicts.OP_ROWS), one table per rank in rank order (read
         back one at a time when parked by a sysio.parking.ParkingFile)."""
