@@ -166,6 +166,8 @@ def test_spilled_results_give_the_same_cluster_results(cluster, tmp_path):
         # the parent's own source object, not the worker's copy of it
         assert r.source is next(s for s in sources if s.path == r.source.path)
     spilled = pipeline.conclude(pipeline.gather(str(cluster), sources, results, Problems()))
+    # a step table of a few rows stays parked (a slice of the concatenation is larger)
+    assert all(isinstance(r.tables[S.STEP_TRACE], ParkedTable) for r in results)
     assert spilled.metadata == kept.metadata
     assert spilled.metadata[sources[0].rank] == json.loads(
         (Path(sources[0].path) / "profiler_metadata.json").read_text())
@@ -180,3 +182,37 @@ def test_spilled_results_give_the_same_cluster_results(cluster, tmp_path):
         assert spilled.communication.group_json(key) == kept.communication.group_json(key)
     spill.close()
     assert list(tmp_path.iterdir()) == []  # the file was never visible in the directory
+
+
+def test_parked_tables_concatenate_in_batches(tmp_path, monkeypatch):
+    """ClusterAnalysis.concat reads the ranks' parked tables back a batch at a time: the same
+    table, rows in rank order, a column one rank lacks filled with nulls (permissive)."""
+    import pyarrow as pa
+
+    from ascendprof.model import results
+    from ascendprof.model.problems import Problems
+    from ascendprof.model.results import ClusterAnalysis, RankResult
+    from ascendprof.sysio.parking import ParkedTable, ParkingFile
+
+    monkeypatch.setattr(results, "CONCAT_BATCH", 2)
+    park = ParkingFile(tmp_path)
+    ranks = []
+    for r in range(5):
+        cols = {"rank": pa.array([r] * (r + 1), pa.int32()), "v": pa.array(range(r + 1))}
+        if r != 3:
+            cols["x"] = pa.array([f"r{r}"] * (r + 1))
+        res = RankResult(source=Source(path=f"/nowhere/{r}", kind="torch_npu", rank=r), rank=r,
+                         tables={"t": pa.table(cols)})
+        park.take(res)
+        assert isinstance(res.tables["t"], ParkedTable)
+        ranks.append(res)
+    ca = ClusterAnalysis(root="/nowhere", sources=[], ranks=ranks, problems=Problems())
+    got = ca.concat("t")
+    assert got.column("rank").to_pylist() == [0, 1, 1, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 4]
+    assert got.column("v").to_pylist() == [0, 0, 1, 0, 1, 2, 0, 1, 2, 3, 0, 1, 2, 3, 4]
+    assert got.column("x").to_pylist() == ["r0", "r1", "r1", "r2", "r2", "r2", None, None,
+                                           None, None, "r4", "r4", "r4", "r4", "r4"]
+    assert got.column("x").num_chunks == 1
+    assert [t.num_rows for t in ca.parts("t")] == [1, 2, 3, 4, 5]
+    assert ca.concat("absent") is None
+    park.close()

@@ -10,6 +10,7 @@ the per-rank partials.
 from __future__ import annotations
 
 import gc
+from collections.abc import Mapping
 from functools import partial
 from importlib import import_module
 from pathlib import Path
@@ -28,7 +29,7 @@ from ascendprof.model.options import ReadOptions
 from ascendprof.model.problems import Problems
 from ascendprof.model.ranks import rank_ranges
 from ascendprof.model.results import (ClusterAnalysis, RankResult,  # noqa: F401 - re-exported
-                                      SMALL_TABLES, shared, unpark)
+                                      SMALL_TABLES, concat_parts, shared, unpark)
 from ascendprof.model.source import Source
 from ascendprof.readers import host_events, read_source, reader_module
 from ascendprof.sysio import bigtables
@@ -281,12 +282,9 @@ def gather(root: str, sources: list[Source], results: list[RankResult],
     ca = ClusterAnalysis(root=str(root), sources=sources, ranks=usable, problems=problems)
     ca.step_trace = ca.concat(S.STEP_TRACE)
     _share_rows(ca, S.STEP_TRACE, ca.step_trace)
-    bds = [unpark(r.breakdown) for r in usable
-           if r.breakdown is not None and r.breakdown.num_rows]
-    ca.breakdown = pa.concat_tables(bds) if bds else None
-    ca.step_trace_check = step_breakdown.check_table(
-        {r.rank: (unpark(r.tables.get(S.STEP_TRACE)), unpark(r.breakdown), r.breakdown_method)
-         for r in usable})
+    ca.breakdown = concat_parts(r.breakdown for r in usable
+                                if r.breakdown is not None and r.breakdown.num_rows)
+    ca.step_trace_check = step_breakdown.check_table(_RankTables(usable))
     for rank, n in ca.step_trace_check.attrs.get("summarised", {}).items():
         problems.warn(next((r.source.path for r in usable if r.rank == rank), str(root)),
                       f"step_trace_check.csv: {n} steps without a recomputed value summarised "
@@ -408,16 +406,43 @@ def _step_rows(ca, problems):
     return pa.concat_tables([st, extra.cast(st.schema)])
 
 
+#: a rank's table of at least this many rows becomes a slice of the concatenation
+#: (:func:`_share_rows`); a smaller one stays as it is (parked)
+SHARE_MIN_ROWS = 4096
+
+
 def _share_rows(ca: ClusterAnalysis, name: str, whole: pa.Table | None) -> None:
-    """Each rank's table ``name``, in memory or parked on disk, becomes its slice of ``whole``
-    (their concatenation in rank order), sharing its memory: at 10^6 steps a rank the parked
-    tables read back beside the concatenation were ~170 MB. Only when ``whole`` has the
-    table's one schema (every reader conforms to it), so a slice is the table it replaces."""
+    """Each rank's table ``name`` of :data:`SHARE_MIN_ROWS` rows or more, in memory or parked
+    on disk, becomes its slice of ``whole`` (their concatenation in rank order), sharing its
+    memory: at 10^6 steps a rank the parked tables read back beside the concatenation were
+    ~170 MB. A smaller one stays parked: a slice is a table object of its own (~14 KB each,
+    ~60 MB at 4096 ranks of one step each). Only when ``whole`` has the table's one schema
+    (every reader conforms to it), so a slice is the table it replaces."""
     if whole is None or not whole.schema.equals(S.SCHEMAS[name]):
         return
     at = 0
     for r in ca.ranks:
         if name in r.tables:
             n = r.tables[name].num_rows
-            r.tables[name] = whole.slice(at, n)
+            if n >= SHARE_MIN_ROWS:
+                r.tables[name] = whole.slice(at, n)
             at += n
+
+
+class _RankTables(Mapping):
+    """rank -> (reported STEP_TRACE, recomputed breakdown, method) of ``ranks`` for
+    step_breakdown.check_table, read back from the parking file when asked for (one rank's
+    tables at a time, not all ranks' at once: ~30 MB at 4096 ranks)."""
+
+    def __init__(self, ranks):
+        self._by_rank = {r.rank: r for r in ranks}
+
+    def __getitem__(self, rank):
+        r = self._by_rank[rank]
+        return unpark(r.tables.get(S.STEP_TRACE)), unpark(r.breakdown), r.breakdown_method
+
+    def __iter__(self):
+        return iter(self._by_rank)
+
+    def __len__(self) -> int:
+        return len(self._by_rank)
