@@ -49,6 +49,7 @@ class ParkingFile:
         #: the parent's sources by path: a result's (unpickled) copy is replaced by its equal
         self._sources = {s.path: s for s in sources}
         self._keys: dict[tuple, tuple] = {}  # the key tuples of the ParkedDicts
+        self._same: dict = {}  # texts and small containers shared between results
 
     def take(self, result) -> None:
         """Replace the tables of ``result`` (its ``tables`` dict and :data:`TABLE_FIELDS`) by
@@ -59,6 +60,7 @@ class ParkingFile:
         known = self._sources.get(getattr(result.source, "path", None))
         if known is not None and known is not result.source and known == result.source:
             result.source = known
+        self._share_small(result)
         parts, places = [], []  # bytes to write; how to put each parked object in place
         for name, table in list(result.tables.items()):
             if isinstance(table, pa.Table):
@@ -99,6 +101,27 @@ class ParkingFile:
         for part, (put, name, make) in zip(parts, places):
             put(name, make(offset, len(part)))
             offset += len(part)
+
+    def _share_small(self, result) -> None:
+        """The small plain parts most ranks have alike (table names, the missing files, row
+        counts, the fragments' kind, group and step texts), one object for all ranks instead of
+        one per rank (~3 KB a rank once unpickled)."""
+        same = self._same
+        if isinstance(result.tables, dict):
+            result.tables = {same.setdefault(k, k): v for k, v in result.tables.items()}
+        if type(getattr(result, "missing", None)) is list:
+            key = ("missing", *result.missing)
+            result.missing = same.setdefault(key, result.missing)
+        if type(getattr(result, "table_rows", None)) is dict:
+            key = ("rows", *(x for kv in result.table_rows.items() for x in kv))
+            result.table_rows = same.setdefault(key, result.table_rows)
+        if isinstance(getattr(result, "breakdown_method", None), str):
+            result.breakdown_method = same.setdefault(result.breakdown_method,
+                                                      result.breakdown_method)
+        for f in getattr(result, "comm_fragments", ()):
+            f.kind, f.group = same.setdefault(f.kind, f.kind), same.setdefault(f.group, f.group)
+            if type(f.steps) is list:
+                f.steps = [same.setdefault(st, st) for st in f.steps]
 
     def _table(self, rows: int):
         return lambda offset, length: ParkedTable(self, offset, length, rows)
