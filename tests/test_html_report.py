@@ -177,7 +177,6 @@ def test_total_op_info_reader_reads_in_chunks(q3, tmp_path, monkeypatch, chunk, 
     """The file is read a chunk at a time: a key, a step key, a member or a multi-byte
     character cut by a chunk's end gives the same rows, in the same order, as one read."""
     from ascendprof.report import readback
-
     doc = json.loads((q3 / "cluster_communication.json").read_text())
     for g in doc.values():  # a second step, and a non-ASCII text inside the records
         (key, ops), = g.items()
@@ -208,6 +207,20 @@ def test_matrix_links_are_the_files_values(q3):
     # from the file: "(0, 1)" step13 "Total Op Info@5862276114690318097" "0-1"
     assert row["Group"] == "dp_cp" and row["Transport Type"] == "HCCS"
     assert row["Bandwidth(GB/s)"] == 18.9444 and row["Transit Size(MB)"] == 1127.44704
+
+
+@pytest.mark.parametrize("chunk,tail", [(1 << 23, 1 << 20), (700, 300), (97, 41)])
+def test_matrix_links_read_as_a_stream_equal_the_whole_file_parsed(q3, monkeypatch, chunk, tail):
+    from ascendprof.report import readback
+    # the page decodes only the 'Total Op Info' members of cluster_communication_matrix.json,
+    # reading it a piece at a time: the same rows as parsing the whole file, also when a piece
+    # ends inside a key or a member (small pieces)
+    path = q3 / "cluster_communication_matrix.json"
+    whole = readback.matrix_links(json.loads(path.read_text()))
+    monkeypatch.setattr(readback, "TOTALS_CHUNK", chunk)
+    monkeypatch.setattr(readback, "_TOTALS_TAIL", tail)
+    got = readback.matrix_links_file(path)
+    assert len(got) == 51 and got.equals(whole)
 
 
 @pytest.mark.skipif(SHARED is None, reason="../shared/data not present")

@@ -344,11 +344,12 @@ def verdict_thresholds(overrides: dict | None = None) -> dict:
 
 
 def conclude(ca: ClusterAnalysis, thresholds: dict | None = None,
-             advice: str = "summary") -> ClusterAnalysis:
+             advice: str = "summary", scratch: Path | None = None) -> ClusterAnalysis:
     """Complete ``ca`` (from :func:`gather`): the verdicts (``thresholds`` override the
     defaults, see verdicts.thresholds), the advice (analyze.advice, in the mode ``advice``;
-    none when "off"), then the communication matrix. Drops the ranks'
-    per-op rows once the verdicts hold what they need; returns ``ca``."""
+    none when "off"), then the communication matrix (its text in an unlinked scratch file in
+    ``scratch``, the system's temporary directory when None). Drops the ranks' per-op rows once
+    the verdicts hold what they need; returns ``ca``."""
 
     # what gather built and dropped is still the process's (~0.2 GB at 10^6 steps): hand it
     # back before the verdicts' step frame is made
@@ -371,7 +372,7 @@ def conclude(ca: ClusterAnalysis, thresholds: dict | None = None,
         # written to a scratch file group by group: an all-to-all group's n x n links per op
         # are never held as one text
         ca.communication_matrix = SpilledJsonMembers(cluster_communication.matrix_json(
-            links, membership=ca.membership))
+            links, membership=ca.membership), directory=scratch)
         release_free_heap()
     return ca
 

@@ -102,7 +102,9 @@ def _analyse_into(target, directory: Path, out: Path, sources, problems: Problem
         if parking:
             parking.flush()
         early = EarlyWrite(ca, stage)  # the largest file, written while the verdicts are derived
-        pipeline.conclude(ca, o.thresholds, o.read.advice)
+        # the matrix's scratch file beside the outputs (the system's temporary directory may
+        # be a small RAM disk)
+        pipeline.conclude(ca, o.thresholds, o.read.advice, scratch=stage)
         summary = build_summary(ca)
         written = _output_side(out, write_outputs, ca, stage, summary, early)
         early = None

@@ -11,7 +11,7 @@ files (same names, same layouts), so it is read here too.
 - ``cluster_communication.json`` (§8, §A.5): :func:`communication_entries` (every op entry of
   the file, parsed whole) and :func:`communication_totals` (only the ``Total Op Info@<group>``
   members, found without parsing the rest: the file is hundreds of MB at 256 ranks);
-- ``cluster_communication_matrix.json`` (§A.6): :func:`matrix_links`;
+- ``cluster_communication_matrix.json`` (§A.6): :func:`matrix_links` / :func:`matrix_links_file`;
 - ``communication_group.json``: :func:`parallel_groups`, :func:`group_names`;
 - ``tables/rank<r>/<table>.parquet``: :func:`rank_table_dirs`, :func:`read_rank_tables`.
 
@@ -300,9 +300,24 @@ def communication_totals(path: Path) -> pd.DataFrame:
     UnicodeDecodeError, json.JSONDecodeError, ValueError or AttributeError for a file that is
     not what it should be.
     """
+    rows = []
+    for step, gid, members in total_members(path):
+        for rank, info in members.items():
+            t = (info or {}).get("Communication Time Info", {})
+            rows.append((gid, gid, step, int(rank), *(t.get(f) for f in _TIME_FIELDS)))
+    return pd.DataFrame(rows, columns=TOTAL_COLUMNS)
+
+
+def total_members(path: Path) -> Iterator[tuple[str, str, object]]:
+    """``(step key, group id, value)`` of every ``"Total Op Info@<group>"`` member of a
+    cluster_communication.json or cluster_communication_matrix.json, in file order, without
+    parsing the rest: each member is found by its key and decoded with the standard JSON
+    decoder from there; its step is the nearest step key (``"step…": {``) before it. The file
+    is read :data:`TOTALS_CHUNK` characters at a time. Raises UnicodeDecodeError or
+    json.JSONDecodeError for a file that is not JSON text."""
     dec = json.JSONDecoder()
     utf8 = codecs.getincrementaldecoder("utf-8")()
-    rows, step, text = [], "", ""
+    step, text = "", ""
     with open(path, "rb") as f:
         while True:
             raw = f.read(TOTALS_CHUNK)
@@ -326,16 +341,12 @@ def communication_totals(path: Path) -> pd.DataFrame:
                         raise
                     cut = m.start()  # cut off by the end of what was read: again with more
                     break
-                gid = m.group(1)
-                for rank, info in members.items():
-                    t = (info or {}).get("Communication Time Info", {})
-                    rows.append((gid, gid, step, int(rank), *(t.get(f) for f in _TIME_FIELDS)))
+                yield step, m.group(1), members
             while nxt is not None and nxt.start() < cut:
                 step, nxt = nxt.group(1), next(steps, None)
             if end:
                 break
             text = text[cut:]
-    return pd.DataFrame(rows, columns=TOTAL_COLUMNS)
 
 
 #: characters of cluster_communication.json read at a time by :func:`communication_totals`
@@ -366,21 +377,37 @@ def matrix_links(doc: dict) -> pd.DataFrame:
             if not isinstance(ops, dict):
                 continue
             for op, links in ops.items():
-                if not op.startswith(TOTAL_OP_INFO) or not isinstance(links, dict):
-                    continue
-                gid = split_op_key(op)[1]
-                for link, v in links.items():
-                    src, sep, dst = str(link).partition("-")
-                    if not sep or not isinstance(v, dict):
-                        continue
-                    try:
-                        s, t = int(src), int(dst)
-                    except ValueError:
-                        continue
-                    rows.append((gid, gid, str(step), s, t, str(v.get("Transport Type", "")),
-                                 v.get("Transit Time(ms)"), v.get("Transit Size(MB)"),
-                                 v.get("Bandwidth(GB/s)")))
+                if op.startswith(TOTAL_OP_INFO):
+                    _link_rows(rows, split_op_key(op)[1], str(step), links)
     return pd.DataFrame(rows, columns=LINK_COLUMNS)
+
+
+def matrix_links_file(path: Path) -> pd.DataFrame:
+    """:func:`matrix_links` of the file ``path`` read as a stream (:func:`total_members`): only
+    the 'Total Op Info' members are decoded. The file grows with the square of the group size
+    when every rank lists a link to every member (all-to-all); parsed whole it was ~6x its
+    size in memory. Raises UnicodeDecodeError or json.JSONDecodeError for a file that is not
+    JSON text."""
+    rows = []
+    for step, gid, links in total_members(path):
+        _link_rows(rows, gid, step, links)
+    return pd.DataFrame(rows, columns=LINK_COLUMNS)
+
+
+def _link_rows(rows: list, gid: str, step: str, links) -> None:
+    if not isinstance(links, dict):
+        return
+    for link, v in links.items():
+        src, sep, dst = str(link).partition("-")
+        if not sep or not isinstance(v, dict):
+            continue
+        try:
+            s, t = int(src), int(dst)
+        except ValueError:
+            continue
+        rows.append((gid, gid, step, s, t, str(v.get("Transport Type", "")),
+                     v.get("Transit Time(ms)"), v.get("Transit Size(MB)"),
+                     v.get("Bandwidth(GB/s)")))
 
 
 # ========================================================================================= tables/

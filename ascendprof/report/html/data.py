@@ -28,7 +28,7 @@ from ascendprof.report.bounded import source_column
 from ascendprof.report.html.common import MAX_STEPS, MAX_TABLE_ROWS
 # the layouts of the files read back, re-exported for the page's sections
 from ascendprof.report.readback import (LINK_COLUMNS, TOTAL_COLUMNS,  # noqa: F401
-                                        communication_totals, group_names, matrix_links)
+                                        communication_totals, group_names, matrix_links_file)
 
 #: what each attribute of :class:`ReportData` is read from
 FILES = {
@@ -127,7 +127,7 @@ def load(out: Path) -> ReportData:
     for attr, path in present.items():
         try:
             if attr == "matrix":
-                d.links = matrix_links(orjson.loads(path.read_bytes()))
+                d.links = matrix_links_file(path)
             elif attr == "communication":
                 d.comm_totals = communication_totals(path)
             elif path.suffix == ".json":
