@@ -146,3 +146,45 @@ def test_a_link_without_transport_is_merged_from_columns():
     text = b"".join(MC.group_json(links))  # no NeedsRecords
     assert json.loads(text)["step1"]["x-total@g"]["0-1"] == _entry(None, 1.0, 2.0, "", 2.0)
     assert text == _by_records(links)["(0, 1)"]
+
+
+def test_record_merge_fallback_keeps_a_step_without_self_links_empty():
+    # step1 needs the record merge (locals 0 and 2 both map to rank 0, as above); step2 of the
+    # same group has a link but nobody's self-link, so no local rank maps there: its op is
+    # written with no links, and no total (msprof-analyze: an empty op, nothing summed)
+    rows = [_link(0, "a-total@g", 0, 0, "LOCAL", 1.0, 1_000_000),
+            _link(0, "a-total@g", 2, 2, "LOCAL", 5.0, 1_000_000),
+            _link(1, "a-total@g", 1, 1, "LOCAL", 1.0, 1_000_000),
+            _link(0, "a-total@g", 0, 1, "HCCS", 2.0, 1_000_000, step="step2")]
+    links = table(S.COMM_LINKS, rows)
+    got = dict(cc.matrix_groups(links))["(0, 1)"]
+    assert got["step2"] == {"a-total@g": {}}
+    assert got["step1"]["a-total@g"]["0-0"] == _entry("LOCAL", 1.0, 5.0, "", 5.0)
+
+
+def test_a_link_without_step_key_is_merged_under_null():
+    # a record without a step key (not one the readers write, but the table allows it) goes to
+    # the record merge, whose step key None is written as the JSON key "null"
+    rows = [_link(0, "a-total@g", 0, 0, "LOCAL", 1.0, 1_000_000, step=None),
+            _link(0, "a-total@g", 0, 1, "HCCS", 2.0, 1_000_000, step=None),
+            _link(1, "a-total@g", 1, 1, "LOCAL", 1.0, 1_000_000, step=None)]
+    ((key, pieces),) = list(cc.matrix_json(table(S.COMM_LINKS, rows)))
+    doc = json.loads(b"".join(pieces))
+    assert key == "(0, 1)" and list(doc) == ["null"]
+    assert doc["null"]["a-total@g"]["0-1"] == _entry("HCCS", 1.0, 2.0, "", 2.0)
+
+
+def test_raw_per_op_records_without_step_key_are_merged_under_null():
+    # flat CANN records (the link key is the op key itself) are condensed and merged record by
+    # record; a missing step key is written as the JSON key "null" there too
+    rows = [_link(0, "hcom_allReduce__1@g", 0, 0, "LOCAL", 1.0, 1_000_000,
+                  op="hcom_allReduce__1", step=None),
+            _link(0, "hcom_allReduce__1@g", 0, 1, "HCCS", 2.0, 1_000_000,
+                  op="hcom_allReduce__1", step=None),
+            _link(1, "hcom_allReduce__1@g", 1, 1, "LOCAL", 1.0, 1_000_000,
+                  op="hcom_allReduce__1", step=None)]
+    ((key, pieces),) = list(cc.matrix_json(table(S.COMM_LINKS, rows)))
+    doc = json.loads(b"".join(pieces))
+    # one record per link: top1 = middle = bottom1 = total = that record, of type allreduce
+    assert key == "(0, 1)" and list(doc) == ["null"]
+    assert doc["null"]["allreduce-total@g"]["0-1"]["Transit Size(MB)"] == 2.0
