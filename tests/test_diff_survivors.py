@@ -1,7 +1,8 @@
 """compare.diff on small hand-built sides, for behaviours the other diff tests left open: an
 op_statistic row without an Accelerator Core, the kernel table's columns when neither side has
 kernels, select_ranks on a side that has only op_statistic totals, and the JSON form's cut of
-the communication table to ``top`` rows.
+the communication table to ``top`` rows, communication per step when the step keys carry no
+step number.
 
 Expected values are worked out by hand in the comments (ns in the frames, us in the diff
 tables; a rank without a step breakdown divides its op_statistic totals by 1)."""
@@ -10,8 +11,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ascendprof.compare.diff import (KERNEL_DIFF_COLUMNS, GroupLabel, Side, compare,
-                                     diff_kernels, op_type_totals, rank_pairs, select_ranks)
+from ascendprof.compare.diff import (KERNEL_DIFF_COLUMNS, GroupLabel, Side, comm_totals,
+                                     compare, diff_kernels, op_type_totals, rank_pairs,
+                                     select_ranks)
+from ascendprof.model import schemas as S
+from ascendprof.model.problems import Problems
+from ascendprof.readers.communication import tables_from_json
 
 
 def test_op_statistic_row_without_accelerator_core_is_kept():
@@ -70,3 +75,31 @@ def test_json_form_cuts_the_communication_table_to_top_rows():
     assert doc["communication"][0]["delta_elapse_us"] == 3.0
     assert len(doc["steps"]) == len(r.steps) == 9
     assert [c["group"] for c in r.as_dict()["communication"]] == ["dp (0,)", "tp (0,)"]
+
+
+def _opinfo(elapse_ms: float) -> dict:
+    return {"Communication Time Info": {
+        "Start Timestamp(us)": 1000.0, "Elapse Time(ms)": elapse_ms, "Transit Time(ms)": 0,
+        "Wait Time(ms)": 0, "Synchronization Time(ms)": 0, "Idle Time(ms)": elapse_ms,
+        "Wait Time Ratio": 0, "Synchronization Time Ratio": 0},
+        "Communication Bandwidth Info": {}}
+
+
+def test_comm_per_step_on_step_keys_without_a_step_number(tmp_path):
+    # communication.json whose step keys are "1", "2", "3" (not "step<n>"): the reader keeps
+    # them in step_key and gives no step number. They still name three steps, so communication
+    # is per step: one allReduce in group g per step, elapse 1, 2 and 6 ms -> median 2 ms,
+    # mean 3 ms (not one capture total 9 ms / 3 steps = 3 ms as median).
+    data = {k: {"collective": {f"hcom_allReduce__1_{k}@g": _opinfo(ms)}}
+            for k, ms in (("1", 1.0), ("2", 2.0), ("3", 6.0))}
+    problems = Problems()
+    ops = tables_from_json(data, tmp_path / "communication.json", 0, problems)[S.COMM_OPS]
+    ops = ops.drop_columns(["opinfo_json"]).to_pandas()
+    assert not len(problems)
+    assert ops["step_key"].tolist() == ["1", "2", "3"] and ops["step"].isna().all()
+    steps = pd.DataFrame({"rank": [0, 0, 0], "step": [1, 2, 3]})
+    s = Side("A", [0], steps=steps, comm_ops=ops, groups={"g": GroupLabel("g", "dp", (0, 1))})
+    t = comm_totals(s).set_index("gkey")
+    assert list(t.index) == ["dp (0, 1)"]
+    assert (t.loc["dp (0, 1)", "count"], t.loc["dp (0, 1)", "elapse_ns"],
+            t.loc["dp (0, 1)", "elapse_ns_mean"]) == (1.0, 2_000_000.0, 3_000_000.0)
