@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import shutil
-import sqlite3
 from collections import Counter
 from pathlib import Path
 
@@ -19,25 +18,15 @@ import pytest
 
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError
-from ascendprof.model.problems import Problems
 from ascendprof.readers import db as dbreader
 from ascendprof.readers import read_source
-from ascendprof.scan import DB, Source, scan
+from ascendprof.scan import DB, Source
+from test_db_reader import _ro, _source, run_sql
 
 OUT = "ASCEND_PROFILER_OUTPUT"
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "torch_npu-db-level1-rank0" / \
     "rank0_ascend_pt"
 PROFILER_DB = "ascend_pytorch_profiler_0.db"
-
-
-def _source(rank_dir: Path) -> Source:
-    found = scan(rank_dir, Problems())
-    assert len(found) == 1 and found[0].kind == DB, found
-    return found[0]
-
-
-def _ro(path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
 
 
 def _copy(tmp_path: Path, profiler_sql=(), analysis_sql=()) -> Path:
@@ -48,15 +37,7 @@ def _copy(tmp_path: Path, profiler_sql=(), analysis_sql=()) -> Path:
     for name, sql in ((PROFILER_DB, profiler_sql), ("analysis.db", analysis_sql)):
         if not sql:
             continue
-        c = sqlite3.connect(rank_dir / OUT / name)
-        try:
-            with c:
-                for q in sql:
-                    c.execute(q)
-            # the reader opens the file immutable (a WAL is not read): write into the file
-            c.execute("PRAGMA journal_mode=DELETE")
-        finally:
-            c.close()
+        run_sql(rank_dir / OUT / name, sql)
     return rank_dir
 
 

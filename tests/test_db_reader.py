@@ -539,7 +539,13 @@ def test_hccl_carrier_tasks_are_not_compute():
 def _changed_copy(tmp_path: Path, *sql: str) -> Path:
     rank_dir = tmp_path / "rank0_ascend_pt"
     shutil.copytree(DB_FIXTURE, rank_dir)
-    c = sqlite3.connect(rank_dir / OUT / "ascend_pytorch_profiler_0.db")
+    run_sql(rank_dir / OUT / "ascend_pytorch_profiler_0.db", sql)
+    return rank_dir
+
+
+def run_sql(db: Path, sql) -> None:
+    """Run the statements ``sql`` on the database file ``db`` and commit them into the file."""
+    c = sqlite3.connect(db)
     try:
         with c:
             for q in sql:
@@ -549,7 +555,6 @@ def _changed_copy(tmp_path: Path, *sql: str) -> Path:
         c.execute("PRAGMA journal_mode=DELETE")
     finally:
         c.close()
-    return rank_dir
 
 
 def test_op_state_and_hf32_columns_of_newer_exports_are_resolved(tmp_path):
