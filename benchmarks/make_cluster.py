@@ -516,16 +516,7 @@ class RankWriter:
                         nk = f"{na}-{nb}"
                         if nk in new_links:
                             continue
-                        size_mb = lv.get("Transit Size(MB)", 0) * mult
-                        time_ms = clock.dur(lv.get("Transit Time(ms)", 0) * mult)
-                        nv = dict(lv)
-                        nv["Transit Size(MB)"] = _r(size_mb)
-                        nv["Transit Time(ms)"] = _r(time_ms)
-                        nv["Bandwidth(GB/s)"] = _r(size_mb / time_ms, 4) if time_ms > 0 else 0
-                        if "Op Name" in lv:
-                            nv["Op Name"] = new_op_name(lv["Op Name"], int(new_hash), 0,
-                                                        self.strides.get(grp, 1))
-                        new_links[nk] = nv
+                        new_links[nk] = self._link(lv, mult, clock, grp, new_hash)
                     ops_out[f"{label}@{new_hash}"] = new_links
                 step_out[kind] = ops_out
             mat_out[step] = step_out
@@ -548,20 +539,24 @@ class RankWriter:
             return {}
         out = {}
         for j in range(size):
-            lv = own if j == me else other
-            size_mb = lv.get("Transit Size(MB)", 0) * mult
-            time_ms = clock.dur(lv.get("Transit Time(ms)", 0) * mult)
-            nv = dict(lv)
-            nv["Transit Size(MB)"] = _r(size_mb)
-            nv["Transit Time(ms)"] = _r(time_ms)
-            nv["Bandwidth(GB/s)"] = _r(size_mb / time_ms, 4) if time_ms > 0 else 0
+            nv = self._link(own if j == me else other, mult, clock, grp, new_hash)
             if j != me:
                 nv["Transport Type"] = "HCCS" if size <= 8 else "RDMA"
-            if "Op Name" in lv:
-                nv["Op Name"] = new_op_name(lv["Op Name"], int(new_hash), 0,
-                                            self.strides.get(grp, 1))
             out[f"{me}-{j}"] = nv
         return out
+
+    def _link(self, lv: dict, mult: int, clock: Clock, grp: str, new_hash: str) -> dict:
+        """Template link ``lv`` repeated ``mult`` times on this rank's clock: size and time
+        scaled, bandwidth recomputed, the op name re-homed to the new group."""
+        size_mb = lv.get("Transit Size(MB)", 0) * mult
+        time_ms = clock.dur(lv.get("Transit Time(ms)", 0) * mult)
+        nv = dict(lv)
+        nv["Transit Size(MB)"] = _r(size_mb)
+        nv["Transit Time(ms)"] = _r(time_ms)
+        nv["Bandwidth(GB/s)"] = _r(size_mb / time_ms, 4) if time_ms > 0 else 0
+        if "Op Name" in lv:
+            nv["Op Name"] = new_op_name(lv["Op Name"], int(new_hash), 0, self.strides.get(grp, 1))
+        return nv
 
     def write_kernels(self, path: Path) -> None:
         head, rows = self.plan["kernels"][self.t.kernels_path]
