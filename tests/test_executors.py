@@ -83,6 +83,19 @@ def test_one_and_several_workers_give_identical_outputs(cluster, tmp_path):
     assert_same_outputs(analysis_outputs(tmp_path / "w1"), analysis_outputs(tmp_path / "w2"))
 
 
+def _held_on_workers(client, at_most: int, seconds: float = 20.0) -> int:
+    """How many task results the cluster's workers hold, waited for (the scheduler learns of
+    a release asynchronously) until it is ``at_most`` or ``seconds`` have passed."""
+    import time
+
+    end = time.monotonic() + seconds
+    while True:
+        held = sum(len(keys) for keys in client.has_what().values())
+        if held <= at_most or time.monotonic() > end:
+            return held
+        time.sleep(0.05)
+
+
 def _dask_case(cluster: str, out: str) -> None:
     """The Dask comparison itself; run in a child interpreter by the test below, because a
     process that used Dask keeps its threads (the offload executor) for the rest of its life."""
@@ -98,6 +111,14 @@ def _dask_case(cluster: str, out: str) -> None:
                                   dashboard_address=None) as lc:
         on_dask = executors.dask_map(process_rank, sources, scheduler=lc.scheduler_address)
         _assert_same_results(local, on_dask)
+        with distributed.Client(lc) as client:  # results leave the workers once fetched
+            held: list[int] = []
+            executors.dask_map(process_rank, sources, scheduler=client, on_result=lambda _: (
+                held.append(_held_on_workers(client, len(sources) - len(held) - 1))))
+        # after the k-th result, at most the n - k not fetched yet may still be held: the
+        # last one leaves nothing on the workers (a list of every future kept all n there)
+        assert held == [min(h, len(sources) - k) for k, h in enumerate(held, 1)], held
+        assert held[-1] == 0
         run_analyse(cluster, out / "dask", executor="dask", scheduler=lc.scheduler_address,
                     cache=False, progress=False, fmt="json")
     run_analyse(cluster, out / "local", workers=1, cache=False, progress=False, fmt="json")

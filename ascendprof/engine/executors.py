@@ -240,10 +240,18 @@ def dask_map(fn, sources, *, tables_dir=None, scheduler=None, on_result=None, **
         futures = client.map(fn, sources, tables_dir=tables_dir, pure=False, **kwargs)
         index = {f.key: i for i, f in enumerate(futures)}
         results: list = [None] * len(futures)
-        for fut in as_completed(futures):
-            results[index[fut.key]] = fut.result()
+        done = as_completed(futures)
+        # as_completed holds each future only until it yields it: with no other reference,
+        # a rank's result leaves the worker's memory once the client has it (a list of every
+        # future would keep all of them on the workers to the end)
+        del futures
+        for fut in done:
+            i = index.pop(fut.key)
+            results[i] = fut.result()
+            fut.release()
+            del fut
             if on_result:
-                on_result(results[index[fut.key]])
+                on_result(results[i])
         return results
     finally:
         if own:
