@@ -367,6 +367,69 @@ def html_line(h: dict) -> str:
             f"{h['rss_mb']:.0f} MB" + ("" if h["rc"] == 0 else f" (exit {h['rc']})"))
 
 
+_DASK_CLUSTER = r"""
+import sys
+import distributed
+# worker processes on this machine, loopback only; the address on stdout, down when stdin closes
+with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, protocol="tcp",
+                              host="127.0.0.1", dashboard_address=None) as lc:
+    print(lc.scheduler_address, flush=True)
+    sys.stdin.read()
+"""
+
+
+def dask_client(name: str, data: Path, work: Path) -> dict:
+    """``analyse`` (defaults, page included) of ``data`` on a Dask cluster of two worker
+    processes on this machine, then on the local executor: the client's peak RSS (the Dask
+    workers are not its children: the largest process measured is the client) and whether every
+    output file is the same (summary.json's own output paths aside)."""
+    env = dict(os.environ)
+    env.pop("ASCENDPROF_CACHE", None)
+    outs = {k: work / f"{name}.{k}.ascendprof" for k in ("dask", "local")}
+    for o in outs.values():
+        shutil.rmtree(o, ignore_errors=True)
+    base = ascendprof_cmd() + ["analyse", str(data), "-q", "--no-cache"]
+    lc = subprocess.Popen([sys.executable, "-c", _DASK_CLUSTER], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                          cwd=work)
+    try:
+        address = lc.stdout.readline().strip()
+        row = {"name": name, "dask": measure(base + ["-o", str(outs["dask"]), "--executor", "dask",
+                                                     "--scheduler", address],
+                                             work / f"{name}.dask.log", env)}
+    finally:
+        lc.stdin.close()
+        lc.wait(timeout=120)
+    row["local"] = measure(base + ["-o", str(outs["local"])], work / f"{name}.local.log", env)
+    differ = []
+    for f in sorted(p.relative_to(outs["local"]) for p in outs["local"].rglob("*") if p.is_file()):
+        a, b = outs["local"] / f, outs["dask"] / f
+        if f.name.startswith("."):  # the run's lock and cache, not outputs
+            continue
+        if f.name == "summary.json":  # lists the output paths, which differ by design
+            same = (a.read_text().replace(str(outs["local"]), "OUT")
+                    == b.read_text().replace(str(outs["dask"]), "OUT")) if b.is_file() else False
+        else:
+            same = b.is_file() and a.read_bytes() == b.read_bytes()
+        if not same:
+            differ.append(str(f))
+    row["differ"] = differ
+    return row
+
+
+def dask_line(r: dict) -> str:
+    d, lo = r["dask"], r["local"]
+    same = "yes" if not r["differ"] else f"no: {', '.join(r['differ'][:5])}"
+    met = "met" if d["rss_mb"] <= 300 and d["rc"] == 0 else "**not met**"
+    return (f"| {r['name']} | {d['rss_mb']:.0f}" + ("" if d["rc"] == 0 else f" (exit {d['rc']})")
+            + f" | {d['wall_s']:.1f} | {lo['rss_mb']:.0f} | {same} | {met} | {d['load']:.1f} |")
+
+
+DASK_HEAD = ("| on Dask (2 worker processes, `analyse` defaults) | client peak RSS MB | wall s "
+             "| local run, largest process MB | outputs identical | client <= 300 MB | load |\n"
+             "|---|---|---|---|---|---|---|")
+
+
 def machine() -> str:
     cpu = platform.processor() or "unknown CPU"
     try:
@@ -487,6 +550,10 @@ def main(argv=None) -> int:
                     help="cluster sizes run once, cold, ascendprof only (memory flat in ranks)")
     ap.add_argument("--db-sizes", default="256",
                     help="clusters of db exports (torch_npu-db-level1 template), both tools")
+    ap.add_argument("--dask-sizes", default="",
+                    help="cluster sizes to analyse on a Dask cluster of 2 local worker processes "
+                         "(client memory, outputs compared with the local run); needs "
+                         "dask[distributed]")
     ap.add_argument("--mesh-sizes", default="",
                     help="clusters whose ranks list a matrix link to every member of their group "
                          "(all-to-all / mesh layout, TP8 x DP; make_cluster.py --matrix mesh), "
@@ -586,6 +653,14 @@ def main(argv=None) -> int:
     if 256 in sizes:
         costs.append(page_cost(work / "cluster256", work, f"256 ranks x {a.comm_ops} ops"))
     text += "\n" + PAGE_COST_HEAD + "\n" + "\n".join(page_cost_line(c) for c in costs) + "\n"
+    dask_rows = []
+    for n in [int(x) for x in a.dask_sizes.split(",") if x]:
+        print(f"cluster {n} ranks on Dask …", file=sys.stderr)
+        data = generate(n, work / f"cluster{n}x100", ["--comm-ops-per-rank", "100",
+                                                      "--kernels-per-rank", "100"])
+        dask_rows.append(dask_client(f"{n} ranks x 100 ops", data, work))
+    if dask_rows:
+        text += "\n" + DASK_HEAD + "\n" + "\n".join(dask_line(r) for r in dask_rows) + "\n"
     print(text)
     if not a.no_append:
         with open(RESULTS, "a", encoding="utf-8") as f:
