@@ -550,10 +550,10 @@ def main(argv=None) -> int:
                     help="cluster sizes run once, cold, ascendprof only (memory flat in ranks)")
     ap.add_argument("--db-sizes", default="256",
                     help="clusters of db exports (torch_npu-db-level1 template), both tools")
-    ap.add_argument("--dask-sizes", default="",
+    ap.add_argument("--dask-sizes", default="1024",
                     help="cluster sizes to analyse on a Dask cluster of 2 local worker processes "
                          "(client memory, outputs compared with the local run); needs "
-                         "dask[distributed]")
+                         "dask[distributed]: skipped without it")
     ap.add_argument("--mesh-sizes", default="",
                     help="clusters whose ranks list a matrix link to every member of their group "
                          "(all-to-all / mesh layout, TP8 x DP; make_cluster.py --matrix mesh), "
@@ -654,7 +654,9 @@ def main(argv=None) -> int:
         costs.append(page_cost(work / "cluster256", work, f"256 ranks x {a.comm_ops} ops"))
     text += "\n" + PAGE_COST_HEAD + "\n" + "\n".join(page_cost_line(c) for c in costs) + "\n"
     dask_rows = []
-    for n in [int(x) for x in a.dask_sizes.split(",") if x]:
+    from importlib.util import find_spec
+
+    for n in [int(x) for x in a.dask_sizes.split(",") if x and find_spec("distributed")]:
         print(f"cluster {n} ranks on Dask …", file=sys.stderr)
         data = generate(n, work / f"cluster{n}x100", ["--comm-ops-per-rank", "100",
                                                       "--kernels-per-rank", "100"])
