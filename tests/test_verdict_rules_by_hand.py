@@ -919,3 +919,40 @@ def test_a_note_about_a_long_step_ranks_after_ranked_notes():
 
     out = V.derive(ca, V.thresholds(None), contributed={"data": note})
     assert [v["id"] for v in out] == ["data:1", "long_step:3", "balanced"]
+
+
+def test_heavier_stage_names_every_op_group_its_waiters_wait_in():
+    # as above (stage 1 = ranks 2, 3 computes 130 ms, stage 0 = ranks 0, 1 100 ms), and all
+    # four ranks also meet in an all-reduce of a world group, which crosses the stages: ranks
+    # 0, 1 spend 30 ms in it, ranks 2, 3 10 ms (5 ms transit each), so 0 and 1 wait 30 - 10 =
+    # 20 ms for stage 1 there, beside the 30 ms in their pp send. Both groups carry >= 10 % of
+    # the wait, so both are named ("pp/world", in name order) and a waiter waits 30 + 20 = 50 ms
+    # per step.
+    groups = dict(PP2DP2, g_world=("world", [0, 1, 2, 3]))
+    ca = cluster({0: (100, 50, 0), 1: (100, 50, 0), 2: (130, 20, 0), 3: (130, 20, 0)},
+                 groups=groups,
+                 ops=[("hcom_send_1", "g_pp0", "p2p", {0: (40, 5), 2: (10, 5)}),
+                      ("hcom_send_1", "g_pp1", "p2p", {1: (40, 5), 3: (10, 5)}),
+                      ("hcom_allReduce_1", "g_world", "collective",
+                       {0: (30, 5), 1: (30, 5), 2: (10, 5), 3: (10, 5)})])
+    v = by_id(derive(ca))["stage:1"]
+    assert v["message"].endswith(
+        "stage 0 (ranks 0, 1) waits 50.0 ms per step for it in pp/world ops.")
+
+
+def test_one_slow_rank_among_equal_peers_needs_no_division_by_a_zero_spread():
+    # ranks 0-2 compute 100 ms, rank 3 130 ms (one dp group, no stages): the median is 100 ms
+    # and the median absolute deviation 0 (three of four deviations are 0), so the robust
+    # z-score is unbounded for rank 3 (shown as None) and not computed at all: nothing may be
+    # divided by the zero spread (numpy would warn "divide by zero" and, for the ranks on the
+    # median, "invalid value": 0 / 0)
+    import warnings
+
+    ca = cluster({0: (100, 20, 0), 1: (100, 20, 0), 2: (100, 20, 0), 3: (130, 20, 0)},
+                 groups={"g_dp": ("dp", [0, 1, 2, 3])})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        out = derive(ca)
+    (v,) = [v for v in out if v["category"] == "slow_rank"]
+    assert v["ranks"] == [3]
+    assert v["evidence"]["robust_z"] == {"3": None}
