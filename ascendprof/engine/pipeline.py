@@ -39,6 +39,12 @@ from ascendprof.sysio.jsonstream import SpilledJsonMembers
 
 #: spilled tables no advice rule reads (analyze.advice: none names them)
 _ADVICE_UNREAD = (S.COMM_SIZE_DIST,)
+#: the columns the advice rules read of a spilled table advice.READ_COLUMNS does not list
+#: (analyze.advice.communication: small packets, bandwidth contention, retransmission); read
+#: back with their texts dictionary-encoded (the rules compare, filter and convert them as
+#: they do plain texts: same findings, checked on real ranks with each rule fired)
+_ADVICE_COLUMNS = {S.COMM_BANDWIDTH: ("step_key", "op_name", "group", "transport", "size_mb",
+                                      "transit_ns", "bandwidth_gbps")}
 
 
 def _advice_tables(data) -> tuple[dict, dict]:
@@ -46,10 +52,11 @@ def _advice_tables(data) -> tuple[dict, dict]:
     (model.rankdata.RankData). A spilled kernels table stays as its slim in-memory part, the
     rules reading any other column from its Parquet file one at a time; another spilled table
     (bigtables: a large communication.json) is limited to the columns the rules read
-    (advice.READ_COLUMNS): taken from its slim in-memory part when that holds them (COMM_OPS),
-    else read back. A table no rule needs (COMM_SIZE_DIST) is left out. So a large rank gets
-    the same advice as a small one, in memory that grows with a few columns of the kernels,
-    not with all of them."""
+    (advice.READ_COLUMNS, :data:`_ADVICE_COLUMNS`): taken from its slim in-memory part when
+    that holds them (COMM_OPS), else read back (COMM_BANDWIDTH: its texts dictionary-encoded,
+    ~4 M rows of group, op and transport names at 10^6 ops). A table no rule needs
+    (COMM_SIZE_DIST) is left out. So a large rank gets the same advice as a small one, in
+    memory that grows with a few columns of the kernels, not with all of them."""
     if not data.spilled:
         return data.tables, {}
     tables, spilled = dict(data.tables), {}
@@ -60,10 +67,11 @@ def _advice_tables(data) -> tuple[dict, dict]:
         if name in _ADVICE_UNREAD:
             tables.pop(name, None)
             continue
-        want = READ_COLUMNS.get(name)
+        want = READ_COLUMNS.get(name, _ADVICE_COLUMNS.get(name))
         tables[name] = _spilled_columns(tables.get(name), st,
                                         None if want is None else
-                                        [c for c in st.schema.names if c in want])
+                                        [c for c in st.schema.names if c in want],
+                                        dictionary=name in _ADVICE_COLUMNS)
     return tables, spilled
 
 
