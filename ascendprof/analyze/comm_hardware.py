@@ -69,6 +69,9 @@ def _key_codes(bw_rows: pa.Table, ops: pa.Table) -> tuple[np.ndarray, np.ndarray
     for c in ("step", "group", "op_name"):
         typ = pa.int64() if c == "step" else pa.string()
         a, b = bw_rows[c], ops[c]
+        if pa.types.is_dictionary(a.type):  # (a large rank's texts, read as codes): no text
+            typ = a.type                    # per row, the ops' texts encoded alike
+            b = b if pa.types.is_dictionary(b.type) else pc.dictionary_encode(b)
         col = pa.chunked_array([*pc.cast(a, typ).chunks, *pc.cast(b, typ).chunks], typ)
         codes.append(text_codes(col)[0] + 1)  # null: 0
     _, inv = group_codes(*codes)

@@ -49,40 +49,15 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
     ops, k = tables.get(S.COMM_OPS), tables.get(S.KERNELS)
     if ops is None or ops.num_rows == 0 or k is None or k.num_rows == 0:
         return {}
-    o = ops.select(["step", "op_name", "group", "start_ns", "elapse_ns", "wait_ns"]).to_pandas()
-    o = o[o["start_ns"].notna()].sort_values("start_ns")
-    if o.empty:
+    spans = _spans(ops, idle.step_windows(tables))
+    if spans is None:
         return {}
     texts, items, ks, ke = _kernel_items(k)
     busy = idle.busy_intervals(tables)
     loader = _loader(tables)
-    wins = idle.step_windows(tables)
-    spans = []
-    prev_end: dict = {}
-    for r in o.itertuples(index=False):
-        start = int(r.start_ns)
-        key = (r.group, r.step)
-        lo = prev_end.get(key)
-        first = lo is None
-        if first:
-            lo = next((w_lo for st, w_lo, w_hi in wins if w_lo <= start <= w_hi), None)
-        prev_end[key] = start + int(0 if pd.isna(r.elapse_ns) else r.elapse_ns)
-        if lo is not None and lo < start:
-            spans.append((r, int(lo), start, first))
-    if len(spans) > 2 * KEEP_OPS:
-        by_wait = sorted(range(len(spans)), key=lambda i: -(0 if pd.isna(spans[i][0].wait_ns)
-                                                            else spans[i][0].wait_ns))
-        later = [i for i, sp in enumerate(spans) if not sp[3]]
-        by_len = sorted(later, key=lambda i: spans[i][1] - spans[i][2])
-        keep = (set(by_wait[:KEEP_OPS]) | set(by_len[:KEEP_OPS])
-                | {i for i, sp in enumerate(spans) if sp[3]})
-        spans = [s for i, s in enumerate(spans) if i in keep]
     rows = []
-    for r, lo, start, _ in spans:
-        base = {"rank": rank, "step": None if pd.isna(r.step) else int(r.step),
-                "group": r.group, "op_name": r.op_name, "start_ns": start,
-                "window_start_ns": int(lo),
-                "wait_ns": None if pd.isna(r.wait_ns) else int(r.wait_ns)}
+    for r, lo, start in spans:
+        base = {"rank": rank, **r, "start_ns": start, "window_start_ns": lo}
         i, j = np.searchsorted(ks, lo, side="left"), np.searchsorted(ks, start, side="left")
         if j > i:
             dur = np.minimum(ke[i:j], start) - ks[i:j]
@@ -96,6 +71,75 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
                 rows.append({**base, "kind": "data loader", "item": "DataLoader",
                              "dur_ns": int(dl)})
     return {WINDOWS: pa.Table.from_pylist(rows, schema=SCHEMA)} if rows else {}
+
+
+def _as_pandas(column) -> np.ndarray:
+    """A numeric column as pandas holds it: its own type, float64 with NaN when it has nulls
+    (an int64 of ns then loses its last digits, as it did in the frame)."""
+    return column.to_numpy(zero_copy_only=False)  # (Arrow's conversion is pandas')
+
+
+def _spans(ops: pa.Table, wins) -> list[tuple[dict, int, int]] | None:
+    """The windows before the ops of COMM_OPS ``ops`` that have one, kept as the module doc
+    says: ``[(op's step / group / op_name / wait_ns, window start, op start)]`` in start order
+    (None when no op has a start). An op's window starts at the end of the previous op of its
+    (group, step), its first op's at the start of the step window (``wins``, idle.step_windows)
+    holding it. On numpy columns in start order (a communication.json holds up to millions of
+    ops): the same ops and order as a frame of them sorted by start time (pandas' default sort)
+    and walked row by row, a null step never matching another op's."""
+    start = _as_pandas(ops["start_ns"])
+    rows = np.flatnonzero(~np.isnan(start)) if start.dtype.kind == "f" else \
+        np.arange(len(start))
+    if not len(rows):
+        return None
+    rows = rows[np.argsort(start[rows], kind="quicksort")]
+    start = start[rows].astype(np.int64)
+    take = pa.array(rows)
+    elapse = _as_pandas(ops["elapse_ns"].take(take))
+    end = start + (np.nan_to_num(elapse, nan=0.0).astype(np.int64) if elapse.dtype.kind == "f"
+                   else elapse.astype(np.int64))
+    # the (group, step) of each op as one code; a null step is a key of its own per op
+    group = text_codes(ops["group"].take(take))[0].astype(np.int64) + 1
+    step = ops["step"].take(take)
+    known = np.asarray(pc.is_valid(step).to_numpy(zero_copy_only=False), bool)
+    _, step_code = np.unique(np.asarray(pc.fill_null(step, 0).to_numpy(), np.int64),
+                             return_inverse=True)
+    step_code = np.where(known, step_code.reshape(-1), -1 - np.arange(len(rows)))
+    _, key = group_codes(group, step_code - step_code.min())
+    # the previous op of the same key: the one before it among its key's ops in start order
+    by_key = np.argsort(key, kind="stable")
+    same = key[by_key][1:] == key[by_key][:-1]
+    prev = np.full(len(rows), -1, np.int64)
+    prev[by_key[1:][same]] = by_key[:-1][same]
+    first = prev < 0
+    lo = np.zeros(len(rows), np.int64)
+    has = ~first
+    lo[has] = end[prev[has]]
+    for i in np.flatnonzero(first).tolist():  # one per key: a step's window holding it
+        s = int(start[i])
+        w = next((w_lo for st, w_lo, w_hi in wins if w_lo <= s <= w_hi), None)
+        if w is not None:
+            lo[i], has[i] = w, True
+    keep = np.flatnonzero(has & (lo < start))
+    wait = _as_pandas(ops["wait_ns"].take(take))
+    if len(keep) > 2 * KEEP_OPS:
+        w = -np.nan_to_num(wait[keep], nan=0.0) if wait.dtype.kind == "f" else \
+            -wait[keep].astype(np.int64)
+        by_wait = np.argsort(w, kind="stable")[:KEEP_OPS]
+        later = np.flatnonzero(~first[keep])
+        by_len = later[np.argsort(lo[keep][later] - start[keep][later], kind="stable")][:KEEP_OPS]
+        chosen = np.zeros(len(keep), bool)
+        chosen[by_wait] = chosen[by_len] = True
+        chosen |= first[keep]
+        keep = keep[chosen]
+    take = pa.array(rows[keep])
+    cols = {c: ops[c].take(take).to_pylist() for c in ("step", "group", "op_name")}
+    waits = wait[keep]
+    waits = [None if v != v else int(v) for v in waits.tolist()] if waits.dtype.kind == "f" \
+        else waits.astype(np.int64).tolist()
+    return [({"step": st, "group": g, "op_name": n, "wait_ns": w}, lo_, s)
+            for st, g, n, w, lo_, s in zip(cols["step"], cols["group"], cols["op_name"], waits,
+                                             lo[keep].tolist(), start[keep].tolist())]
 
 
 def _largest(texts: np.ndarray, items: np.ndarray, dur: np.ndarray) -> list[tuple[str, int]]:

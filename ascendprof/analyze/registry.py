@@ -92,6 +92,19 @@ class Analysis:
 
 _TIMES = ("rank", "step", "start_ns", "dur_ns")
 
+#: the columns the analyses' ``rank_partial`` read of the communication tables (COMM_OPS:
+#: pipeline, idle, late_arrivals, comm_hardware; COMM_BANDWIDTH: op_efficiency, comm_hardware;
+#: COMM_SIZE_DIST: none). The engine gives a spilled table (a communication.json of 10^6 ops:
+#: ~1.4 GB as a whole table, 740 MB of it the ops' OPINFO texts) with these columns only; a
+#: table not named here whole.
+READ_COLUMNS = {
+    S.COMM_OPS: ("rank", "step", "kind", "op_name", "group", "start_ns", "elapse_ns",
+                 "wait_ns"),
+    S.COMM_BANDWIDTH: ("step", "group", "op_name", "transport", "size_mb", "transit_ns",
+                       "large_packet_ratio"),
+    S.COMM_SIZE_DIST: (),
+}
+
 
 #: every analysis, in the order its files are written
 ANALYSES = (

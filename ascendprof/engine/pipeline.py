@@ -37,13 +37,26 @@ from ascendprof.sysio.atomic import ensure_dir, write_parquet
 from ascendprof.sysio.jsonstream import SpilledJsonMembers
 
 
+#: spilled tables no advice rule reads (analyze.advice: none names them)
+_ADVICE_UNREAD = (S.COMM_SIZE_DIST,)
+#: the columns the advice rules read of a spilled table advice.READ_COLUMNS does not list
+#: (analyze.advice.communication: small packets, bandwidth contention, retransmission); read
+#: back with their texts dictionary-encoded (the rules compare, filter and convert them as
+#: they do plain texts: same findings, checked on real ranks with each rule fired)
+_ADVICE_COLUMNS = {S.COMM_BANDWIDTH: ("step_key", "op_name", "group", "transport", "size_mb",
+                                      "transit_ns", "bandwidth_gbps")}
+
+
 def _advice_tables(data) -> tuple[dict, dict]:
     """``(tables, spilled)`` for the advice rules (analyze.advice.rank_advice) from ``data``
     (model.rankdata.RankData). A spilled kernels table stays as its slim in-memory part, the
     rules reading any other column from its Parquet file one at a time; another spilled table
-    (bigtables: a large communication.json) is read back limited to the columns the rules read
-    (advice.READ_COLUMNS). So a large rank gets the same advice as a small one, in memory that
-    grows with a few columns of the kernels, not with all of them."""
+    (bigtables: a large communication.json) is limited to the columns the rules read
+    (advice.READ_COLUMNS, :data:`_ADVICE_COLUMNS`): taken from its slim in-memory part when
+    that holds them (COMM_OPS), else read back (COMM_BANDWIDTH: its texts dictionary-encoded,
+    ~4 M rows of group, op and transport names at 10^6 ops). A table no rule needs
+    (COMM_SIZE_DIST) is left out. So a large rank gets the same advice as a small one, in
+    memory that grows with a few columns of the kernels, not with all of them."""
     if not data.spilled:
         return data.tables, {}
     tables, spilled = dict(data.tables), {}
@@ -51,10 +64,26 @@ def _advice_tables(data) -> tuple[dict, dict]:
         if name == S.KERNELS and name in tables:
             spilled[name] = st
             continue
-        want = READ_COLUMNS.get(name)
-        cols = None if want is None else [c for c in st.schema.names if c in want]
-        tables[name] = st.read(columns=cols)
+        if name in _ADVICE_UNREAD:
+            tables.pop(name, None)
+            continue
+        want = READ_COLUMNS.get(name, _ADVICE_COLUMNS.get(name))
+        tables[name] = _spilled_columns(tables.get(name), st,
+                                        None if want is None else
+                                        [c for c in st.schema.names if c in want],
+                                        dictionary=name in _ADVICE_COLUMNS)
     return tables, spilled
+
+
+def _spilled_columns(slim, st, cols, dictionary: bool = False) -> pa.Table:
+    """Columns ``cols`` (all when None) of a spilled table ``st``: from ``slim``, its
+    in-memory part, when that holds them all (no copy), else read from its file (with
+    ``dictionary``: text columns dictionary-encoded, one dictionary per column)."""
+    if slim is not None and cols is not None and all(c in slim.column_names for c in cols):
+        return slim.select(cols)
+    if not dictionary:
+        return st.read(columns=cols)
+    return st.read(columns=cols, dictionary=True).unify_dictionaries()
 
 
 def _registry_tables(data):
@@ -62,16 +91,25 @@ def _registry_tables(data):
     efficiency ...: registry.rank_partials): a spilled kernels table stays its slim in-memory
     columns, ``kernels(columns)`` adding the other columns an analysis reads from its Parquet
     file while that analysis runs (not all of its columns: the PMU ratios alone are ~25 float
-    columns); another spilled table is read back whole. A large rank gives the same files as a
-    small one. ``kernels`` is None when nothing is spilled."""
+    columns); another spilled table has only the columns the analyses read of it
+    (registry.READ_COLUMNS: a communication.json of 10^6 ops is ~1.4 GB whole, its OPINFO
+    texts 740 MB of it), from its slim in-memory part when that holds them, else read back
+    with its texts dictionary-encoded (group, op and transport names repeat); one no analysis
+    reads is left out. A large rank gives the same files as a small one. ``kernels`` is None
+    when nothing is spilled."""
     if not data.spilled:
         return data.tables, None
     tables, kernels = dict(data.tables), None
     for name, st in data.spilled.items():
         if name == S.KERNELS and name in tables:
             kernels = partial(_with_columns, tables[name], st)
+            continue
+        want = registry.READ_COLUMNS.get(name)
+        cols = None if want is None else [c for c in st.schema.names if c in want]
+        if cols == []:
+            tables.pop(name, None)
         else:
-            tables[name] = st.read()
+            tables[name] = _spilled_columns(tables.get(name), st, cols, dictionary=True)
     return tables, kernels
 
 

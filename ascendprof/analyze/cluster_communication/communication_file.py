@@ -6,12 +6,17 @@ from collections.abc import Mapping
 from itertools import chain
 from operator import itemgetter
 
+import numpy as np
 import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ascendprof.analyze.cluster_communication.fragments import RECORDS_PER_CHUNK, OpFragments
 from ascendprof.analyze.cluster_communication.groups import key_for
 from ascendprof.analyze.cluster_communication.opinfo import TOTAL_OP_INFO
 from ascendprof.analyze.cluster_communication.totals import merge_totals
+from ascendprof.analyze.codes import group_codes
+from ascendprof.sysio.lz4chunk import decompress
 
 
 class CommunicationFile(Mapping):
@@ -69,16 +74,18 @@ class CommunicationFile(Mapping):
 
     def _chunks(self, frags):
         """Iterables of pieces: one per op, and the step / total framing around them."""
-        heads = [f.unpack_head() for f in frags]
         totals: dict[bytes, dict[str, dict[int, list]]] = {}
         for f in frags:
             for step, total in f.totals:
                 totals.setdefault(step, {}).setdefault(f.group, {}).setdefault(f.rank, []) \
                     .append(total)
-        first = heads[0]
-        same = (len({f.rank for f in frags}) == len(frags)
-                and all(h[0] == first[0] and h[1] == first[1] for h in heads[1:]))
-        steps = self._aligned(frags, heads) if same else self._merged(frags, heads)
+        heads = [f.unpack_head() for f in frags] if len({f.rank for f in frags}) == len(frags) \
+            else None
+        same = heads is not None and all(h[0] == heads[0][0] and h[1] == heads[0][1]
+                                         for h in heads[1:])
+        if not same:
+            heads = None
+        steps = self._aligned(frags, heads) if same else self._merged(frags)
         yield (b"{",)
         for i, (step, ops) in enumerate(steps):
             yield ((b"," if i else b"") + step + b":{",)
@@ -120,21 +127,75 @@ class CommunicationFile(Mapping):
             yield step, ((keys[j], chain.from_iterable(zip(prefixes, column(j)))) for j in rows)
 
     @staticmethod
-    def _merged(frags, heads):
+    def _merged(frags):
         """Ranks with different records: merged op by op (a rank's first record of an op
-        wins)."""
-        steps: dict[bytes, dict[bytes, list]] = {}
-        for f, (st, keys, lengths) in zip(frags, heads):
-            prefix = b'"%d":' % f.rank
-            for step, op_key, info in zip(st, keys, f.all_infos(lengths)):
-                ops = steps.get(step)
-                if ops is None:
-                    ops = steps[step] = {}
-                ranks = ops.get(op_key)
-                if ranks is None:
-                    ops[op_key] = [f.rank, prefix, info]
-                elif ranks[0] != f.rank:
-                    ranks[0] = f.rank
-                    ranks += (b"," + prefix, info)
-        for step, ops in steps.items():
-            yield step, ((op_key, ranks[1:]) for op_key, ranks in ops.items())
+        wins); steps and the ops of a step in order of first appearance, an op's ranks in
+        order. Found on integer codes of the records' step and op key, made from the
+        fragments' heads without a Python object per record; an OPINFO is decompressed when
+        its op is written, one chunk per fragment at a time (holding them all was the whole
+        group's records: ~0.7 GB for one rank of 10^6 ops)."""
+        step_code: dict[bytes, int] = {}
+        keys, steps, lengths = [], [], []
+        for f in frags:
+            raw = decompress(f.head)
+            n = f.count
+            head = np.frombuffer(raw, dtype="<i4", count=3 * n)
+            ends = np.cumsum(head[n:2 * n], dtype=np.int64) + 12 * n
+            offsets = np.concatenate([[12 * n], ends]).astype(np.int64)
+            keys.append(pa.LargeBinaryArray.from_buffers(
+                pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw)]))
+            local = np.array([step_code.setdefault(st, len(step_code)) for st in f.steps],
+                             np.int64)
+            steps.append(local[head[2 * n:]] if n else np.zeros(0, np.int64))
+            lengths.append(head[:n])
+        enc = pa.table({"k": pc.dictionary_encode(pa.chunked_array(keys, pa.large_binary()))}) \
+            .unify_dictionaries()["k"]
+        key = np.concatenate([np.zeros(0, np.int64)]
+                             + [c.indices.to_numpy(zero_copy_only=False) for c in enc.chunks])
+        del enc
+        step = np.concatenate([np.zeros(0, np.int64), *steps])
+        if not len(step):
+            return
+        counts = [f.count for f in frags]
+        frag = np.repeat(np.arange(len(frags)), counts)
+        record = np.concatenate([np.arange(n) for n in counts])
+        _, op = group_codes(step, np.asarray(key, np.int64))
+        _, rank = np.unique(np.repeat([f.rank for f in frags], counts), return_inverse=True)
+        rank = rank.reshape(-1)
+        # a rank's first record of each op (ranks ascend with the fragments)
+        kept = np.sort(np.unique(op * (int(rank.max()) + 1) + rank, return_index=True)[1])
+        kept = kept[np.lexsort((kept, op[kept], step[kept]))]
+        step_keys = list(step_code)
+        prefixes = [b'"%d":' % f.rank for f in frags]
+        k = RECORDS_PER_CHUNK
+        held: dict[int, tuple] = {}  # fragment -> (chunk index, its OPINFOs)
+
+        def info(fi: int, j: int):
+            c = j // k
+            got = held.get(fi)
+            if got is None or got[0] != c:
+                got = held[fi] = (c, frags[fi].chunk_infos(c, lengths[fi]))
+            return got[1][j - c * k]
+
+        def key_of(fi: int, j: int) -> bytes:
+            return keys[fi][j].as_py()
+
+        ops_of = op[kept]
+        op_start = np.flatnonzero(np.r_[True, ops_of[1:] != ops_of[:-1]])
+        op_end = np.r_[op_start[1:], len(kept)]
+        st = step[kept][op_start]
+        step_start = np.flatnonzero(np.r_[True, st[1:] != st[:-1]])
+        step_end = np.r_[step_start[1:], len(op_start)]
+        fr, rec = frag[kept].tolist(), record[kept].tolist()
+
+        def ops(a: int, b: int):
+            for o in range(a, b):
+                lo, hi = int(op_start[o]), int(op_end[o])
+                parts = []
+                for i in range(lo, hi):
+                    fi = fr[i]
+                    parts += ((b"," if i > lo else b"") + prefixes[fi], info(fi, rec[i]))
+                yield key_of(fr[lo], rec[lo]), parts
+
+        for a, b in zip(step_start.tolist(), step_end.tolist()):
+            yield step_keys[int(st[a])], ops(a, b)
