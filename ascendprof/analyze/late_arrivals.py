@@ -53,23 +53,27 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
     if spans is None:
         return {}
     texts, items, ks, ke = _kernel_items(k)
-    busy = idle.busy_intervals(tables)
+    los = np.array([lo for _, lo, _ in spans], np.int64)
+    starts = np.array([start for _, _, start in spans], np.int64)
+    # every window at once (prefix sums over the merged intervals; exact integer ns): the
+    # device idle in [lo, start) is its length less the busy time in it
+    gaps = (starts - los) - iv.length_in_windows(idle.busy_intervals(tables), los, starts)
     loader = _loader(tables)
+    loaded = None if loader is None else iv.length_in_windows(loader, los, starts)
+    firsts = np.searchsorted(ks, los, side="left")
+    lasts = np.searchsorted(ks, starts, side="left")
     rows = []
-    for r, lo, start in spans:
+    for n, (r, lo, start) in enumerate(spans):
         base = {"rank": rank, **r, "start_ns": start, "window_start_ns": lo}
-        i, j = np.searchsorted(ks, lo, side="left"), np.searchsorted(ks, start, side="left")
+        i, j = firsts[n], lasts[n]
         if j > i:
             dur = np.minimum(ke[i:j], start) - ks[i:j]
             for item, ns in _largest(texts, items[i:j], dur):
                 rows.append({**base, "kind": "kernel", "item": item, "dur_ns": ns})
-        gap = iv.total(iv.difference(iv.make([lo], [start]), iv.clip(busy, lo, start)))
-        rows.append({**base, "kind": "idle", "item": "device idle", "dur_ns": int(gap)})
-        if loader is not None:
-            dl = iv.total(iv.clip(loader, lo, start))
-            if dl:
-                rows.append({**base, "kind": "data loader", "item": "DataLoader",
-                             "dur_ns": int(dl)})
+        rows.append({**base, "kind": "idle", "item": "device idle", "dur_ns": int(gaps[n])})
+        if loaded is not None and loaded[n]:
+            rows.append({**base, "kind": "data loader", "item": "DataLoader",
+                         "dur_ns": int(loaded[n])})
     return {WINDOWS: pa.Table.from_pylist(rows, schema=SCHEMA)} if rows else {}
 
 
