@@ -278,3 +278,53 @@ def test_df_of_a_spilled_kernels_table_is_the_whole_table(shared_data, alex_whol
         got, want = ctx.df(S.KERNELS, extra), whole.df(S.KERNELS, extra)
         assert "block_num" in got.columns and "input_dtypes" in got.columns
         pd.testing.assert_frame_equal(got, want)
+
+
+# ----------------------------------------------------- the kernel arrays of a hand-built table
+
+def _kernels(**cols):
+    return S.conform(S.KERNELS, pa.table(cols))
+
+
+def test_karr_gives_a_kernel_without_start_the_start_zero():
+    """karr's ``start``: int64 ns, 0 where the start is null. Kernels: a (start null), the
+    HCCL big op hcom_x (left out: communication), b (start 100)."""
+    t = _kernels(name=["a", "hcom_x", "b"], accelerator_core=["AI_CORE", "HCCL", "AI_CORE"],
+                 start_ns=pa.array([None, 50, 100], pa.int64()),
+                 dur_ns=pa.array([10, 20, 30], pa.int64()))
+    a = Context(rank=0, tables={S.KERNELS: t}).karr()
+    assert a["start"].tolist() == [0, 100]
+    assert a["rows"].tolist() == [0, 2]
+
+
+def test_computing_of_kernels_past_int64_when_summed_is_not_negative():
+    """No step trace: Computing = the compute kernels' summed duration per step (1 step: no
+    step column). Two kernels of 2^62 ns each: 2^63 ns, past int64 (the durations are summed
+    as float, so the mean stays positive: an int64 sum would wrap to -2^63)."""
+    t = _kernels(name=["a", "b"], accelerator_core=["AI_CORE", "AI_CORE"],
+                 start_ns=pa.array([0, 1], pa.int64()),
+                 dur_ns=pa.array([2 ** 62, 2 ** 62], pa.int64()))
+    ctx = Context(rank=0, tables={S.KERNELS: t})
+    assert ctx.computing_ns == 2.0 ** 63
+
+
+def test_a_column_the_kernels_table_lacks_is_none():
+    """column / kernel_values of a column the (not spilled) table does not have: None, which
+    the PMU rules take as "this rank has no such counter"."""
+    t = _kernels(name=["a"], accelerator_core=["AI_CORE"], start_ns=[0], dur_ns=[5])
+    ctx = Context(rank=0, tables={S.KERNELS: t})
+    assert ctx.column(S.KERNELS, S.PMU_PREFIX + "aic_mac_ratio") is None
+    assert ctx.kernel_values(S.PMU_PREFIX + "aic_mac_ratio") is None
+    assert ctx.column(S.KERNELS, "name").to_pylist() == ["a"]
+
+
+def test_kernel_frame_has_the_columns_asked_for():
+    """kernel_frame(rows, columns): the chosen compute kernels (here the 2nd and 3rd of a, b,
+    c; hcom_x is no compute kernel) with only those columns, in that order."""
+    t = _kernels(name=["a", "hcom_x", "b", "c"],
+                 accelerator_core=["AI_CORE", "HCCL", "AI_CPU", "AI_CORE"],
+                 start_ns=[0, 5, 10, 20], dur_ns=[1, 2, 3, 4])
+    ctx = Context(rank=0, tables={S.KERNELS: t})
+    f = ctx.kernel_frame(np.array([False, True, True]), ("dur_ns", "name"))
+    assert list(f.columns) == ["dur_ns", "name"]
+    assert f.to_dict("list") == {"dur_ns": [3, 4], "name": ["b", "c"]}

@@ -113,3 +113,66 @@ def test_missing_hwts_frequency_is_named():
 def test_enum_code_just_past_the_names_is_its_number():
     """TRANSPORT_TYPES has 3 names (0..2): code 3 is unknown -> '3'; 65535 is 'not set'."""
     assert list(C.enum_names([0, 2, 3, 65535], C.TRANSPORT_TYPES)) == ["SDMA", "LOCAL", "3", None]
+
+
+# ------------------------------------------------------------------ STARS logs (§D.3)
+
+def stars(func, sqe, cnt, stream, task, ts):
+    """A 64-byte stars_soc record: header bits 5..0 func type, 9..6 cnt, 15..10 SQE type."""
+    header = func | (cnt << 6) | (sqe << 10)
+    return struct.pack("<HHHHQ", header, C.STARS_MAGIC, stream, task, ts).ljust(64, b"\0")
+
+
+def test_stars_header_fields():
+    """Header 0x0C81 of the 2nd record = func 1 (ACSQ end) | cnt 2 << 6 | SQE type 3 << 10:
+    0x0001 + 0x0080 + 0x0C00."""
+    r = C.decode_stars_soc(stars(0, 0, 15, 5, 10, 1000) + stars(1, 3, 2, 5, 10, 1600))
+    assert r["func_type"].tolist() == [0, 1]
+    assert r["cnt"].tolist() == [15, 2]
+    assert r["sqe_type"].tolist() == [0, 3]
+    assert struct.unpack("<H", stars(1, 3, 2, 5, 10, 1600)[:2]) == (0x0C81,)
+
+
+def test_a_truncated_stars_record_names_the_file_kind_and_offset():
+    """Two whole records and 10 bytes of a third: error at byte 128, naming stars_soc."""
+    buf = stars(0, 0, 1, 5, 10, 1000) * 2 + b"\0" * 10
+    with pytest.raises(RecordError) as ei:
+        C.decode_stars_soc(buf, "device_0/data/stars_soc.data.0.slice_0")
+    assert ei.value.path == "device_0/data/stars_soc.data.0.slice_0" and ei.value.where == 128
+    assert ei.value.reason == "truncated stars_soc record: 10 of 64 bytes"
+
+
+# ------------------------------------------------------------------ host terms of the clock (§D.6)
+
+def test_ticks_exactly_half_a_ns_round_up():
+    """80 MHz: 1 tick = 12.5 ns -> 13 (half up); 3 ticks = 37.5 ns -> 38; 2 ticks = 25 ns."""
+    assert C.device_clock(_info("80")).ticks_to_ns([1, 2, 3]).tolist() == [13, 25, 38]
+
+
+def _host_clock(cpu, host):
+    info = {"DeviceInfo": [{"hwts_frequency": "50"}], **cpu}
+    return C.device_clock(info, {"cntvct": 1000}, host)
+
+
+def test_host_counter_difference_at_one_mhz_counts():
+    """CPU Frequency 1 (MHz): cntvct_diff 7 ticks = 7 * 1000 / 1 = 7000 ns added to the host's
+    clock_monotonic_raw 5000: host_mono0 = 12000."""
+    clk = _host_clock({"CPU": [{"Frequency": "1"}]},
+                      {"clock_monotonic_raw": 5000, "cntvct_diff": 7})
+    assert clk.host_mono0_ns == 12000 and clk.dev_cntvct == 1000
+
+
+def test_host_counter_difference_without_cpu_frequency_is_left_out():
+    """No CPU Frequency in info.json: the cntvct_diff ticks cannot be converted and are not
+    added; host_mono0 = clock_monotonic_raw 5000."""
+    clk = _host_clock({}, {"clock_monotonic_raw": 5000, "cntvct_diff": 7})
+    assert clk.host_mono0_ns == 5000
+
+
+def test_host_start_without_monotonic_clock_counts_from_zero():
+    """host_start.log with cntvct_diff 3 but no clock_monotonic_raw: that term is 0, so
+    host_mono0 = 3 ticks * 1000 / 100 MHz = 30 ns; syscnt 1100 = 100 ticks past the device's
+    cntvct 1000 at 50 MHz = 2000 ns -> 30 + 2000."""
+    clk = _host_clock({"CPU": [{"Frequency": "100"}]}, {"cntvct_diff": 3})
+    assert clk.host_mono0_ns == 30
+    assert clk.to_local_ns([1100]).tolist() == [2030]

@@ -263,3 +263,160 @@ def test_a_prof_directory_of_unknown_rank_is_not_read(tmp_path):
     assert src.rank is None
     with pytest.raises(InputError, match="rank unknown"):
         read_source(src)
+
+
+# ------------------------------------------------------------------ hand-built timeline folders
+
+def _timeline_job(tmp_path: Path, start_info: bool = True) -> Path:
+    """PROF_1_A/device_0 with info.json.0 (rank 0) and, when asked, start_info.0 whose offset is
+    1000 us * 1000 - 400 ns = 999600 ns. Returns the timeline folder (not created yet)."""
+    dev = tmp_path / "PROF_1_A" / "device_0"
+    _write(dev / "info.json.0", json.dumps({"rank_id": 0, "hostname": "node-a"}))
+    if start_info:
+        _write(dev / "start_info.0", json.dumps({"collectionTimeBegin": "1000",
+                                                 "clockMonotonicRaw": "400"}))
+    return dev / "timeline"
+
+
+def _msprof(iterations, hw_name: str) -> str:
+    """An msprof file as the 2023 jobs write it: a Step Trace process with one ``Iteration N``
+    event per iteration (cat Iteration Time) and one Ascend Hardware task."""
+    events = [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "Step Trace"}},
+              {"ph": "M", "name": "process_name", "pid": 2, "args": {"name": "Ascend Hardware"}},
+              {"ph": "X", "name": hw_name, "pid": 2, "tid": 7, "ts": 500.0, "dur": 2.0,
+               "args": {"Task Type": "AI_CORE"}}]
+    events += [{"ph": "X", "name": f"Iteration {i}", "pid": 1, "tid": 1, "cat": "Iteration Time",
+                "ts": 100.0 * i, "dur": 50.0} for i in iterations]
+    return json.dumps(events)
+
+
+def test_iteration_events_repeated_by_every_msprof_file_are_kept_once(tmp_path):
+    """Both per-iteration msprof files repeat the events Iteration 1 and Iteration 2 of the step
+    trace: the timeline keeps each once (step track), and both hardware tasks."""
+    tl = _timeline_job(tmp_path)
+    _write(tl / "msprof_0_1_1.json", _msprof((1, 2), "k1"))
+    _write(tl / "msprof_0_1_2.json", _msprof((1, 2), "k2"))
+    t = read_source(_only(tmp_path)).tables[S.TIMELINE]
+    rows = sorted((r["track"], r["name"], r["step"]) for r in t.to_pylist())
+    # step of a hardware task = the iteration of its file; of an Iteration event = its N
+    assert rows == [("hardware", "k1", 1), ("hardware", "k2", 2),
+                    ("step", "Iteration 1", 1), ("step", "Iteration 2", 2)]
+
+
+def test_kernels_without_a_step_trace_take_the_iteration_of_their_file(tmp_path):
+    """task_time_0_1_7.json and no step_trace file: nothing to assign steps from, so each kernel's
+    step is the <iteration> of its file name (7)."""
+    tl = _timeline_job(tmp_path)
+    _write(tl / "task_time_0_1_7.json", json.dumps([
+        {"ph": "X", "name": "MatMul-op3", "ts": 10.0, "dur": 1.0,
+         "args": {"Task Type": "AI_CORE", "Stream Id": 2, "Task Id": 9}}]))
+    k = read_source(_only(tmp_path)).tables[S.KERNELS]
+    assert k.column("step").to_pylist() == [7]
+    assert k.column("op_type").to_pylist() == ["MatMul"]
+
+
+def test_a_missing_start_info_is_one_warning_on_the_timeline_folder(tmp_path):
+    """Without start_info the times stay monotonic and the timeline folder gets the warning
+    saying so; with a usable start_info there is no such warning."""
+    for with_info, root in ((False, tmp_path / "a"), (True, tmp_path / "b")):
+        tl = _timeline_job(root, start_info=with_info)
+        _write(tl / "msprof_0_1_1.json", _msprof((1,), "k1"))
+        data = read_source(_only(root))
+        warned = [(p.path, p.reason, p.severity) for p in data.problems]
+        if with_info:
+            assert warned == []
+        else:
+            assert warned == [(str(tl), "no start_info: timeline times stay on the monotonic "
+                                        "clock", "warning")]
+        # k1 at 500 us: 500000 ns monotonic, + 999600 ns with start_info
+        hw = [r["start_ns"] for r in data.tables[S.TIMELINE].to_pylist() if r["name"] == "k1"]
+        assert hw == [500000 + 999600 if with_info else 500000]
+
+
+def test_a_timeline_file_that_is_no_event_array_is_a_problem_naming_it(tmp_path):
+    """msprof_0_1_2.json holds a JSON object, not an array of events: that file is one problem
+    (named, with the reason), iteration 1's timeline is kept."""
+    tl = _timeline_job(tmp_path)
+    _write(tl / "msprof_0_1_1.json", _msprof((1,), "k1"))
+    _write(tl / "msprof_0_1_2.json", json.dumps({"traceEvents": []}))
+    data = read_source(_only(tmp_path))
+    assert [(p.path, p.reason) for p in data.problems] == [
+        (str(tl / "msprof_0_1_2.json"), "expected a JSON array of trace events")]
+    assert "k1" in data.tables[S.TIMELINE].column("name").to_pylist()
+
+
+def test_a_damaged_step_trace_json_affects_the_cluster_step_trace(tmp_path):
+    tl = _timeline_job(tmp_path)
+    _write(tl / "msprof_0_1_1.json", _msprof((1,), "k1"))
+    # an Iteration Time event without its args: no FP Start / BP End / Iteration End
+    _write(tl / "step_trace_0_1_1.json", json.dumps([
+        {"ph": "X", "name": "Iteration 1", "cat": "Iteration Time", "ts": 1.0, "dur": 1.0}]))
+    data = read_source(_only(tmp_path))
+    probs = _problems_of(data, "step_trace_0_1_1.json")
+    assert len(probs) == 1 and probs[0].affects == ("cluster_step_trace",)
+    assert not data.has(S.ITERATIONS)
+
+
+def test_info_json_is_kept_as_the_rank_metadata(shared_data):
+    """device_0/info.json.0 of the real job (hostname A2007104679, rank_id 0) is the rank's
+    meta["prof_info"], as written."""
+    src = _real(shared_data)
+    info = json.loads((Path(src.path) / "device_0" / "info.json.0").read_text())
+    assert info["hostname"] == "A2007104679"
+    assert read_source(src).meta["prof_info"] == info
+
+
+def test_a_prof_directory_with_nothing_readable_is_refused_naming_it(tmp_path):
+    """Only device_3/info.json.3 and an export file of no known module: no table, so the
+    whole PROF_ directory is one InputError saying so."""
+    out = _export(tmp_path)
+    _write(out / "readme.txt", "nothing\n")
+    src = _only(tmp_path)
+    with pytest.raises(InputError) as e:
+        read_source(src)
+    assert e.value.reason == "no readable exported data in this PROF_ directory"
+    assert e.value.path == str(src.path)
+
+
+def test_a_time_that_is_no_number_is_named_in_the_problem(tmp_path):
+    """task_time(us) 'abc': the problem names the file and the bad value."""
+    out = _export(tmp_path)
+    _write(out / "task_time_20240101.csv", TASK_TIME_HEAD
+           + "3,MatMul_1,AI_CORE,2,10,abc,1700000000000100.5,1\n")
+    _write(out / "step_trace_20240101.csv", STEP_TRACE_HEAD
+           + "3,1,1700000000000100.000,1700000000000150.000,1700000000000300.000,250.000,"
+             "50.000,150.000,0,1\n")
+    data = read_source(_only(tmp_path))
+    probs = _problems_of(data, "task_time_20240101.csv")
+    assert len(probs) == 1 and "'abc'" in probs[0].reason
+
+
+def test_a_damaged_analyze_communication_json_affects_communication(tmp_path):
+    out = _export(tmp_path)
+    _write(out / "task_time_20240101.csv", TASK_TIME_HEAD
+           + "3,MatMul_1,AI_CORE,2,10,12.25,1700000000000100.5,1\n")
+    _write(out.parent / "analyze" / "communication.json", '{"step1": {"collective": ')
+    data = read_source(_only(tmp_path))
+    probs = _problems_of(data, "communication.json")
+    assert len(probs) == 1 and probs[0].affects == ("communication",)
+    assert data.has(S.KERNELS) and not data.has(S.COMM_OPS)
+
+
+def test_analyze_communication_matrix_json_gives_the_links(shared_data, tmp_path):
+    """analyze/communication_matrix.json (the torch_npu layout, §A.6): one COMM_LINKS row per
+    step, kind, link key and src-dst link of the real file of torch_npu-2rank-levels level1
+    rank 0, all of this PROF_ directory's rank (5)."""
+    real = (shared_data / "torch_npu-2rank-levels/text/level1/rank0_ascend_pt/"
+            "ASCEND_PROFILER_OUTPUT/communication_matrix.json")
+    out = _export(tmp_path)
+    _write(out.parent / "analyze" / "communication_matrix.json", real.read_text())
+    data = read_source(_only(tmp_path))
+    links = data.tables[S.COMM_LINKS]
+    want = sorted((kind, key, link) for step in json.loads(real.read_text()).values()
+                  for kind, keys in step.items() for key, ls in keys.items() for link in ls)
+    assert len(want) > 6
+    got = sorted(zip(links.column("kind").to_pylist(), links.column("link_key").to_pylist(),
+                     [f"{s}-{d}" for s, d in zip(links.column("src_rank").to_pylist(),
+                                                 links.column("dst_rank").to_pylist())]))
+    assert got == want
+    assert set(links.column("rank").to_pylist()) == {5}
