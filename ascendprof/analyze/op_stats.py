@@ -12,6 +12,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ascendprof.model.results import concat_parts
 from ascendprof.model.tasks import COMM_CORES
 
 #: Task types CANN never counts as ops (spec §A.3).
@@ -123,8 +124,9 @@ def _group(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         max_ns=("max_ns", "max")).reset_index()
 
 
-def combine(partials: list[pa.Table]) -> pd.DataFrame:
-    """op_statistics.csv from :func:`rank_partial` tables of any number of ranks.
+def combine(partials) -> pd.DataFrame:
+    """op_statistics.csv from :func:`rank_partial` tables of any number of ranks (an iterable;
+    parked tables are read back a batch of ranks at a time: model.results.concat_parts).
 
     Out columns :data:`OP_STATISTICS_COLUMNS`: ``Rank`` (the rank number, or ``"cluster"`` for
     rows summed over all ranks), ``OP Type``, ``Accelerator Core``, ``Count``, ``Total / Min /
@@ -133,10 +135,11 @@ def combine(partials: list[pa.Table]) -> pd.DataFrame:
     (cluster last), then Total desc. Partials of the same rank are merged. Empty input -> an
     empty frame with these columns.
     """
-    parts = [p for p in partials if p is not None and p.num_rows]
-    if not parts:
+    t = concat_parts(p for p in partials if p is not None and p.num_rows)
+    if t is None:
         return pd.DataFrame(columns=OP_STATISTICS_COLUMNS)
-    df = pa.concat_tables(parts).to_pandas()
+    df = t.to_pandas()
+    del t
     df[["op_type", "accelerator_core"]] = df[["op_type", "accelerator_core"]].astype(object)
     frames = []
     frames.append(_finish(_group(df, ["rank", "op_type", "accelerator_core"]), None))
@@ -159,19 +162,18 @@ def compact_ranks(ranks) -> str:
     return ",".join(out)
 
 
-def top_kernels(partials: list[pa.Table], n: int = 20) -> pd.DataFrame:
+def top_kernels(partials, n: int = 20) -> pd.DataFrame:
     """top_kernels.csv: the ``n`` kernels with the largest total time over the cluster.
 
-    In: :func:`kernel_partial` tables. A kernel is (name, input shapes, op type, accelerator
+    In: :func:`kernel_partial` tables (an iterable, read back as :func:`combine` does). A kernel is (name, input shapes, op type, accelerator
     core), summed over ranks. Out columns :data:`TOP_KERNELS_COLUMNS`: ``Count`` (all ranks),
     ``Ranks`` (the ranks that ran it, as ranges "0-3,8"), ``Total / Avg / Max Time(us)``
     (3 decimals). Missing text keys are written 'N/A'. Sorted by Total desc, then Name.
     """
-    parts = [p for p in partials if p is not None and p.num_rows]
-    if not parts:
+    t = concat_parts(p for p in partials if p is not None and p.num_rows)
+    if t is None:
         return pd.DataFrame(columns=TOP_KERNELS_COLUMNS)
     keys = ["name", "input_shapes", "op_type", "accelerator_core"]
-    t = pa.concat_tables(parts)
     t = pa.table({**{k: pc.fill_null(t[k].cast(pa.string()), "N/A") for k in keys},
                   **{c: t[c] for c in ("rank", "count", "total_ns", "max_ns")}})
     # grouped and sorted in Arrow: only the top n kernels become Python rows (a cluster has

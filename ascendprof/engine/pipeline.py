@@ -335,6 +335,7 @@ def gather(root: str, sources: list[Source], results: list[RankResult],
             problems.add(where.get(c["rank"], root), c["reason"], rank=c["rank"],
                          where=f"rank {c['rank']} step breakdown", severity="warning",
                          affects=("step_breakdown", "verdicts"))
+    release_free_heap()  # the step check's frames, before the links are read back
     links = ca.concat(S.COMM_LINKS)
     for d in cluster_communication.unmapped_links(links):
         problems.add(root, f"cluster_communication_matrix.json: {d['links']} link(s) of "
@@ -345,14 +346,15 @@ def gather(root: str, sources: list[Source], results: list[RankResult],
                      where=d["step_key"], severity="warning", affects=("communication_matrix",))
     has_comm = any(r.tables[verdicts.OP_ROWS].num_rows for r in usable  # parked ones too
                    if verdicts.OP_ROWS in r.tables)
-    has_links = links is not None and links.num_rows > 0
+    # not held until the matrix (~50 MB of Arrow at 4096 ranks beside every later step): the
+    # verdicts and the matrix concatenate the ranks' links again when they get to them
+    del links
+    release_free_heap()
     # msprof-analyze takes group membership (and so pipeline stages) from both comm files
     firsts = [unpark(r.memberships) for r in usable if r.memberships is not None]
     membership = cluster_communication.group_membership(
         None, firsts=pa.concat_tables(firsts) if firsts else None)
-    groups = cluster_communication.build_groups(None, ca.metadata,
-                                                comm_links=links if has_links else None,
-                                                membership=membership)
+    groups = cluster_communication.build_groups(None, ca.metadata, membership=membership)
     rows = _step_rows(ca, problems)
     if rows is not None and rows.num_rows:
         ca.cluster_step_trace = cluster_step_trace.table(rows, ca.metadata, groups)
@@ -360,15 +362,17 @@ def gather(root: str, sources: list[Source], results: list[RankResult],
     if has_comm:
         ca.communication = cluster_communication.CommunicationFile(
             [f for r in usable for f in r.comm_fragments], *membership)
-    parts = [unpark(r.op_partial) for r in usable if r.op_partial is not None]
-    if parts:
-        ca.op_statistics = op_stats.combine(parts)
-        ca.top_kernels = op_stats.top_kernels([unpark(r.kernel_partial) for r in usable
-                                               if r.kernel_partial is not None])
+    if any(r.op_partial is not None for r in usable):  # read back a batch of ranks at a time
+        ca.op_statistics = op_stats.combine(r.op_partial for r in usable
+                                            if r.op_partial is not None)
+        ca.top_kernels = op_stats.top_kernels(r.kernel_partial for r in usable
+                                              if r.kernel_partial is not None)
+        release_free_heap()
     iterations = ca.concat(S.ITERATIONS)
     if iterations is not None and iterations.num_rows:
         ca.iteration_trace = iteration_trace.per_rank(iterations)
-    ca.links, ca.membership = (links if has_links else None), membership
+    ca.membership = membership
+    release_free_heap()
 
     ca.csv_files = registry.cluster_files(ca)
     return ca
@@ -405,8 +409,8 @@ def conclude(ca: ClusterAnalysis, thresholds: dict | None = None,
     for r in ca.ranks:
         r.tables.pop(verdicts.OP_ROWS, None)
     release_free_heap()
-    links, ca.links = ca.links, None
-    if links is not None:  # after the verdicts: the peaks of the two do not add up
+    links, ca.links = ca.concat(S.COMM_LINKS), None
+    if links is not None and links.num_rows:  # after the verdicts: their peaks do not add up
         # written to a scratch file group by group: an all-to-all group's n x n links per op
         # are never held as one text
         ca.communication_matrix = SpilledJsonMembers(cluster_communication.matrix_json(

@@ -138,16 +138,17 @@ class ClusterAnalysis:
     verdicts: list = field(default_factory=list)
     thresholds: dict = field(default_factory=dict)
     advice: dict | None = None                  # advice.json (analyze.advice); None when off
-    #: between gather and conclude: all ranks' COMM_LINKS (None without links) and the group
-    #: membership (cluster_communication.group_membership), for the matrix
+    #: all ranks' COMM_LINKS when a caller holds them already (:meth:`concat` returns them),
+    #: else None: gather and conclude concatenate the ranks' links when they need them rather
+    #: than hold them in between; and the group membership
+    #: (cluster_communication.group_membership), for the matrix
     links: pa.Table | None = None
     membership: tuple | None = None
     _metadata: dict | None = field(default=None, init=False, repr=False, compare=False)
 
     def concat(self, name: str) -> pa.Table | None:
         """All ranks' small table ``name`` concatenated (None when no rank has it). COMM_LINKS
-        is :attr:`links` while gather holds it (made once: at 1024 ranks the parts read back
-        and their concatenation were ~40 MB more each time)."""
+        is :attr:`links` when set."""
         if name == S.COMM_LINKS and self.links is not None:
             return self.links
         combined = concat_parts((r.tables[name] for r in self.ranks if name in r.tables),
