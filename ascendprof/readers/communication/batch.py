@@ -4,6 +4,7 @@ batches found, said once the file is read (:class:`BatchProblems`)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -93,3 +94,15 @@ def first_bad(entries: Entries, first: int, count: int, key: str, value, sink: B
         else entries.steps[first].as_py()
     name, at, group = op_key.rpartition("@")
     sink.bad.append((count, step_key, key, value, name if at else op_key, group if at else ""))
+
+
+def binary_array(pieces: list, typ: pa.DataType) -> pa.Array:
+    """A binary (or, for valid UTF-8, string) array of the byte strings ``pieces`` (bytes or
+    buffers: memoryview slices of a file's text), built from one joined buffer and their
+    offsets (int32: the pieces of one batch total < 2 GiB). pyarrow (26.0) never releases the
+    buffer of a memoryview that ``pa.array`` converts, so views must not go through it: each
+    would keep the text it views alive."""
+    offsets = np.zeros(len(pieces) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, pieces), np.int64, len(pieces)), out=offsets[1:])
+    return pa.Array.from_buffers(typ, len(pieces), [None, pa.py_buffer(offsets.astype(np.int32)),
+                                                    pa.py_buffer(b"".join(pieces))])

@@ -38,7 +38,8 @@ import pyarrow.compute as pc
 
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError
-from ascendprof.readers.communication.batch import BatchProblems, Entries, Irregular
+from ascendprof.readers.communication.batch import (BatchProblems, Entries, Irregular,
+                                                     binary_array)
 from ascendprof.readers.communication.decode_duckdb import duck_tables
 from ascendprof.readers.communication.decode_msgspec import (LAYOUT, OPS, TYPED, ops_of,
                                                              typed_tables)
@@ -137,7 +138,9 @@ def _entries_of(layout: dict) -> Entries:
     texts = list(map(memoryview, texts))
     if any(t[0] != 123 for t in texts):  # not an object (a Raw holds no leading space)
         raise Irregular
-    return Entries(steps, kinds, keys, pa.array(texts, pa.binary()))
+    # not pa.array of the views (see binary_array): that kept every rank's whole file in the
+    # worker's memory for the rest of its life (~0.8 MB a rank of 1000 ops)
+    return Entries(steps, kinds, keys, binary_array(texts, pa.binary()))
 
 
 def _decode_batch(entries: Entries, path, rank, sink: BatchProblems):

@@ -14,7 +14,7 @@ import orjson
 import pyarrow as pa
 
 from ascendprof.model.errors import InputError
-from ascendprof.readers.communication.batch import Entries, Irregular
+from ascendprof.readers.communication.batch import binary_array, Entries, Irregular
 from ascendprof.readers.communication.layout import is_total
 from ascendprof.sysio.textio import open_regular
 
@@ -28,15 +28,6 @@ _STRUCTURAL = bytes(1 if c in b'{}[]:"\\' else 0 for c in range(256))
 def _structural(buf: bytes) -> np.ndarray:
     """Positions of the bytes of ``buf`` that can be structural."""
     return np.flatnonzero(np.frombuffer(buf.translate(_STRUCTURAL), np.bool_))
-
-
-def _binary(pieces: list, typ: pa.DataType) -> pa.Array:
-    """A binary (or, for valid UTF-8, string) array of the byte strings ``pieces``, built from
-    one joined buffer and their offsets."""
-    offsets = np.zeros(len(pieces) + 1, np.int64)
-    np.cumsum(np.fromiter(map(len, pieces), np.int64, len(pieces)), out=offsets[1:])
-    return pa.Array.from_buffers(typ, len(pieces), [None, pa.py_buffer(offsets.astype(np.int32)),
-                                                    pa.py_buffer(b"".join(pieces))])
 
 
 class Scanner:
@@ -200,9 +191,9 @@ class Scanner:
             keys = pa.array([_key(buf, s, e, path, offset) for s, e in
                              zip(ks.tolist(), ke.tolist())], pa.string())
         else:
-            keys = _binary([view[s:e] for s, e in zip(ks.tolist(), ke.tolist())], pa.string())
+            keys = binary_array([view[s:e] for s, e in zip(ks.tolist(), ke.tolist())], pa.string())
         pieces = [view[s:e] for s, e in zip(o.tolist(), c.tolist())]
-        texts = _binary(pieces, pa.binary())
+        texts = binary_array(pieces, pa.binary())
         doc = b"".join((b"[", b",".join(pieces), b"]"))
         del pieces, view
         steps = pa.array(ctx_step, pa.string()).take(pa.array(ctx))
