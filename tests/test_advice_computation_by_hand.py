@@ -238,3 +238,78 @@ def test_aicore_freq_lists_ten_operators():
             "computation.aicore_freq")
     assert f["message"].startswith("11 kernel(s), 11.0% of Computing")
     assert len(f["evidence"]["operators"]) == 10
+
+
+# ------------------------------------------------------------------ boundaries and tie orders
+
+def test_aicpu_a_task_of_exactly_twenty_us_is_reported():
+    """The floor is "shorter than 20 us is not worth moving": a 20 us AI CPU task is reported
+    (20 us of a 1000 us step: 2 % -> warning, from 1 %)."""
+    k = table(S.KERNELS, [kernel("MatMul_1", "MatMul", "AI_CORE", 500 * US),
+                          kernel("Index_1", "Index", "AI_CPU", 20 * US)])
+    f = one(run(KERNELS=k, STEP_TRACE=steps(1, stage_ns=1000 * US)), "computation.aicpu")
+    assert f["evidence"]["longest_task_us"] == 20.0 and f["severity"] == "warning"
+
+
+def test_op_compile_advice_text():
+    """The two advice sentences of op_compile, as the report shows them."""
+    api = table(S.API_STATISTIC, [{"api_name": "aclopCompileAndExecute", "count": 40,
+                                   "total_ns": 100 * US}])
+    # 40 calls in one step (>= 20)
+    f = one(run(API_STATISTIC=api, STEP_TRACE=steps(1, stage_ns=1000 * US)),
+            "computation.op_compile")
+    assert f["advice"][0].startswith("Turn off online compilation (binary kernels instead)")
+    assert f["advice"][1].startswith("If input shapes change from step to step, pad or bucket "
+                                     "them to a few fixed shapes")
+
+
+def test_block_dim_operators_of_equal_idle_time_in_name_order():
+    """Add and AddN (one name the start of the other) leave the same idle core time: they are
+    listed by name, Add first. Cores: the cube task's Block Dim 24 -> 48 vector cores; each
+    vector op: Block Dim 40 of 48 slots, 8/48 of 6 us = 1 us idle."""
+    k = table(S.KERNELS, [
+        kernel("MatMul_full", "MatMul", "AI_CORE", 10 * US, block_num=24),  # no idle core
+        kernel("AddN", "AddN", "AI_VECTOR_CORE", 6 * US, block_num=40),
+        kernel("Add", "Add", "AI_VECTOR_CORE", 6 * US, block_num=40),
+    ])
+    # idle 2 us of 20 us Computing: 10 % (>= 5 %)
+    f = one(run(KERNELS=k, STEP_TRACE=steps(1, computing_ns=20 * US)), "computation.block_dim")
+    assert [(o["name"], o["idle_core_us_per_step"]) for o in f["evidence"]["operators"]] == [
+        ("Add", 1.0), ("AddN", 1.0)]
+
+
+def _pmu(**r):
+    return {f"pmu:{c}": v for c, v in r.items()}
+
+
+def test_pipe_bound_a_cube_op_saturating_fixpipe_is_memory_bound():
+    """A cube op with mac 0.2, mte2 0.3 and fixpipe 0.85 (>= 0.8, a data-movement pipe): memory
+    bound by fixpipe. 10 tasks of 30 us = 300 us, 30 % of the 1000 us Computing (>= 10 %)."""
+    k = table(S.KERNELS, [
+        *[kernel("Conv_fix", "Conv2D", "AI_CORE", 30 * US, input_shapes="1,1",
+                 **_pmu(aic_mac_ratio=0.2, aic_mte2_ratio=0.3, aic_fixpipe_ratio=0.85))
+          for _ in range(10)],
+        kernel("MatMul_ok", "MatMul", "AI_CORE", 700 * US, input_shapes="2,2",
+               **_pmu(aic_mac_ratio=0.9, aic_mte2_ratio=0.1, aic_fixpipe_ratio=0.1))])
+    res = run(KERNELS=k, STEP_TRACE=steps(1, computing_ns=1000 * US))
+    mem = one(res, "computation.pipe_bound", "computation.pipe_bound:memory")
+    (op,) = mem["evidence"]["operators"]
+    assert (op["name"], op["class"], op["bound"]) == ("Conv_fix", "memory", "fixpipe")
+    assert mem["evidence"]["pct_of_computing"] == 30.0
+
+
+def test_pipe_bound_under_used_vector_ops_name_their_busiest_pipe():
+    """Vector ops under every threshold (no pipe at 0.7, vec+mte2+mte3 < 0.9): under-used, the
+    bound naming the busiest pipe: MTE2 0.5 for Load_v, MTE3 0.6 for Store_v. Each 4 tasks of
+    50 us = 200 us, together 40 % of the 1000 us Computing."""
+    k = table(S.KERNELS, [
+        *[kernel("Load_v", "Cast", "AI_VECTOR_CORE", 50 * US, input_shapes="1",
+                 **_pmu(aiv_vec_ratio=0.1, aiv_mte2_ratio=0.5, aiv_mte3_ratio=0.1,
+                        aiv_scalar_ratio=0.2)) for _ in range(4)],
+        *[kernel("Store_v", "Cast", "AI_VECTOR_CORE", 50 * US, input_shapes="2",
+                 **_pmu(aiv_vec_ratio=0.1, aiv_mte2_ratio=0.1, aiv_mte3_ratio=0.6,
+                        aiv_scalar_ratio=0.2)) for _ in range(4)]])
+    res = run(KERNELS=k, STEP_TRACE=steps(1, computing_ns=1000 * US))
+    under = one(res, "computation.pipe_bound", "computation.pipe_bound:under")
+    got = {o["name"]: o["bound"] for o in under["evidence"]["operators"]}
+    assert got == {"Load_v": "max mte2 0.50", "Store_v": "max mte3 0.60"}

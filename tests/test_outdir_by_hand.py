@@ -20,7 +20,7 @@ import pytest
 
 from _outdir_runs import run_once
 from ascendprof.engine import outdir
-from ascendprof.model.errors import OutputError
+from ascendprof.model.errors import OutputError, UsageError
 from ascendprof.model.outputs import OUTPUT_FILES
 
 
@@ -213,3 +213,95 @@ def test_adopt_without_a_manifest_writes_none(tmp_path):
     out.mkdir()
     outdir.adopt(out, "report.html")
     assert not (out / outdir.MANIFEST).exists()
+
+
+# ------------------------------------------------------------------ more of the contract
+
+def test_a_listed_file_replaced_by_a_fifo_is_named_a_special_file(tmp_path):
+    out = tmp_path / "out"
+    run_once(out, {"summary.json": b"1"})
+    (out / "summary.json").unlink()
+    os.mkfifo(out / "summary.json")
+    with pytest.raises(outdir.OutputConflict, match=r"\(now a special file\)"):
+        with outdir.OutputDir(out, OUTPUT_FILES):
+            pass
+
+
+def test_an_output_path_that_is_a_file_is_refused_saying_so(tmp_path):
+    f = tmp_path / "out.txt"
+    f.write_text("x")
+    with pytest.raises(UsageError) as ei:
+        outdir.check_output_dir(f, [tmp_path / "in"])
+    assert str(ei.value) == f"{f}: exists and is not a directory; choose another --output"
+
+
+def test_foreign_files_under_tables_named_with_how_many_more(tmp_path):
+    """Two files under tables/ that the manifest does not list: the first is named, "(and 1
+    more under .../tables)"."""
+    out = tmp_path / "out"
+    run_once(out, {"summary.json": b"1"}, {"k.parquet": b"k"})
+    (out / "tables" / "a_mine.csv").write_text("a")
+    (out / "tables" / "b_mine.csv").write_text("b")
+    with pytest.raises(outdir.OutputConflict) as ei:
+        with outdir.OutputDir(out, OUTPUT_FILES):
+            pass
+    assert str(ei.value).startswith(
+        f"{out / 'tables' / 'a_mine.csv'} was not written by ascendprof (and 1 more under "
+        f"{out / 'tables'}); ascendprof replaces")
+
+
+def test_recover_removes_what_dead_runs_left_and_names_it(tmp_path):
+    """A trash folder, a staging folder without a journal and an atomic write's temporary file
+    of summary.json are removed and returned (in name order); the user's file stays."""
+    out = tmp_path / "out"
+    (out / ".ascendprof-trash-99").mkdir(parents=True)
+    (out / ".ascendprof-trash-99" / "summary.json").write_text("old")
+    (out / ".ascendprof-staging-98").mkdir()
+    (out / ".ascendprof-staging-98" / "verdicts.json").write_text("half")
+    (out / ".summary.json.x1y2.tmp").write_text("t")
+    (out / "notes.txt").write_text("mine")
+    got = outdir.recover(out, OUTPUT_FILES)
+    assert got == [".ascendprof-staging-98", ".ascendprof-trash-99", ".summary.json.x1y2.tmp"]
+    assert sorted(os.listdir(out)) == ["notes.txt"]
+
+
+def test_a_staging_folder_that_cannot_be_removed_does_not_fail_the_committed_run(
+        tmp_path, monkeypatch):
+    """After the renames the emptied staging folder is removed; when that fails (a busy
+    .nfs file on NFS, say) the run has still written its set: no error."""
+    real = os.rmdir
+
+    def busy(path, *a, **k):
+        if os.path.basename(str(path)).startswith(".ascendprof-staging-"):
+            raise OSError(errno.EBUSY, os.strerror(errno.EBUSY), str(path))
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(os, "rmdir", busy)
+    out = tmp_path / "out"
+    run_once(out, {"summary.json": b"1"})
+    assert (out / "summary.json").read_bytes() == b"1"
+    assert json.loads((out / outdir.MANIFEST).read_text())["files"] == ["summary.json"]
+
+
+def test_a_staging_name_taken_by_a_file_is_an_output_error_naming_it(tmp_path):
+    """A regular file where the run's staging folder goes (not a dead run's folder, so not
+    removed): entering fails with an OutputError naming that path, not a crash."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / outdir.LOCK).write_text("")
+    taken = out / f".ascendprof-staging-{os.getpid()}"
+    taken.write_text("x")
+    with pytest.raises(OutputError) as ei:
+        with outdir.OutputDir(out, OUTPUT_FILES):
+            pass
+    assert str(ei.value) == f"{taken}: {os.strerror(errno.EEXIST)}"
+
+
+def test_the_manifest_is_indented_json(tmp_path):
+    """The manifest is for people too: JSON indented by two spaces, the keys in the order
+    tool, format, files, tables."""
+    out = tmp_path / "out"
+    run_once(out, {"summary.json": b"1"})
+    assert (out / outdir.MANIFEST).read_text() == (
+        '{\n  "tool": "ascendprof",\n  "format": 1,\n  "files": [\n    "summary.json"\n  ],\n'
+        '  "tables": []\n}')
