@@ -7,6 +7,7 @@ reaches which function."""
 from __future__ import annotations
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from ascendprof.analyze import memory
@@ -206,3 +207,63 @@ def test_no_peer_comparison_against_ranks_that_allocate_nothing():
     """The other ranks' median is 0 MB (nothing allocated): no excess can be stated in % of it,
     so rank 2's 1000 MB raises no peers verdict (and no division by zero)."""
     assert memory.verdicts(_summary({0: 0.0, 1: 0.0, 2: 1000.0}), make_verdict) == []
+
+
+# --------------------------------------------------------------------------- steps, capacity, APP
+
+
+def test_a_peak_gets_the_step_whose_window_holds_it():
+    """Steps 1 [0, 100] ns and 2 [101, 200] ns; the allocated peak 9 MB is at 150 ns: step 2
+    (not the first window)."""
+    rec = S.from_lists(S.MEMORY_RECORD, {"rank": [0, 0, 0], "component": ["PTA"] * 3,
+                                         "ts_ns": [50, 150, 190],
+                                         "total_allocated_mb": [5.0, 9.0, 7.0]})
+    steps = S.from_lists(S.STEPS, {"rank": [0, 0], "step": [1, 2], "start_ns": [0, 101],
+                                   "end_ns": [100, 200]})
+    (row,) = memory.peaks(rec, None, steps).to_pylist()
+    assert (row["peak_mb"], row["ts_ns"], row["step"]) == (9.0, 150, 2)
+
+
+def test_summary_shows_the_capacity_and_the_reserved_share_of_it():
+    """A rank's PTA+GE peaks with the recorded capacity 1000 MB: reserved 250 MB is 25.0 % of
+    it."""
+    p = pa.Table.from_pylist([
+        {"rank": 0, "component": "PTA+GE", "metric": "allocated", "peak_mb": 200.0,
+         "ts_ns": 1_500, "step": 1, "operator": "op", "capacity_mb": 1000.0},
+        {"rank": 0, "component": "PTA+GE", "metric": "reserved", "peak_mb": 250.0,
+         "ts_ns": 2_000, "step": 1, "operator": None, "capacity_mb": 1000.0}],
+        schema=memory.PEAKS_SCHEMA)
+    (row,) = memory.build(p, None, None)["memory_summary.csv"].to_dict("records")
+    assert row["Capacity(MB)"] == 1000.0 and row["Peak Reserved/Capacity(%)"] == 25.0
+    # 1500 ns = 1.500 us, as text
+    assert row["Peak Allocated Time(us)"] == "1.500"
+
+
+def test_the_app_reserved_peak_counts_when_it_is_the_larger():
+    """PTA+GE reserves 1100 MB at most, the whole process (APP) 9500 MB of the 10000 MB
+    capacity: 95 % >= 90 %, a warning on the APP figure."""
+    s = _summary({0: 1000}, capacity=10000.0)
+    s = pd.concat([s, pd.DataFrame([{"Rank": 0, "Stage": "", "Component": "APP",
+                                     "Peak Reserved(MB)": 9500.0, "Capacity(MB)": 10000.0}],
+                                   columns=memory.SUMMARY_COLUMNS)], ignore_index=True)
+    (v,) = memory.verdicts(s, make_verdict)
+    assert v["severity"] == "warning"
+    assert v["evidence"] == {"peak_mb": 9500.0, "capacity_mb": 10000.0, "peak_pct": 95.0,
+                             "component": "PTA+GE"}
+
+
+def test_capacity_evidence_rounds_to_three_decimals():
+    """Capacity 32768.12345 MB -> 32768.123 in the evidence; reserved 30100 MB of it is
+    91.86 %."""
+    (v,) = memory.verdicts(_summary({0: 30000}, capacity=32768.12345), make_verdict)
+    assert v["evidence"]["capacity_mb"] == 32768.123
+    assert v["evidence"]["peak_pct"] == 91.86
+
+
+def test_peers_excess_of_twice_the_limit_is_critical():
+    """Rank 2 at 15000 MB against the median 10000 MB of ranks 0, 1, 3: 5000 MB = 50 % more,
+    at least 2 x 15 % -> critical; rank 1 at 11000 (10 % over the median 10000 of 0, 2, 3) is
+    under 15 %: nothing."""
+    (v,) = memory.verdicts(_summary({0: 10000, 1: 11000, 2: 15000, 3: 10000}), make_verdict)
+    assert v["id"] == "memory:peers:2" and v["severity"] == "critical"
+    assert v["evidence"]["excess_pct"] == 50.0
