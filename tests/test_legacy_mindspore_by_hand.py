@@ -183,3 +183,85 @@ def test_an_hccl_raw_without_its_columns_names_the_file(tmp_path):
     data = _dir(tmp_path, {"hccl_raw_0.csv": "step_num,communication_cost\n1,2\n"})
     p = _problem(data, "hccl_raw_0.csv")
     assert p.reason == "missing column(s) step_num / communication_operator_cost"
+
+
+# ------------------------------------------------------------------ steps, ranks and columns
+
+STEP_TRACE_2 = ("step_num,start_point,end_point,total,fp_point,bp_point,iteration_interval,"
+                "fp_and_bp,tail\n1,100,200,100,110,190,10,80,10\n2,300,400,100,310,390,10,80,10\n"
+                "-,200,300,100,210,290,10,80,10\n")
+
+
+def _read(tmp_path: Path, files: dict[str, str], rank: int, device_id: int | None = None):
+    d = tmp_path / "profiler"
+    d.mkdir()
+    for name, text in files.items():
+        (d / name).write_text(text)
+    return read_source(dataclasses.replace(_rank(d, rank), device_id=device_id))
+
+
+def test_timeline_kernels_get_the_rank_device_and_step_of_their_start(tmp_path):
+    """Rank 3 on device 6, one step [100, 200] ticks = [1000, 2000] ns. Add starts at
+    0.0015 ms = 1500 ns: step 1; Mul at 0.003 ms = 3000 ns, after the step's end: no step."""
+    data = _read(tmp_path, {
+        "step_trace_raw_3_detail_time.csv": STEP_TRACE,
+        "output_timeline_data_3.txt": "op_name, stream_id, start_time(ms), duration(ms)\n"
+                                      "Default/Add-op1,5,0.0015,0.0001\n"
+                                      "Default/Mul-op2,5,0.003,0.0001\n"}, rank=3, device_id=6)
+    k = data.tables[S.KERNELS].to_pylist()
+    assert [(r["name"], r["start_ns"], r["step"]) for r in k] == [
+        ("Default/Add-op1", 1500, 1), ("Default/Mul-op2", 3000, None)]
+    assert {(r["rank"], r["device_id"]) for r in k} == {(3, 6)}
+
+
+def test_cluster_analyse_rows_are_as_many_as_the_step_traces_steps(tmp_path):
+    """The step trace has 2 steps, the cluster analyse 2 rows and no average row: both rows
+    are steps. The 2nd row lacks stage_time: null there, the rest read (ms -> ns)."""
+    data = _read(tmp_path, {
+        "step_trace_raw_0_detail_time.csv": STEP_TRACE_2,
+        "ascend_cluster_analyse_pipeline-parallel_2_4_0.csv":
+            "computation_time,communication_alone_time,stage_time\n1.5,0.5,2.5\n1.0,0.25\n"},
+        rank=0)
+    rows = data.tables[S.STEP_TRACE].to_pylist()
+    assert [(r["step"], r["computing_ns"], r["comm_not_overlapped_ns"], r["stage_ns"])
+            for r in rows] == [(1, 1_500_000, 500_000, 2_500_000), (2, 1_000_000, 250_000, None)]
+
+
+def test_a_damaged_step_trace_affects_the_cluster_step_trace(tmp_path):
+    data = _dir(tmp_path, {"step_trace_raw_0_detail_time.csv": "step_num,start_point\n1,x\n",
+                           "hccl_raw_0.csv": HCCL_HEAD + '1,0,0,{},"{}"\n'}, step_trace=False)
+    p = _problem(data, "step_trace_raw_0_detail_time.csv")
+    assert p.affects == ("cluster_step_trace",)
+
+
+def test_an_empty_hccl_raw_is_a_problem_saying_so(tmp_path):
+    p = _problem(_dir(tmp_path, {"hccl_raw_0.csv": ""}), "hccl_raw_0.csv")
+    assert (p.reason, p.affects) == ("empty file", ("communication",))
+
+
+def test_an_op_cost_that_is_a_list_names_the_file_and_line(tmp_path):
+    data = _dir(tmp_path, {"hccl_raw_0.csv": HCCL_HEAD + '1,0,0,{},"[1, 2]"\n'})
+    p = _problem(data, "hccl_raw_0.csv")
+    assert (p.reason, p.where) == ("communication_operator_cost is not a JSON object", "line 2")
+
+
+def test_a_timeline_start_that_is_no_number_names_the_file_and_line(tmp_path):
+    data = _dir(tmp_path, {"output_timeline_data_0.txt":
+                           "op_name, stream_id, start_time(ms), duration(ms)\n"
+                           "Default/Add-op1,5,0.001,0.001\nDefault/Add-op2,5,abc,0.001\n"})
+    p = _problem(data, "output_timeline_data_0.txt")
+    assert (p.reason, p.where) == ("not a number: 'abc'", "line 3")
+
+
+@pytest.mark.parametrize("text, name", [
+    # full_op_name wins over full_kernel_name, wherever the columns stand
+    ("full_kernel_name,execution_time,full_op_name\nk1,0.002,Default/Add-op1\n",
+     "Default/Add-op1"),
+    # full_kernel_name, not the first column
+    ("execution_time,full_kernel_name\n0.002,Default/Add-op1\n", "Default/Add-op1"),
+], ids=["full-op-name", "full-kernel-name-second"])
+def test_aicore_detail_takes_the_op_name_column(tmp_path, text, name):
+    data = _dir(tmp_path, {"aicore_intermediate_0_detail.csv": text})
+    (k,) = data.tables[S.KERNELS].to_pylist()
+    # 0.002 ms = 2000 ns; Default/Add-op1 -> op type Add
+    assert (k["name"], k["op_type"], k["dur_ns"]) == (name, "Add", 2000)
