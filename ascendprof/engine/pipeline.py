@@ -413,7 +413,8 @@ def conclude(ca: ClusterAnalysis, thresholds: dict | None = None,
     for r in ca.ranks:
         r.tables.pop(verdicts.OP_ROWS, None)
     release_free_heap()
-    links, ca.links = ca.concat(S.COMM_LINKS), None
+    # in rank order, as the matrix reads them (no sorted copy), in chunks (no combined copy)
+    links, ca.links = ca.concat(S.COMM_LINKS, one_chunk=False, by_rank=True), None
     if links is not None and links.num_rows:  # after the verdicts: their peaks do not add up
         # written to a scratch file group by group: an all-to-all group's n x n links per op
         # are never held as one text

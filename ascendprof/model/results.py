@@ -146,15 +146,22 @@ class ClusterAnalysis:
     membership: tuple | None = None
     _metadata: dict | None = field(default=None, init=False, repr=False, compare=False)
 
-    def concat(self, name: str) -> pa.Table | None:
-        """All ranks' small table ``name`` concatenated (None when no rank has it). COMM_LINKS
-        is :attr:`links` when set."""
+    def concat(self, name: str, *, one_chunk: bool = True,
+               by_rank: bool = False) -> pa.Table | None:
+        """All ranks' small table ``name`` concatenated (None when no rank has it), in the
+        order of :attr:`ranks` (``by_rank``: in ascending rank order, ranks of one number in
+        that order). COMM_LINKS is :attr:`links` when set. ``one_chunk=False`` leaves it in
+        chunks of :data:`CONCAT_BATCH` ranks: the last copy into one chunk doubles a large
+        table for a moment (the links at 4096 ranks: ~50 MB)."""
         if name == S.COMM_LINKS and self.links is not None:
             return self.links
-        combined = concat_parts((r.tables[name] for r in self.ranks if name in r.tables),
+        ranks = sorted(self.ranks, key=lambda r: r.rank) if by_rank else self.ranks
+        combined = concat_parts((r.tables[name] for r in ranks if name in r.tables),
                                 promote_options="permissive")
         # one chunk: hundreds of small per-rank chunks cost more than their data
-        return None if combined is None else combined.combine_chunks()
+        if combined is None or not one_chunk:
+            return combined
+        return combined.combine_chunks()
 
     def parts(self, name: str):
         """Each rank's small table ``name``, in rank order, one at a time (read back when parked

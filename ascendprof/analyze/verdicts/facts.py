@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from ascendprof.analyze.cluster_communication import double_hash
 from ascendprof.analyze.verdicts import opsplit
+from ascendprof.model.results import concat_parts
 
 #: Group names (parallel_group_info ``group_name``) that denote the pipeline-parallel group.
 PP_GROUP_NAMES = ("pp", "pipeline", "pipeline_parallel", "pipeline_model_parallel")
@@ -125,7 +126,8 @@ def rank_means(steps: pd.DataFrame) -> pd.DataFrame:
     return m
 
 
-def _summed_links(comm_links: pa.Table) -> pd.DataFrame:
+def _summed_links(comm_links: pa.Table, as_float=("src_rank", "dst_rank", "transit_ns")
+                  ) -> pd.DataFrame:
     """The rows of ``comm_links`` :func:`link_table` sums, as a frame of the columns it reads:
     no LOCAL transport (upper-cased) and no self-link (a row without a local rank stays, as
     pandas compared it: NaN != x), and of each (rank, step, group, op type) its ``-total``
@@ -157,7 +159,7 @@ def _summed_links(comm_links: pa.Table) -> pd.DataFrame:
     t = t.filter(pa.array(is_total | ~has_total[unit_id]))
     lk = t.select(["rank", "step_key", "group", "src_rank", "dst_rank", "transport", "size_mb",
                    "transit_ns"]).to_pandas()
-    for c in ("src_rank", "dst_rank", "transit_ns"):  # the whole column's dtype, as before
+    for c in as_float:  # the whole column's dtype, as before
         if comm_links.column(c).null_count:
             lk[c] = lk[c].astype("float64")
     lk["group"] = lk["group"].fillna("").astype(str)
@@ -171,6 +173,12 @@ def _text_codes(col) -> np.ndarray:
     return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
 
 
+#: the columns of :func:`link_table`
+LINK_COLUMNS = ["group", "group_name", "src_local", "dst_local", "src_rank", "dst_rank",
+                "transport", "reported_by", "size_mb", "transit_ns", "bandwidth_gbps",
+                "ranks_known"]
+
+
 def link_table(comm_links, directory: dict[str, dict]) -> pd.DataFrame:
     """Per communication group, src→dst link and transport: size, transit time and bandwidth.
 
@@ -181,11 +189,14 @@ def link_table(comm_links, directory: dict[str, dict]) -> pd.DataFrame:
     size_mb, transit_ns, bandwidth_gbps, ranks_known``; sizes and times are means per step;
     ``src_rank/dst_rank`` are global when the group is in ``directory`` (else the local numbers).
     """
-    cols = ["group", "group_name", "src_local", "dst_local", "src_rank", "dst_rank", "transport",
-            "reported_by", "size_mb", "transit_ns", "bandwidth_gbps", "ranks_known"]
+    cols = LINK_COLUMNS
     if comm_links is None or comm_links.num_rows == 0:
         return pd.DataFrame(columns=cols)
-    lk = _summed_links(comm_links)
+    return _link_table(_summed_links(comm_links), directory, cols)
+
+
+def _link_table(lk: pd.DataFrame, directory: dict[str, dict], cols: list[str]) -> pd.DataFrame:
+    """:func:`link_table` of the rows :func:`_summed_links` kept."""
     if lk.empty:
         return pd.DataFrame(columns=cols)
     lk["size_mb"] = pd.to_numeric(lk["size_mb"], errors="coerce").fillna(0.0)
@@ -319,11 +330,18 @@ class Facts:
                       if getattr(r, "source", None) is not None}
         self.world_size = max((int(((m or {}).get("distributed_args") or {}).get("world_size")
                                    or 0) for m in meta.values()), default=0) or None
-        # gather's concatenation when it made one (another would double the links in memory)
-        links_raw = ca.links if getattr(ca, "links", None) is not None else ca.concat("comm_links")
+        # a caller's concatenation when it holds one, else the ranks' links a batch of ranks
+        # at a time (all of them at once were ~110 MB at 4096 ranks, under the verdicts' peak)
+        batches = _link_batches(ca)
+        if batches is None:
+            links_raw = ca.links if getattr(ca, "links", None) is not None else \
+                ca.concat("comm_links")
+            link_sizes, summed = group_sizes_from_links(links_raw), None
+        else:
+            link_sizes, summed = _sizes_and_summed(batches)
         sizes = {gid: len(info["global_ranks"]) for gid, info in self.directory.items()
                  if info["global_ranks"]}
-        for gid, n in group_sizes_from_links(links_raw).items():
+        for gid, n in link_sizes.items():
             sizes[gid] = max(n, sizes.get(gid, 0))
         self.flagged = self._comm_flagged()
         self.totals = opsplit.op_totals(_op_batches(ca), self.flagged, sizes)
@@ -332,7 +350,9 @@ class Facts:
         self.comp = self.totals.components(names)
         self.blame = self.totals.blame_frame()
         self.blame["group_name"] = [names.get(g, g) for g in self.blame["group"]]
-        self.links = link_table(links_raw, self.directory)
+        self.links = (link_table(links_raw, self.directory) if summed is None else
+                      _link_table(summed, self.directory, LINK_COLUMNS))
+        del summed
         expected = set(range(self.world_size or 0))
         for g in self.groups.values():
             expected.update(g.global_ranks or ())
@@ -511,6 +531,59 @@ def _loaded(t):
     """A rank result's table, read back when a spill parked it (engine.spill.ParkedTable has
     ``load``; an Arrow table has ``column``)."""
     return t.load() if t is not None and hasattr(t, "load") and not hasattr(t, "column") else t
+
+
+#: ranks whose links the verdicts read back and filter at a time (:func:`_link_batches`)
+LINK_BATCH = 256
+
+
+def _link_batches(ca):
+    """The ranks' COMM_LINKS of ``ca`` as a generator of tables of :data:`LINK_BATCH` ranks
+    each (rank results in order, read back when parked), or None when ``ca`` holds its links
+    concatenated already (``ca.links``) or has no rank results to read them from."""
+    ranks = getattr(ca, "ranks", None)
+    if getattr(ca, "links", None) is not None or not ranks \
+            or not all(isinstance(getattr(r, "tables", None), dict) for r in ranks):
+        return None
+
+    def batches():
+        for i in range(0, len(ranks), LINK_BATCH):
+            t = concat_parts((r.tables["comm_links"] for r in ranks[i:i + LINK_BATCH]
+                              if "comm_links" in r.tables), promote_options="permissive")
+            if t is not None and t.num_rows:
+                yield t
+    return batches()
+
+
+def _sizes_and_summed(batches) -> tuple[dict[str, int], pd.DataFrame]:
+    """(:func:`group_sizes_from_links`, :func:`_summed_links`) of the concatenation of the
+    tables ``batches`` (ranks in order), one table at a time: the filter keeps or drops a
+    row by its own rank's rows only, and the sizes are maxima."""
+    best: dict[str, float] = {}
+    seen: set[str] = set()
+    frames, nulls = [], set()
+    for t in batches:
+        df = t.select(["group", "src_rank", "dst_rank"]).to_pandas()
+        df["group"] = df["group"].fillna("").astype(str)
+        hi = df[["src_rank", "dst_rank"]].max(axis=1).groupby(df["group"]).max()
+        for g, v in hi.items():
+            seen.add(g)
+            if not pd.isna(v):
+                best[g] = max(v, best.get(g, v))
+        del df, hi
+        nulls.update(c for c in ("src_rank", "dst_rank", "transit_ns") if t.column(c).null_count)
+        lk = _summed_links(t, as_float=())
+        if not lk.empty:
+            frames.append(lk)
+    for g in sorted(g for g in seen - set(best) if g):  # null ranks only: as the whole did
+        best[g] = int(float("nan"))
+    sizes = {str(g): int(best[g]) + 1 for g in sorted(best) if g}
+    if not frames:
+        return sizes, pd.DataFrame()
+    lk = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    for c in sorted(nulls):
+        lk[c] = lk[c].astype("float64")
+    return sizes, lk
 
 
 def _per_step_frame(ranks, attr: str, steps_of: dict[int, int]) -> pd.DataFrame | None:
