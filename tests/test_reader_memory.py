@@ -16,7 +16,7 @@ SAMPLE = Path(__file__).resolve().parent.parent / "fixtures" / "qwen3-4rank-pp2d
 def _retained_after(reads: int, read) -> int:
     """Bytes of Python memory still held after ``reads`` calls of ``read`` (after a warm-up:
     module-level caches fill on the first calls)."""
-    for _ in range(2):
+    for _ in range(3):
         read()
     gc.collect()
     tracemalloc.start()
@@ -32,9 +32,11 @@ def _retained_after(reads: int, read) -> int:
 
 def test_reading_a_rank_again_and_again_holds_no_more_memory():
     # the rank's communication.json is 17 KB: a read that kept its text (as converting
-    # memoryviews of it with pa.array did) leaves >= 17 KB behind per read, >= 85 KB over 5
+    # memoryviews of it with pa.array did) leaves >= 17 KB behind per read (48 KB measured),
+    # >= 136 KB over 8 reads. What other modules' bounded caches take on first use stays
+    # well under 3 files' worth (~20 KB seen inside the whole suite)
     source = load_sources(SAMPLE)[0]
     size = (Path(source.path) / "ASCEND_PROFILER_OUTPUT" / "communication.json").stat().st_size
     assert size > 16_000
-    retained = _retained_after(5, lambda: read_source(source))
-    assert retained < size, retained
+    retained = _retained_after(8, lambda: read_source(source))
+    assert retained < 3 * size, retained
