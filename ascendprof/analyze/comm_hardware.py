@@ -8,12 +8,14 @@ COMM_BANDWIDTH. Definitions: docs/analyses.md, "Communication against the hardwa
 
 from __future__ import annotations
 
+from array import array
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ascendprof.analyze.codes import filled_codes, group_codes, text_codes
+from ascendprof.analyze.codes import filled_codes, group_codes
 from ascendprof.model import schemas as S
 
 OPS = "comm_hw_ops"
@@ -73,10 +75,21 @@ def _key_codes(bw_rows: pa.Table, ops: pa.Table) -> tuple[np.ndarray, np.ndarray
             typ = a.type                    # per row, the ops' texts encoded alike
             b = b if pa.types.is_dictionary(b.type) else pc.dictionary_encode(b)
         col = pa.chunked_array([*pc.cast(a, typ).chunks, *pc.cast(b, typ).chunks], typ)
-        codes.append(text_codes(col)[0] + 1)  # null: 0
+        codes.append(_codes(col) + 1)  # null: 0
     _, inv = group_codes(*codes)
     n = bw_rows.num_rows
     return inv[:n], inv[n:], int(inv.max()) + 1 if len(inv) else 0
+
+
+def _codes(column: pa.ChunkedArray) -> np.ndarray:
+    """Dictionary codes (int32, -1 for null) of ``column``, as analyze.codes.text_codes gives
+    them, without its distinct values as Python objects (at 10^6 op names ~0.1 GB)."""
+    if not pa.types.is_dictionary(column.type):
+        column = pc.dictionary_encode(column)  # one growing dictionary over the chunks
+    elif column.num_chunks > 1:
+        column = pa.table({"c": column}).unify_dictionaries().column("c")
+    idx = pa.chunked_array([c.indices for c in column.chunks], pa.int32())
+    return pc.fill_null(idx, -1).to_numpy()  # int32, as text_codes: 4 bytes a row
 
 
 def _link_sent(bw: pa.Table, idx: np.ndarray, size: np.ndarray, ops: pa.Table) -> pa.Array:
@@ -88,7 +101,8 @@ def _link_sent(bw: pa.Table, idx: np.ndarray, size: np.ndarray, ops: pa.Table) -
     vals = size[idx]
     ok = ~np.isnan(vals)
     kb, vals = kb[ok], vals[ok]
-    tot, comp = [0.0] * n, [0.0] * n
+    # running sums and compensations as C doubles (8 bytes a key, not a Python float of ~32)
+    tot, comp = array("d", bytes(8 * n)), array("d", bytes(8 * n))
     step = 1 << 16  # Python floats a slice at a time: 10^6 of them at once are ~60 MB
     for i in range(0, len(kb), step):
         for k, v in zip(kb[i:i + step].tolist(), vals[i:i + step].tolist()):

@@ -265,7 +265,8 @@ def store(data, cache_dir: Path, result=None, read=None) -> Path | None:
         entry["entry_hash"] = _entry_hash(entry)
         (tmp / _ENTRY).write_bytes(orjson.dumps(entry, option=orjson.OPT_SERIALIZE_NUMPY))
         if result is not None:
-            (tmp / _RESULT).write_bytes(resultfile.encode(result, entry["fingerprint"]))
+            with open(tmp / _RESULT, "wb") as f:  # a part at a time, not one copy of it all
+                resultfile.write(result, entry["fingerprint"], f)
         if final.exists():
             shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
@@ -321,10 +322,9 @@ def store_result(result, cache_dir: Path | None, read=None) -> Path | None:
         return None
     tmp = None
     try:
-        data = resultfile.encode(result, fp)
         fd, tmp = tempfile.mkstemp(prefix=f".{_RESULT}.", dir=d)
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            resultfile.write(result, fp, f)
         os.replace(tmp, d / _RESULT)
         tmp = None
         return d

@@ -21,6 +21,7 @@ it as a cache miss).
 from __future__ import annotations
 
 import hashlib
+import io
 import re
 import struct
 
@@ -65,19 +66,34 @@ def encode(result, fingerprint: str) -> bytes:
     """The bytes of ``result`` (a pipeline.RankResult whose tables are pyarrow Tables and whose
     fragments hold bytes), tied to the cache ``fingerprint``. Raises TypeError /
     orjson.JSONEncodeError for content that is not plain data."""
-    blobs: list[bytes] = []
+    out = io.BytesIO()
+    write(result, fingerprint, out)
+    return out.getvalue()
+
+
+def write(result, fingerprint: str, file) -> None:
+    """Write the bytes :func:`encode` gives to ``file`` (a binary file open for writing and
+    seeking, at its start), a part at a time: each table's IPC stream goes to the file as it
+    is made, so the result is never copied whole in memory (at 10^6 ops it is ~0.2 GB). The
+    hash, which comes first, is written last. Raises what :func:`encode` raises, OSError."""
+    blobs: list = []  # bytes, or a table whose IPC stream is written in place
     size = [0]
 
-    def ref(data: bytes) -> list[int]:
-        if not isinstance(data, (bytes, bytearray)):
-            raise TypeError(f"not bytes: {type(data).__name__}")
-        r = [size[0], len(data)]
-        blobs.append(bytes(data))
-        size[0] += len(data)
+    def ref(data) -> list[int]:
+        if isinstance(data, bytearray):
+            data = bytes(data)
+        n = _ipc_size(data) if isinstance(data, _arrow_table()) else None
+        if n is None:
+            if not isinstance(data, bytes):
+                raise TypeError(f"not bytes: {type(data).__name__}")
+            n = len(data)
+        r = [size[0], n]
+        blobs.append(data)
+        size[0] += n
         return r
 
     def table(t):
-        return None if t is None else ref(_ipc(t))
+        return None if t is None else ref(t)
 
     header = {
         "fingerprint": fingerprint,
@@ -99,8 +115,41 @@ def encode(result, fingerprint: str) -> bytes:
         } for f in result.comm_fragments],
     }
     head = orjson.dumps(header, option=orjson.OPT_SERIALIZE_NUMPY)
-    body = (_LEN.pack(len(head)), head, *blobs)
-    return b"".join((MAGIC, _digest(body), *body))
+    start = file.tell()
+    file.write(MAGIC)
+    file.write(bytes(_HASH_BYTES))  # the hash's place
+    out = _Hashing(file)
+    out.write(_LEN.pack(len(head)))
+    out.write(head)
+    for data in blobs:
+        if isinstance(data, bytes):
+            out.write(data)
+        else:
+            _write_ipc(out, data)
+    if out.written != _LEN.size + len(head) + size[0]:  # the IPC streams were not as measured
+        raise ValueError("result tables changed while written")
+    end = file.tell()
+    file.seek(start + len(MAGIC))
+    file.write(out.hash.digest())
+    file.seek(end)
+
+
+class _Hashing:
+    """A writable file that hashes (:func:`_digest`'s hash) what it passes on."""
+
+    def __init__(self, file):
+        self.file, self.hash, self.written = file, hashlib.blake2b(digest_size=_HASH_BYTES), 0
+        self.closed = False
+
+    def write(self, data) -> int:
+        self.hash.update(data)
+        self.file.write(data)
+        n = memoryview(data).nbytes
+        self.written += n
+        return n
+
+    def flush(self) -> None:
+        pass
 
 
 def _digest(parts) -> bytes:
@@ -111,13 +160,27 @@ def _digest(parts) -> bytes:
     return h.digest()
 
 
-def _ipc(table) -> bytes:
+def _arrow_table():
     import pyarrow as pa
 
-    sink = pa.BufferOutputStream()
+    return pa.Table
+
+
+def _ipc_size(table) -> int:
+    """The length of ``table``'s IPC stream, counted without making it."""
+    import pyarrow as pa
+
+    sink = pa.MockOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as w:
         w.write_table(table)
-    return sink.getvalue().to_pybytes()
+    return sink.size()
+
+
+def _write_ipc(file, table) -> None:
+    import pyarrow as pa
+
+    with pa.ipc.new_stream(pa.PythonFile(file, mode="w"), table.schema) as w:
+        w.write_table(table)
 
 
 # ------------------------------------------------------------------------------ decode
