@@ -166,7 +166,7 @@ def build() -> tuple[str, list[str]]:
            "mutmut generates for the module, with a generator seeded by the seed and the module "
            "name). Tests were then written against the survivors of the samples drawn with "
            "seed 33; measuring again on those same mutants would overstate the score, so a "
-           "module measured again after its tests draws a fresh sample (seed 34): its score "
+           "module measured again after its tests draws a fresh sample (a seed not used for it before, 34 to 36, named in the table): its score "
            "estimates how the tests do on mutants they were not written for. "
            "`mutation/run.py --full MODULE` runs every mutant of a module on demand. The "
            "share of non-equivalent mutants killed is given with its 95 % Wilson score interval; "
