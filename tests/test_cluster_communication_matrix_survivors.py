@@ -93,3 +93,31 @@ def test_group_name_holding_a_nul_character(tmp_path):
     assert key == "(4,)"
     assert steps["step1"]["allgather-total@g\u0000x"]["4-4"]["Bandwidth(GB/s)"] == 4.0
     assert steps["step1"]["Total Op Info@g\u0000x"]["4-4"]["Transit Size(MB)"] == 2.0
+
+
+def test_a_single_link_row_without_a_self_link_is_reported_unmapped(tmp_path):
+    # torch_npu layout, one rank, one op, one link 0-1 and no self-link "i-i" in p2p group h:
+    # neither local rank maps to a global rank, so the one link row is left out of the matrix
+    # and reported: one dropped link of one op, its source (local 0) named
+    links = links_of(tmp_path, {
+        0: {"step1": {"p2p": {"send-total@h": {"0-1": rec("RDMA", 8.0, 4.0)}}}}})
+    assert links.num_rows == 1
+    assert [(u["group"], u["step_key"], u["links"], u["ops"], u["local_ranks"])
+            for u in cc.unmapped_links(links)] == [("h", "step1", 1, 1, [0])]
+
+
+def test_a_group_merged_record_by_record_does_not_end_the_groups_after_it(tmp_path):
+    # torch_npu layout. Group a (first in the file): rank 0 reports the self-links of both its
+    # local ranks 0 and 1, so both map to rank 0 and the links 0-0 and 1-1 are one global link
+    # 0-0: a is merged record by record. Group b after it is an ordinary group: local 0 ->
+    # rank 0, local 1 -> rank 1, its link 0-1 moves 4 MB in 2 ms = 2 GB/s. Both are written.
+    links = links_of(tmp_path, {
+        0: {"step1": {"collective": {
+            "allreduce-total@a": {"0-0": rec("LOCAL", 1.0, 1.0), "1-1": rec("LOCAL", 1.0, 1.0),
+                                  "0-1": rec("HCCS", 2.0, 1.0)},
+            "allgather-total@b": {"0-0": rec("LOCAL", 1.0, 1.0),
+                                  "0-1": rec("HCCS", 4.0, 2.0)}}}},
+        1: {"step1": {"collective": {"allgather-total@b": {"1-1": rec("LOCAL", 1.0, 1.0)}}}}})
+    got = dict(cc.matrix_groups(links))
+    assert set(got) == {"(0,)", "(0, 1)"}
+    assert got["(0, 1)"]["step1"]["allgather-total@b"]["0-1"]["Bandwidth(GB/s)"] == 2.0
