@@ -121,3 +121,18 @@ def test_a_group_merged_record_by_record_does_not_end_the_groups_after_it(tmp_pa
     got = dict(cc.matrix_groups(links))
     assert set(got) == {"(0,)", "(0, 1)"}
     assert got["(0, 1)"]["step1"]["allgather-total@b"]["0-1"]["Bandwidth(GB/s)"] == 2.0
+
+
+def test_links_without_a_kind_are_still_written(tmp_path):
+    # a db export's CommAnalyzerMatrix may leave the type (kind) NULL: the links of group g
+    # (local 0 -> rank 0, local 1 -> rank 1; 0-1 moves 4 MB in 2 ms = 2 GB/s) are still
+    # merged and written (under the key of a group whose members are not known without its
+    # kind), not lost with the analysis
+    links = links_of(tmp_path, {
+        0: {"step1": {"collective": {"allgather-total@g": {"0-0": rec("LOCAL", 1.0, 1.0),
+                                                           "0-1": rec("HCCS", 4.0, 2.0)}}}},
+        1: {"step1": {"collective": {"allgather-total@g": {"1-1": rec("LOCAL", 1.0, 1.0)}}}}})
+    i = links.schema.get_field_index("kind")
+    links = links.set_column(i, "kind", pa.nulls(links.num_rows, pa.string()))
+    ((_, steps),) = list(cc.matrix_groups(links))
+    assert steps["step1"]["allgather-total@g"]["0-1"]["Bandwidth(GB/s)"] == 2.0
