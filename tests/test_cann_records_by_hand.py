@@ -176,3 +176,48 @@ def test_host_start_without_monotonic_clock_counts_from_zero():
     clk = _host_clock({"CPU": [{"Frequency": "100"}]}, {"cntvct_diff": 3})
     assert clk.host_mono0_ns == 30
     assert clk.to_local_ns([1100]).tolist() == [2030]
+
+
+# ------------------------------------------------------------------ layouts, errors, small parsers
+
+def test_record_layout_reads_each_field_at_its_offset():
+    """_dt builds every record layout of §D (called at import, so test it directly): an 8-byte
+    record with a u16 at byte 2 and a u32 at byte 4; bytes 2-3 = 34 12 -> 0x1234, bytes 4-7 =
+    78 56 34 12 -> 0x12345678 (little-endian), bytes 0-1 belong to no field."""
+    dt = C._dt(8, [("a", "<u2", 2), ("b", "<u4", 4)])
+    assert dt.itemsize == 8 and dt.names == ("a", "b")
+    rec = np.frombuffer(b"\xff\xff\x34\x12\x78\x56\x34\x12", dtype=dt)
+    assert (int(rec["a"][0]), int(rec["b"][0])) == (0x1234, 0x12345678)
+
+
+def test_api_event_errors_name_the_record_kind():
+    """One whole 40-byte record and 2 bytes of a second: 'truncated api_event record: 2 of 40
+    bytes'. A second record with magic 0x1234: 'unknown api_event record (magic 0x1234,
+    expected 0x5A5A)' at byte 40."""
+    with pytest.raises(RecordError) as ei:
+        C.decode_api_event(api_event(5500, 1, 2) + b"\x5a\x5a", "f")
+    assert ei.value.reason == "truncated api_event record: 2 of 40 bytes"
+    with pytest.raises(RecordError) as ei:
+        C.decode_api_event(api_event(5500, 1, 2) + api_event(5500, 3, 4, magic=0x1234), "f")
+    assert ei.value.where == 40
+    assert ei.value.reason == "unknown api_event record (magic 0x1234, expected 0x5A5A)"
+
+
+def test_expanded_stream_ids_without_bit_15_are_taken_as_they_are():
+    """§D.5, expand 1: bit 15 of the raw stream id clear (s = 5) and no SQE type given: stream =
+    s & 0x7FFF = 5, task = t = 7. With bit 15 set (s = 0x8005, t = 7): stream = t & 0x7FFF = 7,
+    task = (t & 0x8000) | (s & 0x7FFF) = 0 | 5 = 5."""
+    stream, task = C.decode_stream_task([5, 0x8005], [7, 7], expand=1)
+    assert (stream.tolist(), task.tolist()) == ([5, 7], [7, 5])
+
+
+def test_start_log_value_with_colons_is_not_a_number():
+    """'key: value' split at the first ':': 'collected: 2024-05-01 10:20:30' has the value
+    ' 2024-05-01 10:20:30', not an integer, so it is left out; the section header has no ':'."""
+    text = "[Host]\nclock_monotonic_raw: 5000\ncollected: 2024-05-01 10:20:30\ncntvct: 42\n"
+    assert C.parse_start_log(text) == {"clock_monotonic_raw": 5000, "cntvct": 42}
+
+
+def test_type_info_line_without_colon_is_ignored():
+    """'<level>_<type>:<string>' lines only: '5500_3' has no ':' and names nothing."""
+    assert C.parse_type_info_dic("5000_1:launch\n5500_3\n") == {(5000, 1): "launch"}
