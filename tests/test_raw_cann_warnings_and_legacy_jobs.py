@@ -65,11 +65,10 @@ def _hccl_info(ts, size, name=501, group=999, remote=1, link=1, transport=0):
         0, 0, size, 0, 0, link, transport, 0xFFFF)).ljust(256, b"\0")
 
 
-def test_a_later_hccl_info_of_the_same_task_replaces_the_earlier_one(tmp_path):
-    """One all-reduce (node API item 301) with one HCCL API (master) that holds two hccl_info
-    records for the same device task (stream 5, task 10, no FFTS context): 1 MB, then 3 MB.
-    The later one is the small task: link 0->1 moves 3 MB, one packet, in the task's
-    [1000100, 1000200] ticks = 2000 ns (not 4 MB in two packets)."""
+def _allreduce_job(tmp_path, sizes) -> Path:
+    """A job with one all-reduce (node API item 301) and one HCCL API (level 5500) holding an
+    hccl_info of each of ``sizes`` bytes (50 ns apart) for one device task: stream 5, task 10
+    on the device over [1000100, 1000200] ticks, its task_track. Returns host/data."""
     stars = _stars(0, 5, 10, DEV_CNT0 + 100) + _stars(1, 5, 10, DEV_CNT0 + 200)
     d = _job(tmp_path, stars=stars, host=False)
     h = d / "host" / "data"
@@ -79,8 +78,17 @@ def test_a_later_hccl_info_of_the_same_task_replaces_the_earlier_one(tmp_path):
     (h / "unaging.api_event.data.slice_0").write_bytes(
         _api(10000, 1, h0, h0 + 900_000, 301) + _api(5500, 1, b, b + 500, 600))
     (h / "unaging.additional.hccl_info.slice_0").write_bytes(
-        _hccl_info(b + 100, 1_000_000) + _hccl_info(b + 150, 3_000_000))
+        b"".join(_hccl_info(b + 100 + 50 * i, n) for i, n in enumerate(sizes)))
     (h / "unaging.compact.task_track.slice_0").write_bytes(_task_track(b + 200, 5, 10, typ=2))
+    return h
+
+
+def test_a_later_hccl_info_of_the_same_task_replaces_the_earlier_one(tmp_path):
+    """One all-reduce (node API item 301) with one HCCL API (master) that holds two hccl_info
+    records for the same device task (stream 5, task 10, no FFTS context): 1 MB, then 3 MB.
+    The later one is the small task: link 0->1 moves 3 MB, one packet, in the task's
+    [1000100, 1000200] ticks = 2000 ns (not 4 MB in two packets)."""
+    h = _allreduce_job(tmp_path, [1_000_000, 3_000_000])
     (h / "unaging.additional.hash_dic.slice_0").write_text(
         "301:hcom_allReduce__7_0_1\n501:Memcpy\n")
     (h / "unaging.additional.type_info_dic.slice_0").write_text("5500_1:master\n")
@@ -169,16 +177,7 @@ def test_a_bad_task_desc_line_names_the_task_desc_file(tmp_path):
 def test_a_damaged_hccl_op_info_names_its_file(tmp_path):
     """The repeated-hccl_info job plus an hccl_op_info file of 30 bytes (a record is 64): the
     error names that file and the offset of the partial record (0)."""
-    stars = _stars(0, 5, 10, DEV_CNT0 + 100) + _stars(1, 5, 10, DEV_CNT0 + 200)
-    d = _job(tmp_path, stars=stars, host=False)
-    h = d / "host" / "data"
-    h.mkdir(parents=True)
-    h0 = HOST_MONO0 - 1_000_000
-    b = h0 + 1000
-    (h / "unaging.api_event.data.slice_0").write_bytes(
-        _api(10000, 1, h0, h0 + 900_000, 301) + _api(5500, 1, b, b + 500, 600))
-    (h / "unaging.additional.hccl_info.slice_0").write_bytes(_hccl_info(b + 100, 1_000_000))
-    (h / "unaging.compact.task_track.slice_0").write_bytes(_task_track(b + 200, 5, 10, typ=2))
+    h = _allreduce_job(tmp_path, [1_000_000])
     (h / "unaging.compact.hccl_op_info.slice_0").write_bytes(b"\x5a" * 30)
     with pytest.raises(InputError) as e:
         _read(tmp_path)

@@ -8,30 +8,13 @@ the expected rows are worked out in the comments.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError
 from ascendprof.readers import trace_view
 from ascendprof.readers.trace_view import read_trace_view
-
-HW, PY = 10, 30
-
-
-def _write(tmp_path: Path, events) -> Path:
-    p = tmp_path / "trace_view.json"
-    p.write_text(json.dumps(events))
-    return p
-
-
-def _meta(pid, name, threads=()):
-    out = [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}}]
-    out += [{"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": t}}
-            for tid, t in threads]
-    return out
+from test_trace_view_by_hand import HW, PY, _meta, _write
 
 
 def _step(n, ts, dur):
