@@ -177,10 +177,10 @@ def _ipc_size(table) -> int:
 
 
 def _write_ipc(file, table) -> None:
-    import pyarrow as pa
+    # lazy: a cache hit is restored before Arrow is imported
+    from ascendprof.sysio.parking import write_ipc
 
-    with pa.ipc.new_stream(pa.PythonFile(file, mode="w"), table.schema) as w:
-        w.write_table(table)
+    write_ipc(file, table)
 
 
 # ------------------------------------------------------------------------------ decode

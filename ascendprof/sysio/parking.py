@@ -100,7 +100,7 @@ class ParkingFile:
             for part in parts:
                 self._pending = True
                 if isinstance(part, pa.Table):
-                    _write_ipc(self._file, part)
+                    write_ipc(self._file, part)
                 else:
                     self._file.write(part)
                 end = self._file.tell()
@@ -159,9 +159,10 @@ class ParkingFile:
         self._file.close()
 
 
-def _write_ipc(file, table) -> None:
+def write_ipc(file, table) -> None:
     """``table`` as an Arrow IPC stream written at ``file``'s position (batch by batch, no
-    copy of the whole stream in memory)."""
+    copy of the whole stream in memory); ``file`` is any binary file object with ``write``
+    (the parking file; the cache's result file through its hashing writer)."""
     sink = pa.PythonFile(file, mode="w")
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
