@@ -52,9 +52,8 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
     spans = _spans(ops, idle.step_windows(tables))
     if spans is None:
         return {}
+    span_cols, los, starts = spans
     texts, items, ks, ke = _kernel_items(k)
-    los = np.array([lo for _, lo, _ in spans], np.int64)
-    starts = np.array([start for _, _, start in spans], np.int64)
     # every window at once (prefix sums over the merged intervals; exact integer ns): the
     # device idle in [lo, start) is its length less the busy time in it
     gaps = (starts - los) - iv.length_in_windows(idle.busy_intervals(tables), los, starts)
@@ -63,7 +62,7 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
     firsts = np.searchsorted(ks, los, side="left")
     lasts = np.searchsorted(ks, starts, side="left")
     at, kinds, names, durs = [], [], [], []  # per row: its span, kind, item, ns
-    for n in range(len(spans)):
+    for n in range(len(starts)):
         i, j = firsts[n], lasts[n]
         if j > i:
             dur = np.minimum(ke[i:j], starts[n]) - ks[i:j]
@@ -79,8 +78,7 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
     # the span's own columns once per span, repeated for its rows (a rank of 10^3 ops has
     # ~10^4 rows: a dict per row cost more than the analysis)
     take = pa.array(at, pa.int64())
-    span = {c: pa.array([r[c] for r, _, _ in spans], SCHEMA.field(c).type).take(take)
-            for c in ("step", "group", "op_name", "wait_ns")}
+    span = {c: a.take(take) for c, a in span_cols.items()}
     cols = {"rank": pa.array(np.full(len(at), rank, np.int32)), **span,
             "start_ns": pa.array(starts).take(take), "window_start_ns": pa.array(los).take(take),
             "kind": pa.array(kinds, pa.string()), "item": pa.array(names, pa.string()),
@@ -94,9 +92,10 @@ def _as_pandas(column) -> np.ndarray:
     return column.to_numpy(zero_copy_only=False)  # (Arrow's conversion is pandas')
 
 
-def _spans(ops: pa.Table, wins) -> list[tuple[dict, int, int]] | None:
+def _spans(ops: pa.Table, wins) -> tuple[dict, np.ndarray, np.ndarray] | None:
     """The windows before the ops of COMM_OPS ``ops`` that have one, kept as the module doc
-    says: ``[(op's step / group / op_name / wait_ns, window start, op start)]`` in start order
+    says, in start order: ``(columns, window starts, op starts)``, the columns the ops' step /
+    group / op_name / wait_ns (Arrow arrays of :data:`SCHEMA`'s types), the starts int64 ns
     (None when no op has a start). An op's window starts at the end of the previous op of its
     (group, step), its first op's at the start of the step window (``wins``, idle.step_windows)
     holding it. On numpy columns in start order (a communication.json holds up to millions of
@@ -148,13 +147,13 @@ def _spans(ops: pa.Table, wins) -> list[tuple[dict, int, int]] | None:
         chosen |= first[keep]
         keep = keep[chosen]
     take = pa.array(rows[keep])
-    cols = {c: ops[c].take(take).to_pylist() for c in ("step", "group", "op_name")}
+    cols = {c: ops[c].take(take).cast(SCHEMA.field(c).type)
+            for c in ("step", "group", "op_name")}
     waits = wait[keep]
-    waits = [None if v != v else int(v) for v in waits.tolist()] if waits.dtype.kind == "f" \
-        else waits.astype(np.int64).tolist()
-    return [({"step": st, "group": g, "op_name": n, "wait_ns": w}, lo_, s)
-            for st, g, n, w, lo_, s in zip(cols["step"], cols["group"], cols["op_name"], waits,
-                                             lo[keep].tolist(), start[keep].tolist())]
+    cols["wait_ns"] = pa.array(
+        [None if v != v else int(v) for v in waits.tolist()] if waits.dtype.kind == "f"
+        else waits.astype(np.int64), pa.int64())
+    return cols, lo[keep], start[keep]
 
 
 def _largest(texts: np.ndarray, items: np.ndarray, dur: np.ndarray) -> list[tuple[str, int]]:
