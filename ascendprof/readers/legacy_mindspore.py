@@ -142,7 +142,13 @@ def _rows(path: Path) -> tuple[list[str], list[list[str]]]:
     except UnicodeDecodeError as e:
         raise InputError(path, "not UTF-8 text", where=e.start) from None
     csv.field_size_limit(1 << 30)
-    rows = [r for r in csv.reader(io.StringIO(text)) if r and any(c.strip() for c in r)]
+    try:
+        # newline="": the csv module splits rows itself, so a file saved with CR line endings
+        # (a spreadsheet's "CSV (Macintosh)") reads as rows, as the text readers' files do
+        rows = [r for r in csv.reader(io.StringIO(text, newline=""))
+                if r and any(c.strip() for c in r)]
+    except csv.Error as e:  # e.g. a field over the 1 GiB limit
+        raise InputError(path, f"not readable as CSV: {e}") from None
     if not rows:
         raise InputError(path, "empty file")
     return [h.strip() for h in rows[0]], rows[1:]
