@@ -40,16 +40,18 @@ import pyarrow as pa
 
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError
-from ascendprof.sysio.textio import read_json
+from ascendprof.sysio.textio import read_json, read_regular
 
 _TIME_KIND = {0: "pipeline_time", 1: "push_time", 2: "batch_time"}
 
 
 def _text(path: Path) -> str:
+    """The file's text, line endings as Python's text mode gives them (a lone CR ends a line).
+    Raises InputError when it is not a regular file (a FIFO is never opened: it would block),
+    cannot be read or is not UTF-8."""
     try:
-        return Path(path).read_text(encoding="utf-8-sig")
-    except OSError as e:
-        raise InputError(path, f"cannot read: {e.strerror or e}") from None
+        data = read_regular(Path(path))
+        return data.decode("utf-8-sig").replace("\r\n", "\n").replace("\r", "\n")
     except UnicodeDecodeError as e:
         raise InputError(path, "not UTF-8 text", where=e.start) from None
 
@@ -102,7 +104,10 @@ def _table(rows: list[dict], path) -> pa.Table:
 
 def read_pipeline_raw(path: Path, rank: int) -> pa.Table:
     """``minddata_pipeline_raw_{rank}.csv`` -> DATASET_OPS (usage rate 0..1 -> %)."""
-    rows = list(csv.reader(io.StringIO(_text(path))))
+    try:
+        rows = list(csv.reader(io.StringIO(_text(path))))
+    except csv.Error as e:  # e.g. a field over the csv module's 128 KiB limit
+        raise InputError(path, f"not readable as CSV: {e}") from None
     rows = [r for r in rows if r and any(c.strip() for c in r)]
     if not rows:
         raise InputError(path, "empty file")
