@@ -40,12 +40,19 @@ def test_nul_bytes_in_the_header_name_file_and_byte(tmp_path):
         assert e.value.where == 10  # 'Op Type,Co' is 10 bytes (0-9): the NUL is byte 10
 
 
-def test_malformed_header_names_the_file(tmp_path):
-    # a lone CR inside an unquoted header name (the CR before the line end is dropped)
+def test_a_lone_cr_ends_the_header_as_it_ends_a_row(tmp_path):
+    # a lone CR inside an unquoted header name ends the line there, as it ends every row for
+    # Arrow's parser (a spreadsheet's "CSV (Macintosh)" ends each row with a lone CR): the
+    # header is "Op Type,Co", and the next line "unt" is a row of one field where two are due
     path = _write(tmp_path, "op_statistic.csv", b'Op Type,Co\runt\r\n1,2\n')
+    assert textio.csv_header(path) == ["Op Type", "Co"]
     with pytest.raises(InputError) as e:
-        textio.csv_header(path)
-    assert str(e.value.path) == str(path) and "malformed CSV: header row" in str(e.value)
+        textio.read_csv(path)
+    assert str(e.value.path) == str(path) and "malformed CSV" in str(e.value)
+    # CR-only line endings throughout: header and rows as with LF
+    path = _write(tmp_path, "mac.csv", b"Name,Duration(us)\rx,1.5\ry,2\r")
+    assert textio.csv_header(path) == ["Name", "Duration(us)"]
+    assert textio.read_csv(path).column("Name").to_pylist() == ["x", "y"]
 
 
 def test_header_crlf_and_unended(tmp_path):

@@ -127,7 +127,7 @@ def read_csv(path: Path, *, required: tuple[str, ...] = (), aliases: dict[str, s
     """
     path = Path(path)
     data = read_payload(path)
-    nl = data.find(b"\n", 0, HEADER_MAX_BYTES + 1)
+    nl = _line_end(data, HEADER_MAX_BYTES + 1)
     header = _checked_header(path, data if nl < 0 else data[:nl],
                              nl < 0 and len(data) > HEADER_MAX_BYTES)
     if not data.isascii():  # isascii is a quick scan; most profiler CSVs are pure ASCII
@@ -264,7 +264,7 @@ def csv_header(path: Path) -> list[str]:
                     break
                 blocks.append(more)
                 size += len(more)
-                if b"\n" in more:
+                if b"\n" in more or b"\r" in more:
                     break
     except OSError as e:
         raise InputError(path, f"cannot read: {e.strerror or e}") from None
@@ -273,8 +273,16 @@ def csv_header(path: Path) -> list[str]:
         head = head[3:]
     if not head.strip():
         raise InputError(path, "empty file")
-    nl = head.find(b"\n")
+    nl = _line_end(head, len(head))
     return _checked_header(path, head if nl < 0 else head[:nl], nl < 0 and size > HEADER_MAX_BYTES)
+
+
+def _line_end(data: bytes, stop: int) -> int:
+    """Where the first line of ``data[:stop]`` ends: its first CR or LF (Arrow's CSV parser ends
+    a row at either, and a spreadsheet's "CSV (Macintosh)" ends every row with a lone CR); -1
+    when there is neither."""
+    ends = [i for i in (data.find(b"\n", 0, stop), data.find(b"\r", 0, stop)) if i >= 0]
+    return min(ends) if ends else -1
 
 
 def _checked_header(path: Path, line: bytes, unended: bool) -> list[str]:
