@@ -59,6 +59,28 @@ def test_report_command_rebuilds_the_same_page(q3, tmp_path):
     assert dest.read_text(encoding="utf-8") == first
 
 
+def test_page_written_piece_by_piece_is_the_page_rendered_whole(q3):
+    """analyse writes report.html piece by piece, each chart's spec encoded as it is written:
+    the same bytes as the template rendered whole with every spec in one json.dumps of
+    {name: spec} (made safe inside <script> the same way)."""
+    from ascendprof.report.html import diagnosis, page as P
+
+    d = D.load(q3)
+    sections = P.build_sections(d)
+    specs = {c.name: c.spec() for s in sections for b in s.blocks if b.kind == "chart"
+             for c in b.model.charts()}
+    assert len(specs) > 5
+    whole = json.dumps(specs, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    whole = whole.replace("</", "<\\/").replace("<!--", "<\\!--")
+    assert P._specs(sections) == whole
+    root = (d.summary or {}).get("root") or str(q3)
+    page = P._env().get_template("report.html.j2").render(
+        sections=sections, version=P.__version__, title=f"ascendprof report: {root}",
+        chart_specs=whole, echarts_js=P._static("echarts.min.js"),
+        charts_js=P._static("charts.js"), root=root, headline=diagnosis.headline_html(d))
+    assert (q3 / "report.html").read_text(encoding="utf-8") == page
+
+
 def test_no_html_removes_our_page_but_not_a_foreign_one(tmp_path):
     out = tmp_path / "o"
     assert _cli("analyse", QWEN3, "-o", out, "-q").exit_code == 0

@@ -10,6 +10,8 @@ the per-rank partials.
 from __future__ import annotations
 
 import gc
+import os
+import tempfile
 from collections.abc import Mapping
 from functools import partial
 from importlib import import_module
@@ -29,12 +31,14 @@ from ascendprof.model.options import ReadOptions
 from ascendprof.model.problems import Problems
 from ascendprof.model.ranks import rank_ranges
 from ascendprof.model.results import (ClusterAnalysis, RankResult,  # noqa: F401 - re-exported
-                                      SMALL_TABLES, concat_parts, shared, unpark)
+                                      SMALL_TABLES, concat_batches, concat_parts, shared,
+                                      unpark)
 from ascendprof.model.source import Source
 from ascendprof.readers import host_events, read_source, reader_module
 from ascendprof.sysio import bigtables
 from ascendprof.sysio.atomic import ensure_dir, write_parquet
 from ascendprof.sysio.jsonstream import SpilledJsonMembers
+from ascendprof.sysio.parking import write_ipc
 
 
 #: spilled tables no advice rule reads (analyze.advice: none names them)
@@ -413,15 +417,59 @@ def conclude(ca: ClusterAnalysis, thresholds: dict | None = None,
     for r in ca.ranks:
         r.tables.pop(verdicts.OP_ROWS, None)
     release_free_heap()
-    # in rank order, as the matrix reads them (no sorted copy), in chunks (no combined copy)
-    links, ca.links = ca.concat(S.COMM_LINKS, one_chunk=False, by_rank=True), None
-    if links is not None and links.num_rows:  # after the verdicts: their peaks do not add up
-        # written to a scratch file group by group: an all-to-all group's n x n links per op
-        # are never held as one text
-        ca.communication_matrix = SpilledJsonMembers(cluster_communication.matrix_json(
-            links, membership=ca.membership), directory=scratch)
-        release_free_heap()
+    # after the verdicts: their peaks do not add up. Written to a scratch file group by group:
+    # an all-to-all group's n x n links per op are never held as one text
+    if ca.links is not None:  # a caller's links, held already
+        links, ca.links = ca.links, None
+        if links.num_rows:
+            ca.communication_matrix = SpilledJsonMembers(cluster_communication.matrix_json(
+                links, membership=ca.membership), directory=scratch)
+    elif any(r.tables[S.COMM_LINKS].num_rows for r in ca.ranks if S.COMM_LINKS in r.tables):
+        # the ranks' links read back a batch of ranks at a time (in rank order, as the matrix
+        # writes them), split by group into a scratch file, then merged one group at a time:
+        # never all links at once (~50 MB of Arrow at 4096 ranks beside the largest group)
+        ranks = sorted(ca.ranks, key=lambda r: r.rank)
+        with _ScratchTables(scratch) as parked:
+            ca.communication_matrix = SpilledJsonMembers(
+                cluster_communication.matrix_json_batches(
+                    lambda: concat_batches((r.tables[S.COMM_LINKS] for r in ranks
+                                            if S.COMM_LINKS in r.tables), "permissive"),
+                    ca.membership, park=parked.park), directory=scratch)
+    release_free_heap()
     return ca
+
+
+class _ScratchTables:
+    """Arrow tables put aside in an unlinked temporary file (in ``directory``, the system's
+    temporary directory when None) until read back: :meth:`park` returns a handle whose
+    ``load()`` reads its table back (one pread, not a memory map, whose touched pages would
+    count as this process's resident memory). The file goes when the ``with`` block ends."""
+
+    def __init__(self, directory: Path | None = None):
+        self._file = tempfile.TemporaryFile(prefix=".ascendprof-scratch-", dir=directory)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._file.close()
+
+    def park(self, table: pa.Table):
+        start = self._file.seek(0, 2)
+        write_ipc(self._file, table)
+        self._file.flush()
+        return _Scratched(self._file, start, self._file.tell() - start)
+
+
+class _Scratched:
+    __slots__ = ("_file", "_offset", "_length")
+
+    def __init__(self, file, offset: int, length: int):
+        self._file, self._offset, self._length = file, offset, length
+
+    def load(self) -> pa.Table:
+        data = os.pread(self._file.fileno(), self._length, self._offset)
+        return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
 
 
 __all__ = ["RankResult", "ClusterAnalysis", "process_rank", "run_ranks", "gather",

@@ -84,20 +84,26 @@ def concat_parts(tables, promote_options: str = "none") -> pa.Table | None:
     order, None when there are none. Read back and combined :data:`CONCAT_BATCH` at a time:
     a table read back is a few KB of objects beside its data, and all ranks' at once were
     ~60 MB at 4096 ranks. Its chunks are those batches."""
-    done, batch = [], []
-    for t in tables:
-        batch.append(unpark(t))
-        if len(batch) == CONCAT_BATCH:
-            done.append(pa.concat_tables(batch, promote_options=promote_options)
-                        .combine_chunks())
-            batch = []
-    if batch:
-        done.append(pa.concat_tables(batch, promote_options=promote_options).combine_chunks()
-                    if len(batch) > 1 or not done else batch[0])
+    done = list(concat_batches(tables, promote_options))
     if not done:
         return None
     return done[0] if len(done) == 1 else pa.concat_tables(done,
                                                             promote_options=promote_options)
+
+
+def concat_batches(tables, promote_options: str = "none"):
+    """The tables of ``tables`` (each a pa.Table or parked: :func:`unpark`), in order, read
+    back and concatenated :data:`CONCAT_BATCH` at a time: one table per batch, each in one
+    chunk (a last batch of one table after others: that table as it is)."""
+    batch, first = [], True
+    for t in tables:
+        batch.append(unpark(t))
+        if len(batch) == CONCAT_BATCH:
+            yield pa.concat_tables(batch, promote_options=promote_options).combine_chunks()
+            batch, first = [], False
+    if batch:
+        yield (pa.concat_tables(batch, promote_options=promote_options).combine_chunks()
+               if len(batch) > 1 or first else batch[0])
 
 
 def unpark(value):

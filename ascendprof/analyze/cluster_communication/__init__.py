@@ -30,7 +30,8 @@ serialises and compresses a rank's OPINFOs in the worker into :class:`OpFragment
 (:data:`RECORDS_PER_CHUNK` per chunk), :class:`FragmentsBuilder` the same from tables read
 batch by batch. ``communication_file``: :class:`CommunicationFile`,
 cluster_communication.json streamed one group at a time. ``matrix``: :func:`matrix_json` / :func:`matrix_groups`
-(cluster_communication_matrix.json, as text or parsed), :func:`unmapped_links` (the links it leaves out).
+(cluster_communication_matrix.json, as text or parsed; :func:`matrix_json_batches` from links
+read a batch of ranks at a time), :func:`unmapped_links` (the links it leaves out).
 Internal: ``opinfo`` (an OPINFO's fields, built from rows), ``totals`` ('Total Op Info' sums).
 """
 
@@ -44,8 +45,10 @@ from ascendprof.analyze.cluster_communication.groups import (build_groups, doubl
                                                              first_memberships, group_membership,
                                                              parallel_groups)
 from ascendprof.analyze.cluster_communication.matrix import (matrix_groups, matrix_json,
+                                                             matrix_json_batches,
                                                              unmapped_links)
 
 __all__ = ["CommunicationFile", "FragmentsBuilder", "OpFragments", "RECORDS_PER_CHUNK",
            "build_groups", "double_hash", "first_memberships", "group_membership",
-           "matrix_groups", "matrix_json", "parallel_groups", "rank_fragments", "unmapped_links"]
+           "matrix_groups", "matrix_json", "matrix_json_batches", "parallel_groups",
+           "rank_fragments", "unmapped_links"]

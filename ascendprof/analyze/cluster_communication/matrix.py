@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 from ascendprof.analyze.cluster_communication.groups import group_membership, key_for
 from ascendprof.analyze.cluster_communication.matrix_columns import NeedsRecords, group_json
 from ascendprof.analyze.cluster_communication.opinfo import TOTAL_OP_INFO, ratio, to_ms
+from ascendprof.model.results import concat_parts
 
 _MATRIX_TYPE_RE = ("send|reduce|invalid|broadcast|allreduce|receive|allgather|reducescatter|"
                    "scatter|alltoall|alltoallv|alltoallvc|batchsendrecv")
@@ -267,6 +268,81 @@ def matrix_json(comm_links: pa.Table | None, comm_ops: pa.Table | None = None,
         del sub  # the pieces hold what they need: the group's rows go before its text is made
         if pieces is not None:
             yield names[int(row_key[order[a]])], pieces
+
+
+def matrix_json_batches(read_batches, membership, park=None):
+    """:func:`matrix_json` of the concatenation of ``read_batches()`` (same pairs, same text),
+    without holding every link at once: each batch's rows are split by group key as it is
+    read, and each group key's rows are put aside (``park(table)`` returns a handle that
+    :func:`~ascendprof.model.results.unpark` reads back, e.g. a table parked in a scratch file;
+    the table itself when None), then each group is merged from its parts alone. The links of
+    4096 ranks were ~50 MB of Arrow beside the merge of their largest group.
+
+    ``read_batches``: a callable returning an iterable of COMM_LINKS tables (a few hundred
+    ranks each), ranks ascending over all of them (each rank's rows in file order); called a
+    second time only for raw flat-CANN records, which are condensed over all rows at once
+    (:func:`matrix_json`). ``membership``: :func:`group_membership` of the cluster."""
+    coll, p2p = membership
+    keys: dict[str, int] = {}  # group key -> position, first seen first
+    key_of: dict[str, int] = {}  # "kind\0group" -> group key position
+    parts: list[list] = []  # per group key position: its parked parts, in row order
+    schemas = []
+    for batch in read_batches():
+        if batch is None or batch.num_rows == 0:
+            continue
+        if _has_raw_records(batch):  # PROF_ input: condensed over all rows at once
+            del batch
+            parts.clear()
+            yield from matrix_json(concat_parts(read_batches(), promote_options="permissive"),
+                                   membership=membership)
+            return
+        if not schemas or not batch.schema.equals(schemas[-1]):
+            schemas.append(batch.schema)
+        pair = pc.binary_join_element_wise(pc.fill_null(batch.column("kind"), ""),
+                                           pc.fill_null(batch.column("group"), ""), "\0")
+        enc = pc.dictionary_encode(pair).combine_chunks()
+        del pair
+        codes = enc.indices.to_numpy(zero_copy_only=False)
+        key_of_pair = np.array([_key_position(p, key_of, keys, coll, p2p)
+                                for p in enc.dictionary.to_pylist()], dtype=np.int64)
+        row_key = key_of_pair[codes]
+        order = np.argsort(row_key, kind="stable")  # rows of a group key together, in row order
+        sorted_key = row_key[order]
+        bounds = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1], True])
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            k = int(sorted_key[a])
+            while len(parts) <= k:
+                parts.append([])
+            sub = batch.take(order[a:b])
+            parts[k].append(park(sub) if park is not None else sub)
+        del batch, sub
+    schema = (pa.unify_schemas(schemas, promote_options="permissive") if len(schemas) > 1
+              else schemas[0] if schemas else None)
+    for name, k in keys.items():
+        if k >= len(parts) or not parts[k]:
+            continue
+        sub = concat_parts(parts[k], promote_options="permissive")
+        parts[k] = None
+        if not sub.schema.equals(schema):
+            sub = sub.cast(schema)
+        sub = sub.combine_chunks()
+        try:
+            pieces = group_json(sub)
+        except NeedsRecords:  # e.g. two local links of one global link: record by record
+            for key, steps in _matrix_members(
+                    zip(*(sub.column(f).to_pylist() for f in _LINK_FIELDS)), coll, p2p):
+                yield key, [orjson.dumps(steps, option=orjson.OPT_NON_STR_KEYS)]
+            continue
+        del sub
+        if pieces is not None:
+            yield name, pieces
+
+
+def _key_position(pair: str, key_of: dict, keys: dict, coll: dict, p2p: dict) -> int:
+    k = key_of.get(pair)
+    if k is None:
+        k = key_of[pair] = keys.setdefault(key_for(*pair.split("\0", 1), coll, p2p), len(keys))
+    return k
 
 
 def _by_rank(comm_links: pa.Table) -> pa.Table:

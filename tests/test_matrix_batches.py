@@ -1,0 +1,114 @@
+"""cluster_communication_matrix.json from the ranks' links read a batch of ranks at a time and
+split by group (cluster_communication.matrix_json_batches, what the analyse flow writes) is the
+text of the merge over all links at once (cluster_communication.matrix_json, a second path:
+one table of every rank's links, grouped by one sort).
+
+Generated clusters with several groups per rank (TP, PP and DP), in both matrix layouts, and
+the batches cut small so that a group's rows are spread over several batches."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from ascendprof.analyze import cluster_communication as cc
+from ascendprof.model import results as R
+from ascendprof.model import schemas as S
+from ascendprof.model.problems import Problems
+from ascendprof.readers import read_source
+from ascendprof.scan import load_sources
+
+
+def _rank_links(root):
+    """Each rank's COMM_LINKS as read, ranks ascending, and every rank's COMM_OPS."""
+    links, ops = {}, []
+    for src in load_sources(root, Problems()):
+        data = read_source(src)
+        if data.has(S.COMM_LINKS):
+            links[data.rank] = data.tables[S.COMM_LINKS]
+        if data.has(S.COMM_OPS):
+            ops.append(data.tables[S.COMM_OPS])
+    return [links[r] for r in sorted(links)], pa.concat_tables(ops)
+
+
+def _text(pairs) -> list[tuple[str, bytes]]:
+    return [(key, b"".join(pieces)) for key, pieces in pairs]
+
+
+class _Parked:
+    """A table kept as IPC bytes (what the engine's scratch file holds), read back on load."""
+
+    def __init__(self, table):
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as w:
+            w.write_table(table)
+        self.data = sink.getvalue()
+
+    def load(self):
+        return pa.ipc.open_stream(self.data).read_all()
+
+
+@pytest.mark.parametrize("layout", ["template", "mesh"])
+@pytest.mark.parametrize("batch", [3, 7, 256])
+def test_batched_matrix_equals_whole_table(generated_cluster, monkeypatch, layout, batch):
+    root = generated_cluster(32, "--comm-ops-per-rank", "12", "--kernels-per-rank", "20",
+                             "--tp", "4", "--pp", "2", "--matrix", layout)
+    tables, ops = _rank_links(root)
+    membership = cc.group_membership(ops, pa.concat_tables(tables))
+    whole = _text(cc.matrix_json(pa.concat_tables(tables), membership=membership))
+    # several group keys (TP 4 x PP 2 x DP 4 groups and the p2p pairs), each with links
+    assert len(whole) >= 8 and all(len(text) > 2 for _, text in whole)
+    monkeypatch.setattr(R, "CONCAT_BATCH", batch)
+    parked = []
+
+    def park(t):
+        parked.append(_Parked(t))
+        return parked[-1]
+
+    got = _text(cc.matrix_json_batches(lambda: R.concat_batches(tables, "permissive"),
+                                       membership, park=park))
+    assert [k for k, _ in got] == [k for k, _ in whole]
+    assert got == whole
+    # the groups' rows were put aside batch by batch: more parts than groups when cut small
+    assert len(parked) > len(whole) if batch < 32 else len(parked) == len(whole)
+    # and without parking (the tables held as they are)
+    assert _text(cc.matrix_json_batches(lambda: R.concat_batches(tables, "permissive"),
+                                        membership)) == whole
+
+
+def test_batched_matrix_without_links():
+    assert list(cc.matrix_json_batches(lambda: iter(()), ({}, {}))) == []
+    empty = pa.Table.from_pylist([], schema=S.SCHEMAS[S.COMM_LINKS])
+    assert list(cc.matrix_json_batches(lambda: iter([empty]), ({}, {}))) == []
+
+
+def test_raw_records_in_a_later_batch_condensed_over_all_links(tmp_path, monkeypatch):
+    """A flat-CANN matrix (one record per op, condensed to top1/middle/bottom/total over all
+    rows) in the second batch: the batches already split are dropped and every link is merged
+    at once, as matrix_json does."""
+    import json
+
+    from ascendprof.readers.communication import read_matrix
+
+    def link(tt, mb, ms):
+        return {"Transport Type": tt, "Transit Size(MB)": mb, "Transit Time(ms)": ms,
+                "Bandwidth(GB/s)": round(mb / ms, 4)}
+
+    files = {0: {"allgather-total@g": {"0-0": link("LOCAL", 1.0, 1.0),
+                                       "0-1": link("HCCS", 2.0, 1.0)}},
+             1: {"hcom_allGather__1_0_1@g": {"1-1": link("LOCAL", 1.0, 1.0),
+                                             "1-0": link("HCCS", 4.0, 1.0)},
+                 "hcom_allGather__1_1_1@g": {"1-0": link("HCCS", 3.0, 1.0)}}}
+    tables = []
+    for rank, data in files.items():
+        p = tmp_path / f"m{rank}.json"
+        p.write_text(json.dumps(data))
+        tables.append(read_matrix(p, rank))
+    links = pa.concat_tables(tables)
+    membership = cc.group_membership(None, links)
+    whole = _text(cc.matrix_json(links, membership=membership))
+    assert whole and any(b"top1" in text for _, text in whole)  # condensed
+    monkeypatch.setattr(R, "CONCAT_BATCH", 1)
+    got = _text(cc.matrix_json_batches(lambda: R.concat_batches(tables, "permissive"),
+                                       membership, park=_Parked))
+    assert got == whole
