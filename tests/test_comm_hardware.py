@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 from decimal import Decimal
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from ascendprof.analyze import comm_hardware as ch
@@ -61,3 +64,93 @@ def test_qwen3_instance_and_links():
     assert hccs["Bandwidth(GB/s)"] == pytest.approx(size / ms, rel=1e-3)
     assert hccs["Reference(GB/s)"] == 30.0
     assert hccs["Share of Reference(%)"] == pytest.approx(100 * size / ms / 30.0, rel=1e-3)
+
+
+def _pandas_sent(ops: pa.Table, bw: pa.Table) -> list[float]:
+    """The MB each op sent over the links, computed independently with pandas: the link rows'
+    (HCCS, PCIE, SIO, RDMA, any case) sizes summed per (step, group, op name) with pandas'
+    grouped sum (nulls as keys of their own; a row with no step matches no op), each op given
+    its key's sum, 0.0 when it has none."""
+    b = bw.select(["step", "group", "op_name", "transport", "size_mb"]).to_pandas()
+    b = b[b["transport"].fillna("").str.upper().isin(LINKS) & b["step"].notna()]
+    sums = b.groupby(["step", "group", "op_name"], dropna=False)["size_mb"].sum()
+    def key(k):
+        return tuple(None if v is None or v != v else v for v in k)
+    by_key = {key(k): v for k, v in sums.items()}
+    o = ops.filter(pc.is_valid(ops["start_ns"]))
+    return [by_key.get(key(k), 0.0) for k in zip(o["step"].to_pylist(), o["group"].to_pylist(),
+                                                  o["op_name"].to_pylist())]
+
+
+def _chunked(t: pa.Table, rows: int, dictionary: bool) -> pa.Table:
+    """``t`` in chunks of ``rows`` rows, its texts dictionary-encoded one dictionary per chunk
+    (as a large rank's table is read back from its Parquet row groups) when ``dictionary``."""
+    parts = [t.slice(i, rows) for i in range(0, t.num_rows, rows)]
+    if dictionary:
+        parts = [pa.table({c: pc.dictionary_encode(p[c]) if pa.types.is_string(p[c].type)
+                           else p[c] for c in p.column_names}) for p in parts]
+    return pa.concat_tables(parts)
+
+
+def _odd_rank():
+    """A rank's COMM_OPS / COMM_BANDWIDTH with what real files rarely hold: null groups and
+    op names (matching each other), null steps and sizes, NaN sizes, lower-case transports,
+    link rows of ops not in COMM_OPS, ops without a start, repeated keys."""
+    rng = np.random.default_rng(7)
+    n_ops, n_bw = 300, 3000
+    groups = np.array([None, "g0", "g1", ""], dtype=object)
+    names = np.array([None, *(f"hcom_allReduce__{i}_1" for i in range(40))], dtype=object)
+    ops = pa.table({
+        "step": pa.array(rng.integers(1, 4, n_ops), pa.int32()),
+        "group": pa.array(groups[rng.integers(0, 4, n_ops)].tolist(), pa.string()),
+        "op_name": pa.array(names[rng.integers(0, 41, n_ops)].tolist(), pa.string()),
+        "start_ns": pa.array([None if i % 37 == 0 else 10 * i for i in range(n_ops)],
+                             pa.int64()),
+        "elapse_ns": pa.array(rng.integers(1, 10**6, n_ops), pa.int64())})
+    transports = np.array(["HCCS", "hccs", "PCIE", "SIO", "RDMA", "SDMA", None], dtype=object)
+    size = rng.random(n_bw) * 10.0 ** rng.integers(-3, 6, n_bw)
+    size[rng.random(n_bw) < 0.03] = np.nan
+    bw = pa.table({
+        "step": pa.array([None if x == 0 else int(x) for x in rng.integers(0, 5, n_bw)],
+                         pa.int32()),
+        "group": pa.array(np.array([*groups, "gx"], dtype=object)[
+            rng.integers(0, 5, n_bw)].tolist(), pa.string()),
+        "op_name": pa.array(np.array([*names, "other"], dtype=object)[
+            rng.integers(0, 42, n_bw)].tolist(), pa.string()),
+        "transport": pa.array(transports[rng.integers(0, 7, n_bw)].tolist(), pa.string()),
+        "size_mb": pa.array([None if i % 41 == 0 else float(v) for i, v in enumerate(size)],
+                            pa.float64()),
+        "transit_ns": pa.array(rng.integers(0, 10**7, n_bw), pa.int64()),
+        "large_packet_ratio": pa.array(rng.random(n_bw), pa.float64())})
+    return ops, bw
+
+
+def _real_ranks():
+    from ascendprof.readers import read_source
+    from ascendprof.scan import load_sources
+    from ascendprof.model import schemas as S
+
+    for src in load_sources(QWEN3):
+        d = read_source(src)
+        yield d.tables[S.COMM_OPS], d.tables[S.COMM_BANDWIDTH]
+
+
+@pytest.mark.parametrize("slice_rows", [1, 7, 1 << 18])
+def test_link_sent_in_slices_and_chunks_is_pandas_grouped_sum(monkeypatch, slice_rows):
+    # the link rows are keyed and summed a slice at a time against the ops' own keys: the
+    # same sums, to the bit, as one grouped sum over every row, whatever the slices and the
+    # chunks and dictionaries the tables come in
+    from ascendprof.model import schemas as S
+
+    monkeypatch.setattr(ch, "_SLICE_ROWS", slice_rows)
+    cases = [*_real_ranks(), _odd_rank()]
+    matched = 0
+    for ops, bw in cases:
+        want = _pandas_sent(ops, bw)
+        matched += sum(v > 0 for v in want)
+        for chunk_rows, dictionary in ((bw.num_rows or 1, False), (97, True), (500, False)):
+            got = ch.rank_partial({S.COMM_OPS: _chunked(ops, 61, dictionary),
+                                   S.COMM_BANDWIDTH: _chunked(bw, chunk_rows, dictionary)},
+                                  0)[ch.OPS]["sent_mb"].to_pylist()
+            assert got == want
+    assert matched > 100  # the cases do send over the links

@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ascendprof.analyze.codes import filled_codes, group_codes
+from ascendprof.analyze.codes import filled_codes
 from ascendprof.model import schemas as S
 
 OPS = "comm_hw_ops"
@@ -63,49 +63,115 @@ def bus_factor(op_name: str, n: int) -> float:
     return 1.0
 
 
-def _key_codes(bw_rows: pa.Table, ops: pa.Table) -> tuple[np.ndarray, np.ndarray, int]:
-    """Group numbers of the (step, group, op_name) keys of ``bw_rows`` and of ``ops`` counted
-    together (a null is a value of its own, so a null group matches a null group), and the
-    number of groups: ``(of bw_rows, of ops, groups)``."""
-    codes = []
-    for c in ("step", "group", "op_name"):
-        typ = pa.int64() if c == "step" else pa.string()
-        a, b = bw_rows[c], ops[c]
-        if pa.types.is_dictionary(a.type):  # (a large rank's texts, read as codes): no text
-            typ = a.type                    # per row, the ops' texts encoded alike
-            b = b if pa.types.is_dictionary(b.type) else pc.dictionary_encode(b)
-        col = pa.chunked_array([*pc.cast(a, typ).chunks, *pc.cast(b, typ).chunks], typ)
-        codes.append(_codes(col) + 1)  # null: 0
-    _, inv = group_codes(*codes)
-    n = bw_rows.num_rows
-    return inv[:n], inv[n:], int(inv.max()) + 1 if len(inv) else 0
+_KEYS = ("step", "group", "op_name")
+#: link rows keyed a slice at a time (a few arrays of 8 bytes a row each, not ~4 M rows' worth)
+_SLICE_ROWS = 1 << 18
 
 
-def _codes(column: pa.ChunkedArray) -> np.ndarray:
-    """Dictionary codes (int32, -1 for null) of ``column``, as analyze.codes.text_codes gives
-    them, without its distinct values as Python objects (at 10^6 op names ~0.1 GB)."""
-    if not pa.types.is_dictionary(column.type):
-        column = pc.dictionary_encode(column)  # one growing dictionary over the chunks
-    elif column.num_chunks > 1:
-        column = pa.table({"c": column}).unify_dictionaries().column("c")
-    idx = pa.chunked_array([c.indices for c in column.chunks], pa.int32())
-    return pc.fill_null(idx, -1).to_numpy()  # int32, as text_codes: 4 bytes a row
+class _OpKeys:
+    """The distinct (step, group, op_name) keys of the ops, numbered in order of first
+    appearance (a null is a value of its own: a null group matches a null group), and
+    :meth:`of` the number of any other table's rows in that numbering (-1: no op has the key).
+
+    The key columns are coded one at a time against the ops' distinct values (0 null, i + 1
+    the i-th value) and combined pairwise, each pair renumbered over the ops' distinct pairs,
+    so no combined key exceeds (ops + 1)^2; only the ops' keys are hashed, each link row
+    looked up in them (a slice at a time), never one hash table over ops and links together
+    (a 1 GB communication.json: ~4 M link rows, ~0.4 GB)."""
+
+    def __init__(self, ops: pa.Table):
+        self.values, self.pairs, self._maps = [], [], {}
+        code = None
+        for c in _KEYS:
+            col = ops[c]
+            typ = col.type.value_type if pa.types.is_dictionary(col.type) else col.type
+            typ = pa.int64() if pa.types.is_integer(typ) else typ
+            self.values.append(pc.drop_null(pc.unique(
+                col if col.type == typ else pc.cast(col, typ))))
+            k = self._codes(col, len(self.values) - 1)
+            if code is None:
+                code = k
+                continue
+            key = code * (len(self.values[-1]) + 1) + k
+            key = pa.array(key)
+            uniq = pc.unique(key)  # first-appearance order
+            self.pairs.append(uniq)
+            code = np.asarray(pc.index_in(key, value_set=uniq).to_numpy(zero_copy_only=False),
+                              np.int64)
+        self.ops = code if code is not None else np.zeros(0, np.int64)
+        self.n = len(self.pairs[-1]) if self.pairs else 0
+
+    def _codes(self, column, i: int) -> np.ndarray:
+        """int64 per row of ``column``: 0 null, v + 1 for the ops' i-th column's value v, -1
+        for a value no op has."""
+        dist = self.values[i]
+        parts = []
+        chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+        for ch in chunks:
+            if pa.types.is_dictionary(ch.type):  # the dictionary looked up once, not per row
+                d = ch.dictionary
+                sig = (i, len(d), d.offset, *(b.address if b is not None else 0
+                                              for b in d.buffers()))
+                m = self._maps.get(sig)
+                if m is None:
+                    m = self._lookup(d, dist)
+                    self._maps[sig] = m
+                idx = ch.indices
+                out = m[np.asarray(pc.fill_null(idx, 0).to_numpy(zero_copy_only=False),
+                                   np.int64)] if len(m) else np.zeros(len(ch), np.int64)
+                if idx.null_count:
+                    out[~np.asarray(idx.is_valid().to_numpy(zero_copy_only=False), bool)] = 0
+            else:
+                out = self._lookup(ch, dist)
+            parts.append(out)
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    @staticmethod
+    def _lookup(values: pa.Array, dist: pa.Array) -> np.ndarray:
+        if values.type != dist.type:
+            values = pc.cast(values, dist.type)
+        pos = pc.index_in(values, value_set=dist)
+        out = np.asarray(pc.fill_null(pos, -2).to_numpy(zero_copy_only=False), np.int64) + 1
+        if values.null_count:
+            out[~np.asarray(values.is_valid().to_numpy(zero_copy_only=False), bool)] = 0
+        return out
+
+    def of(self, table: pa.Table) -> np.ndarray:
+        """The key number (as :attr:`ops` numbers them) of each row of ``table``; -1 where no
+        op has its key."""
+        code = None
+        for i, c in enumerate(_KEYS):
+            k = self._codes(table[c], i)
+            if code is None:
+                code = k
+                continue
+            bad = (code < 0) | (k < 0)
+            key = code * (len(self.values[i]) + 1) + k
+            key[bad] = -1
+            pos = pc.index_in(pa.array(key), value_set=self.pairs[i - 1])
+            code = np.asarray(pc.fill_null(pos, -1).to_numpy(zero_copy_only=False), np.int64)
+        return code
 
 
-def _link_sent(bw: pa.Table, idx: np.ndarray, size: np.ndarray, ops: pa.Table) -> pa.Array:
-    """Per row of ``ops`` the sum of the sizes (MB) of the link rows ``idx`` of ``bw`` with its
-    (step, group, op_name), nulls skipped, compensated as pandas' grouped sum adds (Kahan, in
-    row order); 0.0 for an op without such a row."""
-    kb, ko, n = _key_codes(bw.select(["step", "group", "op_name"]).take(pa.array(idx)),
-                           ops.select(["step", "group", "op_name"]))
-    vals = size[idx]
-    ok = ~np.isnan(vals)
-    kb, vals = kb[ok], vals[ok]
+def _link_sent(bw: pa.Table, link: np.ndarray, size: np.ndarray, ops: pa.Table) -> pa.Array:
+    """Per row of ``ops`` the sum of the sizes (MB) of the link rows (``link``: a bool per row
+    of ``bw``) with its (step, group, op_name), nulls skipped, compensated as pandas' grouped
+    sum adds (Kahan, in row order); 0.0 for an op without such a row. The link rows are keyed
+    and summed a slice of ``bw`` at a time, in row order (the sums are those of one pass)."""
+    keys = _OpKeys(ops.select(list(_KEYS)))
+    n = keys.n
     # running sums and compensations as C doubles (8 bytes a key, not a Python float of ~32)
     tot, comp = array("d", bytes(8 * n)), array("d", bytes(8 * n))
-    step = 1 << 16  # Python floats a slice at a time: 10^6 of them at once are ~60 MB
-    for i in range(0, len(kb), step):
-        for k, v in zip(kb[i:i + step].tolist(), vals[i:i + step].tolist()):
+    cols = bw.select(list(_KEYS))
+    for at in range(0, bw.num_rows, _SLICE_ROWS):
+        sel = link[at:at + _SLICE_ROWS] & ~np.isnan(size[at:at + _SLICE_ROWS])
+        if not sel.any():
+            continue
+        rows = np.flatnonzero(sel)
+        kb = keys.of(cols.slice(at, _SLICE_ROWS))[rows]  # (a take would copy the texts)
+        vals = size[at + rows]
+        ok = kb >= 0
+        for k, v in zip(kb[ok].tolist(), vals[ok].tolist()):
             s = tot[k]
             c = comp[k]
             y = v - c
@@ -113,7 +179,7 @@ def _link_sent(bw: pa.Table, idx: np.ndarray, size: np.ndarray, ops: pa.Table) -
             c = t - s - y
             comp[k] = 0.0 if c != c else c
             tot[k] = t
-    return pa.array(np.asarray(tot, np.float64)[ko] if n else np.zeros(ops.num_rows),
+    return pa.array(np.asarray(tot, np.float64)[keys.ops] if n else np.zeros(ops.num_rows),
                     pa.float64())
 
 
@@ -141,7 +207,7 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
         # matches the ops' null
         link &= np.asarray(pc.is_valid(bw["step"]).to_numpy(zero_copy_only=False), bool)
         if link.any():
-            sent_mb = _link_sent(bw, np.flatnonzero(link), size, o)
+            sent_mb = _link_sent(bw, link, size, o)
         pos = np.nan_to_num(size, nan=0.0) > 0
         if pos.any():
             transit = bw["transit_ns"].to_numpy(zero_copy_only=False)
