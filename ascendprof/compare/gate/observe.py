@@ -38,13 +38,16 @@ def observations(side: Side) -> pd.DataFrame:
     if side.steps is not None and len(side.steps):
         st = side.steps
         nsteps = {int(r): max(int(n), 1) for r, n in st.groupby("rank")["step"].nunique().items()}
+        # a breakdown without step numbers (one window over the run, recomputed from kernels)
+        # is one value of its rank: keyed "" (a null key would drop out of every groupby)
+        step_key = st["step"].map(lambda v: "" if pd.isna(v) else str(int(v)))
         for name, col in STEP_METRICS.items():
             v = st[col]
             ok = v.notna()
             if ok.any():
                 rows.append(pd.DataFrame({
                     "metric": name, "rank": st["rank"][ok].astype(int),
-                    "step": st["step"][ok].astype(str), "key": "", "transport": "",
+                    "step": step_key[ok], "key": "", "transport": "",
                     "value": v[ok].astype(float), "denom": float("nan")}))
     if side.kernels is not None and len(side.kernels):
         k = side.kernels[~side.kernels["accelerator_core"].isin(COMM_CORES)]
