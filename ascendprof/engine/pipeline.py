@@ -382,7 +382,7 @@ def gather(root: str, sources: list[Source], results: list[RankResult],
     ca.membership = membership
     release_free_heap()
 
-    ca.csv_files = registry.cluster_files(ca)
+    ca.csv_files = registry.cluster_files(ca, between=release_free_heap)
     return ca
 
 
