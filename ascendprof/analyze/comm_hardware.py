@@ -69,37 +69,46 @@ _SLICE_ROWS = 1 << 18
 
 
 class _OpKeys:
-    """The distinct (step, group, op_name) keys of the ops, numbered in order of first
-    appearance (a null is a value of its own: a null group matches a null group), and
-    :meth:`of` the number of any other table's rows in that numbering (-1: no op has the key).
+    """The distinct (step, group, op_name) keys of the ops, numbered (a null is a value of its
+    own: a null group matches a null group), and :meth:`of` the number of any other table's
+    rows in that numbering (-1: no op has the key).
 
     The key columns are coded one at a time against the ops' distinct values (0 null, i + 1
-    the i-th value) and combined pairwise, each pair renumbered over the ops' distinct pairs,
-    so no combined key exceeds (ops + 1)^2; only the ops' keys are hashed, each link row
-    looked up in them (a slice at a time), never one hash table over ops and links together
-    (a 1 GB communication.json: ~4 M link rows, ~0.4 GB)."""
+    the i-th value) and combined pairwise, each pair renumbered over the ops' distinct pairs
+    (sorted: looked up by binary search), so no combined key exceeds (ops + 1)^2. Only the
+    ops' keys are hashed, once; the link rows are looked up in them a slice at a time, never
+    one hash table over ops and links together (a 1 GB communication.json: ~4 M link rows,
+    ~0.4 GB)."""
 
     def __init__(self, ops: pa.Table):
         self.values, self.pairs, self._maps = [], [], {}
         code = None
         for c in _KEYS:
-            col = ops[c]
-            typ = col.type.value_type if pa.types.is_dictionary(col.type) else col.type
-            typ = pa.int64() if pa.types.is_integer(typ) else typ
-            self.values.append(pc.drop_null(pc.unique(
-                col if col.type == typ else pc.cast(col, typ))))
-            k = self._codes(col, len(self.values) - 1)
+            dist, k = self._encode(ops[c])
+            self.values.append(dist)
             if code is None:
                 code = k
                 continue
-            key = code * (len(self.values[-1]) + 1) + k
-            key = pa.array(key)
-            uniq = pc.unique(key)  # first-appearance order
+            uniq, inv = np.unique(code * (len(dist) + 1) + k, return_inverse=True)
             self.pairs.append(uniq)
-            code = np.asarray(pc.index_in(key, value_set=uniq).to_numpy(zero_copy_only=False),
-                              np.int64)
+            code = inv.reshape(-1).astype(np.int64, copy=False)
         self.ops = code if code is not None else np.zeros(0, np.int64)
         self.n = len(self.pairs[-1]) if self.pairs else 0
+
+    @staticmethod
+    def _encode(column) -> tuple[pa.Array, np.ndarray]:
+        """The distinct non-null values of an ops' column and its codes (int64, 0 null)."""
+        if pa.types.is_dictionary(column.type):
+            column = column.cast(column.type.value_type)
+        if pa.types.is_integer(column.type):
+            column = pc.cast(column, pa.int64())
+        enc = pc.dictionary_encode(column)  # one growing dictionary over the chunks
+        chunks = enc.chunks if isinstance(enc, pa.ChunkedArray) else [enc]
+        if not chunks:
+            return pa.array([], column.type), np.zeros(0, np.int64)
+        idx = pa.chunked_array([ch.indices for ch in chunks], pa.int32())
+        codes = np.asarray(pc.fill_null(idx, -1).to_numpy(), np.int64) + 1
+        return chunks[-1].dictionary, codes
 
     def _codes(self, column, i: int) -> np.ndarray:
         """int64 per row of ``column``: 0 null, v + 1 for the ops' i-th column's value v, -1
@@ -145,11 +154,15 @@ class _OpKeys:
             if code is None:
                 code = k
                 continue
-            bad = (code < 0) | (k < 0)
+            uniq = self.pairs[i - 1]
             key = code * (len(self.values[i]) + 1) + k
-            key[bad] = -1
-            pos = pc.index_in(pa.array(key), value_set=self.pairs[i - 1])
-            code = np.asarray(pc.fill_null(pos, -1).to_numpy(zero_copy_only=False), np.int64)
+            pos = np.minimum(np.searchsorted(uniq, key), max(len(uniq) - 1, 0))
+            found = (code >= 0) & (k >= 0)
+            if len(uniq):
+                found &= uniq[pos] == key
+            else:
+                found[:] = False
+            code = np.where(found, pos, -1)
         return code
 
 
