@@ -8,6 +8,7 @@ import json
 from decimal import Decimal
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -154,3 +155,61 @@ def test_link_sent_in_slices_and_chunks_is_pandas_grouped_sum(monkeypatch, slice
                                   0)[ch.OPS]["sent_mb"].to_pylist()
             assert got == want
     assert matched > 100  # the cases do send over the links
+
+
+def _pandas_instances(ops: pa.Table) -> list[list]:
+    """collective_bandwidth.csv's keys and times computed independently with pandas: the ops
+    with an elapse time grouped by (step, group, op name), sorted, nulls last; per group the
+    distinct ranks, the skew of the starts and latest end minus latest start (ms), the
+    largest MB sent; groups of two or more ranks."""
+    d = ops.to_pandas()
+    d = d[d["elapse_ns"].notna()].copy()
+    d["end"] = d["start_ns"] + d["elapse_ns"]
+    rows = []
+    for (step, grp, name), g in d.groupby(["step", "group", "op_name"], sort=True,
+                                          dropna=False):
+        if g["rank"].nunique() < 2:
+            continue
+        rows.append([None if pd.isna(step) else int(step), None if pd.isna(grp) else grp,
+                     None if pd.isna(name) else name, g["rank"].nunique(),
+                     round((g["start_ns"].max() - g["start_ns"].min()) / 1e6, 3),
+                     round(int(g["end"].max() - g["start_ns"].max()) / 1e6, 3),
+                     round(float(g["sent_mb"].max()), 4)])
+    return rows
+
+
+def _many_ranks():
+    """comm_hw_ops of 6 ranks: repeated and missing instances, null steps, groups and op
+    names, ops without an elapse time, NaN MB, times near 2^60 ns."""
+    rng = np.random.default_rng(11)
+    n = 4000
+    names = np.array([None, "", "Ä", *(f"hcom_allReduce__{i}_1" for i in range(60))],
+                     dtype=object)
+    return pa.table({
+        "rank": pa.array(rng.integers(0, 6, n), pa.int32()),
+        "step": pa.array([None if x == 0 else int(x) for x in rng.integers(0, 4, n)],
+                         pa.int32()),
+        "group": pa.array(np.array([None, "g1", "g2", ""], dtype=object)[
+            rng.integers(0, 4, n)].tolist(), pa.string()),
+        "op_name": pa.array(names[rng.integers(0, len(names), n)].tolist(), pa.string()),
+        "start_ns": pa.array((1 << 60) + rng.integers(0, 10**9, n), pa.int64()),
+        "elapse_ns": pa.array([None if i % 29 == 0 else int(v) for i, v in
+                               enumerate(rng.integers(0, 10**7, n))], pa.int64()),
+        "sent_mb": pa.array(np.where(rng.random(n) < 0.05, np.nan, rng.random(n) * 100))})
+
+
+def test_collective_instances_as_pandas_groups_them():
+    # the instances are found on integer codes and numpy, not a frame of every op: the same
+    # instances, in pandas' sorted order, with the same values, as its grouped aggregation
+    real = analysis_of(QWEN3)
+    ops = real.concat(ch.OPS)
+    for t in (ops, _many_ranks(), pa.concat_tables([ops.slice(0, 7), ops.slice(7)])):
+        got = ch.build(t, None)["collective_bandwidth.csv"]
+        want = _pandas_instances(t)
+        assert len(want) > 10
+        cols = ["Step", "Group", "Op Name", "Ranks", "Arrival Skew(ms)", "Transfer(ms)",
+                "Sent per Rank(MB)"]
+        have = [[None if pd.isna(v) else v for v in r]
+                for r in got[cols].astype(object).itertuples(index=False)]
+        assert have == [[None if (isinstance(v, float) and v != v) else v for v in r]
+                        for r in want]

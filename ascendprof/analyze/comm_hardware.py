@@ -69,37 +69,46 @@ _SLICE_ROWS = 1 << 18
 
 
 class _OpKeys:
-    """The distinct (step, group, op_name) keys of the ops, numbered in order of first
-    appearance (a null is a value of its own: a null group matches a null group), and
-    :meth:`of` the number of any other table's rows in that numbering (-1: no op has the key).
+    """The distinct (step, group, op_name) keys of the ops, numbered (a null is a value of its
+    own: a null group matches a null group), and :meth:`of` the number of any other table's
+    rows in that numbering (-1: no op has the key).
 
     The key columns are coded one at a time against the ops' distinct values (0 null, i + 1
-    the i-th value) and combined pairwise, each pair renumbered over the ops' distinct pairs,
-    so no combined key exceeds (ops + 1)^2; only the ops' keys are hashed, each link row
-    looked up in them (a slice at a time), never one hash table over ops and links together
-    (a 1 GB communication.json: ~4 M link rows, ~0.4 GB)."""
+    the i-th value) and combined pairwise, each pair renumbered over the ops' distinct pairs
+    (sorted: looked up by binary search), so no combined key exceeds (ops + 1)^2. Only the
+    ops' keys are hashed, once; the link rows are looked up in them a slice at a time, never
+    one hash table over ops and links together (a 1 GB communication.json: ~4 M link rows,
+    ~0.4 GB)."""
 
     def __init__(self, ops: pa.Table):
         self.values, self.pairs, self._maps = [], [], {}
         code = None
         for c in _KEYS:
-            col = ops[c]
-            typ = col.type.value_type if pa.types.is_dictionary(col.type) else col.type
-            typ = pa.int64() if pa.types.is_integer(typ) else typ
-            self.values.append(pc.drop_null(pc.unique(
-                col if col.type == typ else pc.cast(col, typ))))
-            k = self._codes(col, len(self.values) - 1)
+            dist, k = self._encode(ops[c])
+            self.values.append(dist)
             if code is None:
                 code = k
                 continue
-            key = code * (len(self.values[-1]) + 1) + k
-            key = pa.array(key)
-            uniq = pc.unique(key)  # first-appearance order
+            uniq, inv = np.unique(code * (len(dist) + 1) + k, return_inverse=True)
             self.pairs.append(uniq)
-            code = np.asarray(pc.index_in(key, value_set=uniq).to_numpy(zero_copy_only=False),
-                              np.int64)
+            code = inv.reshape(-1).astype(np.int64, copy=False)
         self.ops = code if code is not None else np.zeros(0, np.int64)
         self.n = len(self.pairs[-1]) if self.pairs else 0
+
+    @staticmethod
+    def _encode(column) -> tuple[pa.Array, np.ndarray]:
+        """The distinct non-null values of an ops' column and its codes (int64, 0 null)."""
+        if pa.types.is_dictionary(column.type):
+            column = column.cast(column.type.value_type)
+        if pa.types.is_integer(column.type):
+            column = pc.cast(column, pa.int64())
+        enc = pc.dictionary_encode(column)  # one growing dictionary over the chunks
+        chunks = enc.chunks if isinstance(enc, pa.ChunkedArray) else [enc]
+        if not chunks:
+            return pa.array([], column.type), np.zeros(0, np.int64)
+        idx = pa.chunked_array([ch.indices for ch in chunks], pa.int32())
+        codes = np.asarray(pc.fill_null(idx, -1).to_numpy(), np.int64) + 1
+        return chunks[-1].dictionary, codes
 
     def _codes(self, column, i: int) -> np.ndarray:
         """int64 per row of ``column``: 0 null, v + 1 for the ops' i-th column's value v, -1
@@ -145,11 +154,15 @@ class _OpKeys:
             if code is None:
                 code = k
                 continue
-            bad = (code < 0) | (k < 0)
+            uniq = self.pairs[i - 1]
             key = code * (len(self.values[i]) + 1) + k
-            key[bad] = -1
-            pos = pc.index_in(pa.array(key), value_set=self.pairs[i - 1])
-            code = np.asarray(pc.fill_null(pos, -1).to_numpy(zero_copy_only=False), np.int64)
+            pos = np.minimum(np.searchsorted(uniq, key), max(len(uniq) - 1, 0))
+            found = (code >= 0) & (k >= 0)
+            if len(uniq):
+                found &= uniq[pos] == key
+            else:
+                found[:] = False
+            code = np.where(found, pos, -1)
         return code
 
 
@@ -232,32 +245,99 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
     return out
 
 
+def _sorted_codes(column) -> tuple[np.ndarray, pa.Array]:
+    """Codes of a key column in sorted order of its values (nulls last, as pandas' sorted
+    groupby with dropna=False places them): ``(codes int64 per row, the distinct values in
+    that order, null last when there is one)``."""
+    enc = pc.dictionary_encode(column)  # one growing dictionary over the chunks
+    chunks = enc.chunks if isinstance(enc, pa.ChunkedArray) else [enc]
+    if not chunks:
+        return np.zeros(0, np.int64), pa.array([], column.type)
+    d = chunks[-1].dictionary
+    order = np.asarray(pc.sort_indices(d).to_numpy(), np.int64)
+    rank = np.empty(len(order) + 1, np.int64)
+    rank[order] = np.arange(len(order))
+    rank[-1] = len(order)  # null: after every value
+    idx = pa.chunked_array([c.indices for c in chunks], pa.int32())
+    codes = rank[np.asarray(pc.fill_null(idx, -1).to_numpy(), np.int64)]
+    return codes, pa.concat_arrays([d.take(pa.array(order)), pa.nulls(1, d.type)])
+
+
+def _as_pandas(column) -> np.ndarray:
+    """An integer column as pandas converts it: int64, or float64 (NaN for null) when it has
+    a null."""
+    return np.asarray(column.to_numpy(), np.float64 if column.null_count else np.int64)
+
+
+def _instances(ops: pa.Table):
+    """Per (step, group, op_name) instance of two or more ranks, in the order of pandas'
+    sorted grouping (each key ascending, nulls last): ``(step or None, group, op_name, ranks,
+    latest end, latest start, earliest start, largest MB sent)``, over the ops with an elapse
+    time, the values of the types pandas' grouped max / min / nunique gave (a frame of every
+    op was ~0.3 GB at 1.35 M ops of one rank; codes and numpy, and only the instances of two
+    or more ranks become Python values). A null group or op name is NaN, as pandas' index."""
+    keep = pc.is_valid(ops["elapse_ns"])
+    floats = {c: bool(ops[c].null_count) for c in ("start_ns", "elapse_ns")}
+    d = ops.filter(keep) if ops["elapse_ns"].null_count else ops
+    if d.num_rows == 0:
+        return
+    code, levels = None, []
+    for c in ("step", "group", "op_name"):
+        k, values = _sorted_codes(d[c])
+        levels.append((k, values))
+        if code is None:
+            code = k
+            continue
+        _, code = np.unique(code * (len(values) + 1) + k, return_inverse=True)  # sorted
+        code = code.reshape(-1)
+    # the groups' keys: a row of each group, its level values
+    order = np.argsort(code, kind="stable")
+    g_sorted = code[order]
+    starts = np.flatnonzero(np.r_[True, g_sorted[1:] != g_sorted[:-1]])
+    ranks = np.asarray(d["rank"].to_numpy(), np.int64)
+    pair = np.unique(code * (int(ranks.max()) - int(ranks.min()) + 1) + (ranks - ranks.min()))
+    n = np.bincount(pair // (int(ranks.max()) - int(ranks.min()) + 1), minlength=len(starts))
+    many = np.flatnonzero(n >= 2)
+    if not len(many):
+        return
+    start = _as_pandas(d["start_ns"])
+    elapse = _as_pandas(d["elapse_ns"])
+    if floats["start_ns"]:
+        start = start.astype(np.float64)
+    if floats["elapse_ns"]:
+        elapse = elapse.astype(np.float64)
+    end = start + elapse
+    sent = np.asarray(d["sent_mb"].to_numpy(zero_copy_only=False), np.float64)
+    mx = np.fmax if end.dtype.kind == "f" else np.maximum
+    smx = np.fmax if start.dtype.kind == "f" else np.maximum
+    smn = np.fmin if start.dtype.kind == "f" else np.minimum
+    end_max = mx.reduceat(end[order], starts)
+    start_max = smx.reduceat(start[order], starts)
+    start_min = smn.reduceat(start[order], starts)
+    mb = np.fmax.reduceat(sent[order], starts)
+    first = order[starts[many]]  # a row of each kept group
+    cols = [values.take(pa.array(k[first])).to_pylist() for k, values in levels]
+    del levels
+    nan = np.nan
+    for j, i in enumerate(many.tolist()):
+        step, grp, name = cols[0][j], cols[1][j], cols[2][j]
+        yield (None if step is None else int(step), nan if grp is None else grp,
+               nan if name is None else name, int(n[i]), end_max[i], start_max[i], start_min[i],
+               mb[i])
+
+
 def build(ops: pa.Table | None, links: pa.Table | None) -> dict[str, pd.DataFrame]:
     """{"collective_bandwidth.csv": per instance of two or more ranks; "link_bandwidth.csv":
     per rank and transport}."""
     out: dict[str, pd.DataFrame] = {}
     if ops is not None and ops.num_rows:
-        d = ops.to_pandas()
-        d = d[d["elapse_ns"].notna()].copy()
-        d["end"] = d["start_ns"] + d["elapse_ns"]
-        # one grouped aggregation, then a Python row per instance of two or more ranks only:
-        # a DataFrame per group was minutes at 10^6 ops of one rank. The aggregates are the
-        # numpy scalars the per-group calls gave (rounding a numpy float is numpy's rounding)
-        a = d.groupby(["step", "group", "op_name"], sort=True, dropna=False).agg(
-            n=("rank", "nunique"), end_max=("end", "max"), start_max=("start_ns", "max"),
-            start_min=("start_ns", "min"), mb=("sent_mb", "max"))
-        keep = np.flatnonzero(a["n"].to_numpy() >= 2)
-        cols = {c: a[c].to_numpy() for c in a.columns}
         rows = []
-        for i in keep.tolist():
-            step, grp, name = a.index[i]
-            n = int(cols["n"][i])
-            t = int(cols["end_max"][i] - cols["start_max"][i])
+        for step, grp, name, n, end_max, start_max, start_min, mb in _instances(ops):
+            t = int(end_max - start_max)
             f = bus_factor(name, n)
-            mb = float(cols["mb"][i])
+            mb = float(mb)
             bus = mb / (t / 1e6) if t > 0 and mb > 0 else None  # MB/ms = GB/s
-            rows.append([None if pd.isna(step) else int(step), grp, name, n,
-                         round((cols["start_max"][i] - cols["start_min"][i]) / 1e6, 3),
+            rows.append([step, grp, name, n, round((start_max - start_min) / 1e6, 3),
                          round(t / 1e6, 3), round(mb, 4), round(f, 4),
                          None if bus is None else round(bus, 3),
                          None if bus is None else round(bus / f, 3)])

@@ -49,6 +49,9 @@ _ADVICE_UNREAD = (S.COMM_SIZE_DIST,)
 #: they do plain texts: same findings, checked on real ranks with each rule fired)
 _ADVICE_COLUMNS = {S.COMM_BANDWIDTH: ("step_key", "op_name", "group", "transport", "size_mb",
                                       "transit_ns", "bandwidth_gbps")}
+#: the rows the advice rules read of such a table (analyze.advice.communication: SDMA / RDMA
+#: transfers of a positive size, and the first row), chosen a row group at a time
+_ADVICE_ROWS = {S.COMM_BANDWIDTH: advice_rules.communication.bandwidth_rows}
 
 
 def _advice_tables(data) -> tuple[dict, dict]:
@@ -75,19 +78,30 @@ def _advice_tables(data) -> tuple[dict, dict]:
         tables[name] = _spilled_columns(tables.get(name), st,
                                         None if want is None else
                                         [c for c in st.schema.names if c in want],
-                                        dictionary=name in _ADVICE_COLUMNS)
+                                        dictionary=name in _ADVICE_COLUMNS,
+                                        rows=_ADVICE_ROWS.get(name))
     return tables, spilled
 
 
-def _spilled_columns(slim, st, cols, dictionary: bool = False) -> pa.Table:
+def _spilled_columns(slim, st, cols, dictionary: bool = False, rows=None) -> pa.Table:
     """Columns ``cols`` (all when None) of a spilled table ``st``: from ``slim``, its
-    in-memory part, when that holds them all (no copy), else read from its file (with
-    ``dictionary``: text columns dictionary-encoded, one dictionary per column)."""
+    in-memory part, when that holds them all (no copy), else read from its file a row group
+    at a time (with ``dictionary``: text columns dictionary-encoded, one dictionary per
+    column; with ``rows``: only the rows ``rows(row_group, first)`` keeps, see
+    bigtables.SpilledTable.read; the slim part is taken whole)."""
     if slim is not None and cols is not None and all(c in slim.column_names for c in cols):
         return slim.select(cols)
     if not dictionary:
-        return st.read(columns=cols)
-    return st.read(columns=cols, dictionary=True).unify_dictionaries()
+        return st.read(columns=cols, rows=rows)
+    t = st.read(columns=cols, dictionary=True, rows=rows)
+    # one dictionary per column (Table.unify_dictionaries), a column at a time: all at once
+    # held every text column's codes twice (~0.15 GB of 5 M bandwidth rows)
+    for i, f in enumerate(t.schema):
+        if pa.types.is_dictionary(f.type):
+            col = pa.table({f.name: t.column(i)}).unify_dictionaries().column(0)
+            t = t.set_column(i, f, col)
+            del col
+    return t
 
 
 def _registry_tables(data):
