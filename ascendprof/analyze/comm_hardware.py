@@ -240,20 +240,26 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
         link &= np.asarray(pc.is_valid(bw["step"]).to_numpy(zero_copy_only=False), bool)
         if link.any():
             sent_mb = _link_sent(bw, link, size, o)
-        pos = np.nan_to_num(size, nan=0.0) > 0
+        pos = size > 0  # (NaN, a null, is not)
         if pos.any():
-            transit = bw["transit_ns"].to_numpy(zero_copy_only=False)
-            transit = np.nan_to_num(np.asarray(transit, np.float64), nan=0.0) \
-                if bw["transit_ns"].null_count else np.asarray(transit, np.int64)
-            lpr = np.nan_to_num(np.asarray(bw["large_packet_ratio"].to_numpy(), np.float64),
-                                nan=0.0)
+            # each transport's rows taken from the columns, not every row's transit time and
+            # ratio as numpy arrays at once (~0.15 GB of 5 M rows): the same values summed
+            transit_null = bool(bw["transit_ns"].null_count)
             rows = []
             for tr in sorted(set(tr_values[tr_codes[pos]].tolist())):
                 m = pos & (tr_values == tr)[tr_codes]
+                at = pa.array(np.flatnonzero(m))
+                transit = bw["transit_ns"].take(at).to_numpy(zero_copy_only=False)
+                transit = np.nan_to_num(np.asarray(transit, np.float64), nan=0.0) \
+                    if transit_null else np.asarray(transit, np.int64)
+                lpr = np.nan_to_num(np.asarray(bw["large_packet_ratio"].take(at).to_numpy(),
+                                               np.float64), nan=0.0)
+                mb = size[m]
                 rows.append({"rank": rank, "transport": tr, "ops": int(m.sum()),
-                             "size_mb": float(size[m].sum()),
-                             "transit_ns": int(transit[m].sum()),
-                             "large_mb": float((size[m] * lpr[m]).sum())})
+                             "size_mb": float(mb.sum()),
+                             "transit_ns": int(transit.sum()),
+                             "large_mb": float((mb * lpr).sum())})
+                del at, transit, lpr, mb
             out[LINKS] = pa.Table.from_pylist(rows, schema=LINK_SCHEMA)
     if sent_mb is None:
         sent_mb = pa.array(np.zeros(o.num_rows), pa.float64())
