@@ -213,3 +213,6 @@ def test_collective_instances_as_pandas_groups_them():
                 for r in got[cols].astype(object).itertuples(index=False)]
         assert have == [[None if (isinstance(v, float) and v != v) else v for v in r]
                         for r in want]
+    one = ch.build(ops.filter(pc.equal(ops["rank"], 0)), None)["collective_bandwidth.csv"]
+    assert list(one.columns) == ch.INSTANCE_COLUMNS and one.empty  # no instance of one rank
+    assert str(one["Step"].dtype) == "Int64"

@@ -83,21 +83,23 @@ def _advice_tables(data) -> tuple[dict, dict]:
     return tables, spilled
 
 
-def _spilled_columns(slim, st, cols, dictionary: bool = False, rows=None) -> pa.Table:
+def _spilled_columns(slim, st, cols, dictionary: bool = False, rows=None,
+                     split=()) -> pa.Table:
     """Columns ``cols`` (all when None) of a spilled table ``st``: from ``slim``, its
     in-memory part, when that holds them all (no copy), else read from its file a row group
     at a time (with ``dictionary``: text columns dictionary-encoded, one dictionary per
     column; with ``rows``: only the rows ``rows(row_group, first)`` keeps, see
-    bigtables.SpilledTable.read; the slim part is taken whole)."""
+    bigtables.SpilledTable.read; the slim part is taken whole). The dictionaries of the
+    columns in ``split`` stay one per row group."""
     if slim is not None and cols is not None and all(c in slim.column_names for c in cols):
         return slim.select(cols)
     if not dictionary:
         return st.read(columns=cols, rows=rows)
     t = st.read(columns=cols, dictionary=True, rows=rows)
-    # one dictionary per column (Table.unify_dictionaries), a column at a time: all at once
-    # held every text column's codes twice (~0.15 GB of 5 M bandwidth rows)
+    # one dictionary per column (as Table.unify_dictionaries gives), a column at a time: all
+    # at once holds every text column's codes twice
     for i, f in enumerate(t.schema):
-        if pa.types.is_dictionary(f.type):
+        if pa.types.is_dictionary(f.type) and f.name not in split:
             col = pa.table({f.name: t.column(i)}).unify_dictionaries().column(0)
             t = t.set_column(i, f, col)
             del col
@@ -127,8 +129,16 @@ def _registry_tables(data):
         if cols == []:
             tables.pop(name, None)
         else:
-            tables[name] = _spilled_columns(tables.get(name), st, cols, dictionary=True)
+            tables[name] = _spilled_columns(tables.get(name), st, cols, dictionary=True,
+                                            split=_ROW_GROUP_DICTIONARIES.get(name, ()))
     return tables, kernels
+
+
+#: text columns of a spilled table the registry's analyses get with one dictionary per row
+#: group, not unified: COMM_BANDWIDTH's op names (each row group's are its own ops', ~17 k;
+#: unified, every op name of the rank: ~0.14 GB to build at 1.35 M ops), read only by
+#: analyze.comm_hardware, which looks each row group's dictionary up on its own
+_ROW_GROUP_DICTIONARIES = {S.COMM_BANDWIDTH: ("op_name",)}
 
 
 #: the KERNELS columns the step breakdown reads (analyze.step_breakdown)
