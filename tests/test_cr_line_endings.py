@@ -1,5 +1,5 @@
-"""Profiler CSVs that a spreadsheet saved with a lone CR ending each row ("CSV (Macintosh)")
-give the same analysis as the files the profiler wrote.
+"""Profiler CSVs a spreadsheet saved again. With a lone CR ending each row ("CSV (Macintosh)")
+they give the same analysis as the files the profiler wrote.
 
 The real two-rank torch_npu Level1 text export, every CSV rewritten with CR line endings; both
 trees analysed through the CLI; every CSV output compared byte for byte (problems.csv aside,
@@ -47,3 +47,21 @@ def test_every_csv_with_cr_line_endings_gives_the_same_outputs(shared_data, tmp_
     with open(got / "problems.csv", newline="") as f:
         about_inputs = [r for r in csv.DictReader(f) if r["Path"].endswith(".csv")]
     assert about_inputs == []
+
+
+def test_a_csv_saved_as_utf16_unicode_text_is_named_so(shared_data, tmp_path):
+    """A spreadsheet's "Unicode Text" export is UTF-16 (with a byte-order mark) and TAB
+    separated: not read, and the problem says what the file is instead of calling its NUL
+    bytes damage; the rank's other files are still analysed."""
+    src = tmp_path / "in"
+    shutil.copytree(shared_data.joinpath(*TREE), src)
+    kd = sorted(src.rglob("kernel_details.csv"))[0]
+    kd.write_text(kd.read_text(encoding="utf-8").replace(",", "\t"), encoding="utf-16")
+    assert kd.read_bytes()[:2] in (b"\xff\xfe", b"\xfe\xff")
+    out = _analyse(src, tmp_path / "out")
+    with open(out / "problems.csv", newline="") as f:
+        named = [r for r in csv.DictReader(f) if r["Path"] == str(kd)]
+    assert len(named) == 1 and "UTF-16" in named[0]["Reason"], named
+    assert "NUL" not in named[0]["Reason"]
+    with open(out / "cluster_step_trace_time.csv", newline="") as f:
+        assert sorted(r["Index"] for r in csv.DictReader(f) if r["Type"] == "rank") == ["0", "1"]

@@ -288,6 +288,9 @@ def _line_end(data: bytes, stop: int) -> int:
 def _checked_header(path: Path, line: bytes, unended: bool) -> list[str]:
     """The names of the header ``line`` (InputError for NUL bytes, an over-long line or a
     malformed one)."""
+    if line.startswith((b"\xff\xfe", b"\xfe\xff")):  # its NUL bytes are not damage
+        raise InputError(path, "UTF-16 text, not UTF-8 (a spreadsheet's \"Unicode Text\" "
+                               "export?): save it as CSV UTF-8; not read")
     if b"\0" in line:
         raise InputError(path, "NUL bytes in the header line (a file cut off or zero-filled by "
                                "a crash?); not read", where=line.index(b"\0"))
