@@ -176,3 +176,14 @@ def test_a_file_that_grew_past_the_limit_while_read_is_refused(tmp_path, monkeyp
         textio.read_regular(path, 1 << 20)
     assert str(e.value.path) == str(path)
     assert "more than the 1 MB a file of this kind may hold; not read" in str(e.value)
+
+
+def test_utf16_text_is_named_as_such(tmp_path):
+    # a spreadsheet's "Unicode Text": UTF-16 with its byte-order mark, little or big endian;
+    # every ASCII character has a NUL byte, which must not read as a zero-filled file
+    for enc, bom in (("utf-16-le", b"\xff\xfe"), ("utf-16-be", b"\xfe\xff")):
+        path = _write(tmp_path, f"{enc}.csv", bom + "Name\tDuration(us)\nx\t1\n".encode(enc))
+        for read in (textio.csv_header, textio.read_csv):
+            with pytest.raises(InputError, match="UTF-16 text, not UTF-8") as e:
+                read(path)
+            assert str(e.value.path) == str(path)
