@@ -419,17 +419,22 @@ def verdict_thresholds(overrides: dict | None = None) -> dict:
 
 def conclude(ca: ClusterAnalysis, thresholds: dict | None = None,
              advice: str = "summary", scratch: Path | None = None) -> ClusterAnalysis:
-    """Complete ``ca`` (from :func:`gather`): the verdicts (``thresholds`` override the
-    defaults, see verdicts.thresholds), the advice (analyze.advice, in the mode ``advice``;
-    none when "off"), then the communication matrix (its text in an unlinked scratch file in
-    ``scratch``, the system's temporary directory when None). Drops the ranks' per-op rows once
+    """Complete ``ca`` (from :func:`gather`): the communication matrix (its text in an
+    unlinked scratch file in ``scratch``, the system's temporary directory when None), then the
+    verdicts (``thresholds`` override the defaults, see verdicts.thresholds) and the advice
+    (analyze.advice, in the mode ``advice``; none when "off"). Drops the ranks' per-op rows once
     the verdicts hold what they need; returns ``ca``."""
 
     # what gather built and dropped is still the process's (~0.2 GB at 10^6 steps): hand it
-    # back before the verdicts' step frame is made
+    # back before the matrix and the verdicts' step frame are made
+    release_free_heap()
+    # the matrix first: its largest group's arrays are not added to what the verdicts and the
+    # advice leave in the heap (it reads nothing they make, and they do not read it)
+    _matrix(ca, scratch)
     release_free_heap()
     ca.thresholds = verdict_thresholds(thresholds)
     ca.verdicts = verdicts.derive(ca, ca.thresholds, registry.verdict_rules())
+    release_free_heap()  # the verdicts' frames, before the advice reads the ranks' findings
     mode = advice if ca.sources else "off"
     if mode != "off":
         seen: dict = {}  # the ranks' findings and rule status, equal parts held once
@@ -440,14 +445,18 @@ def conclude(ca: ClusterAnalysis, thresholds: dict | None = None,
     # every rank's op rows are in the verdicts now: free them before the files are written
     for r in ca.ranks:
         r.tables.pop(verdicts.OP_ROWS, None)
+    ca.links = None
     release_free_heap()
-    # after the verdicts: their peaks do not add up. Written to a scratch file group by group:
-    # an all-to-all group's n x n links per op are never held as one text
+    return ca
+
+
+def _matrix(ca: ClusterAnalysis, scratch: Path | None) -> None:
+    """``ca.communication_matrix``: written to a scratch file group by group (an all-to-all
+    group's n x n links per op are never held as one text), when any rank has links."""
     if ca.links is not None:  # a caller's links, held already
-        links, ca.links = ca.links, None
-        if links.num_rows:
+        if ca.links.num_rows:
             ca.communication_matrix = SpilledJsonMembers(cluster_communication.matrix_json(
-                links, membership=ca.membership), directory=scratch)
+                ca.links, membership=ca.membership), directory=scratch)
     elif any(r.tables[S.COMM_LINKS].num_rows for r in ca.ranks if S.COMM_LINKS in r.tables):
         # the ranks' links read back a batch of ranks at a time (in rank order, as the matrix
         # writes them), split by group into a scratch file, then merged one group at a time:
@@ -459,8 +468,6 @@ def conclude(ca: ClusterAnalysis, thresholds: dict | None = None,
                     lambda: concat_batches((r.tables[S.COMM_LINKS] for r in ranks
                                             if S.COMM_LINKS in r.tables), "permissive"),
                     ca.membership, park=parked.park), directory=scratch)
-    release_free_heap()
-    return ca
 
 
 class _ScratchTables:
