@@ -185,12 +185,13 @@ class _OpKeys:
         return code
 
 
-def _link_sent(bw: pa.Table, link: np.ndarray, size: np.ndarray, ops: pa.Table) -> pa.Array:
-    """Per row of ``ops`` the sum of the sizes (MB) of the link rows (``link``: a bool per row
-    of ``bw``) with its (step, group, op_name), nulls skipped, compensated as pandas' grouped
-    sum adds (Kahan, in row order); 0.0 for an op without such a row. The link rows are keyed
-    and summed a slice of ``bw`` at a time, in row order (the sums are those of one pass)."""
-    keys = _OpKeys(ops.select(list(_KEYS)))
+def _link_sent(bw: pa.Table, link: np.ndarray, size: np.ndarray, keys: "_OpKeys",
+               n_ops: int) -> pa.Array:
+    """Per op (of the ``n_ops`` whose keys ``keys`` holds) the sum of the sizes (MB) of the
+    link rows (``link``: a bool per row of ``bw``) with its (step, group, op_name), nulls
+    skipped, compensated as pandas' grouped sum adds (Kahan, in row order); 0.0 for an op
+    without such a row. The link rows are keyed and summed a slice of ``bw`` at a time, in
+    row order (the sums are those of one pass)."""
     n = keys.n
     # running sums and compensations as C doubles (8 bytes a key, not a Python float of ~32)
     tot, comp = array("d", bytes(8 * n)), array("d", bytes(8 * n))
@@ -211,7 +212,7 @@ def _link_sent(bw: pa.Table, link: np.ndarray, size: np.ndarray, ops: pa.Table) 
             c = t - s - y
             comp[k] = 0.0 if c != c else c
             tot[k] = t
-    return pa.array(np.asarray(tot, np.float64)[keys.ops] if n else np.zeros(ops.num_rows),
+    return pa.array(np.asarray(tot, np.float64)[keys.ops] if n else np.zeros(n_ops),
                     pa.float64())
 
 
@@ -231,6 +232,9 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
     sent_mb = None
     out = {}
     if bw is not None and bw.num_rows:
+        # the ops' keys first: encoding them (1.35 M op names) is this function's largest
+        # transient, and the per-row arrays below (~70 MB at 5 M rows) do not exist yet
+        keys = _OpKeys(o.select(list(_KEYS)))
         tr_values, tr_codes = filled_codes(bw["transport"], "")
         tr_values = np.array([str(v).upper() for v in tr_values], dtype=object)
         size = np.asarray(bw["size_mb"].to_numpy(), np.float64)  # null: NaN
@@ -239,7 +243,8 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
         # matches the ops' null
         link &= np.asarray(pc.is_valid(bw["step"]).to_numpy(zero_copy_only=False), bool)
         if link.any():
-            sent_mb = _link_sent(bw, link, size, o)
+            sent_mb = _link_sent(bw, link, size, keys, o.num_rows)
+        del keys
         pos = size > 0  # (NaN, a null, is not)
         if pos.any():
             # each transport's rows taken from the columns, not every row's transit time and
