@@ -230,7 +230,9 @@ def group_sizes_from_links(comm_links) -> dict[str, int]:
     df = comm_links.select(["group", "src_rank", "dst_rank"]).to_pandas()
     df["group"] = df["group"].fillna("").astype(str)
     hi = df[["src_rank", "dst_rank"]].max(axis=1)
-    return {str(g): int(v) + 1 for g, v in hi.groupby(df["group"]).max().items() if g}
+    # a group whose link keys name no rank number ("x-y": null src and dst) tells no size
+    return {str(g): int(v) + 1 for g, v in hi.groupby(df["group"]).max().items()
+            if g and not pd.isna(v)}
 
 
 @dataclass
@@ -560,23 +562,19 @@ def _sizes_and_summed(batches) -> tuple[dict[str, int], pd.DataFrame]:
     tables ``batches`` (ranks in order), one table at a time: the filter keeps or drops a
     row by its own rank's rows only, and the sizes are maxima."""
     best: dict[str, float] = {}
-    seen: set[str] = set()
     frames, nulls = [], set()
     for t in batches:
         df = t.select(["group", "src_rank", "dst_rank"]).to_pandas()
         df["group"] = df["group"].fillna("").astype(str)
         hi = df[["src_rank", "dst_rank"]].max(axis=1).groupby(df["group"]).max()
         for g, v in hi.items():
-            seen.add(g)
-            if not pd.isna(v):
+            if not pd.isna(v):  # a group with null ranks only tells no size
                 best[g] = max(v, best.get(g, v))
         del df, hi
         nulls.update(c for c in ("src_rank", "dst_rank", "transit_ns") if t.column(c).null_count)
         lk = _summed_links(t, as_float=())
         if not lk.empty:
             frames.append(lk)
-    for g in sorted(g for g in seen - set(best) if g):  # null ranks only: as the whole did
-        best[g] = int(float("nan"))
     sizes = {str(g): int(best[g]) + 1 for g in sorted(best) if g}
     if not frames:
         return sizes, pd.DataFrame()
