@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import subprocess
+import tomllib
 import sys
 import tempfile
 from pathlib import Path
@@ -88,6 +89,14 @@ def main(argv=None) -> int:
     if a.write and killed:
         out = HERE / "survivors" / f"{a.module}.toml"
         out.parent.mkdir(exist_ok=True)
+        # a name already in the file (an earlier seed's entry, or a second run of this script)
+        # is not declared again: TOML refuses a table defined twice, and report.py with it
+        have = tomllib.loads(out.read_text(encoding="utf-8")).get("survivor", {}) \
+            if out.is_file() else {}
+        again = [s["mutant"] for s, _ in killed if s["mutant"] in have]
+        killed = [(s, test) for s, test in killed if s["mutant"] not in have]
+        for name in again:
+            print(f"{name}: already in {out.relative_to(ROOT)}; not written again")
         with open(out, "a", encoding="utf-8") as f:
             for s, test in killed:
                 f.write(f'\n[survivor."{s["mutant"]}"]\nkind = "killed later"\n'
