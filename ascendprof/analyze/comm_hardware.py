@@ -356,13 +356,153 @@ def _instances(ops: pa.Table):
                mb[i])
 
 
+def _key_groups(t: pa.Table):
+    """``t``'s rows (one or more) grouped by (step, group, op_name) in pandas' sorted order
+    (:func:`_sorted_codes`): ``(group number per row, the rows in group order (stable),
+    each group's first place in that order)``."""
+    code = None
+    for c in _KEYS:
+        k, values = _sorted_codes(t[c])
+        if code is None:
+            code = k
+            continue
+        _, code = np.unique(code * (len(values) + 1) + k, return_inverse=True)  # sorted
+        code = code.reshape(-1)
+    order = np.argsort(code, kind="stable")
+    g = code[order]
+    return code, order, np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+
+
+#: per (step, group, op_name) of a batch of ranks (:class:`_Merged`): its number of distinct
+#: ranks, the latest end, the latest and the earliest start, as exact integers (``*_i``: valid
+#: when no op of the batch lacks a start) and as the floats pandas' NaN-holding columns give
+#: (``*_f``), and the largest MB sent; and how the batches' values combine
+_AGG = {"n": np.add, "end_i": np.maximum, "smax_i": np.maximum, "smin_i": np.minimum,
+        "end_f": np.fmax, "smax_f": np.fmax, "smin_f": np.fmin, "mb": np.fmax}
+
+
+class _RanksRepeat(Exception):
+    """A rank number in two batches: distinct ranks per instance are not a sum of batches."""
+
+
+class _Merged:
+    """The instances of :func:`_instances` over ops given a batch of ranks at a time
+    (:meth:`add`), combined as they come: per (step, group, op_name) seen so far, the
+    :data:`_AGG` values, so that what is held is one batch's ops and one row per key, never
+    every rank's ops at once. Maxima, minima and counts of integers and maxima of floats
+    combine exactly (floats computed the way the whole table's would be: ``start + elapse`` of
+    the two converted to float64 when either column has a null anywhere; :meth:`instances`
+    picks the integers or the floats as the whole table's types would be).
+
+    Raises :class:`_RanksRepeat` in :meth:`add` when a batch holds a rank number an earlier
+    batch held."""
+
+    def __init__(self):
+        self.keys: pa.Table | None = None
+        self.vals: dict[str, np.ndarray] = {}
+        self.start_null = self.elapse_null = False
+        self.seen: set[int] = set()
+        self.rows = 0
+
+    def add(self, ops: pa.Table) -> None:
+        if ops.num_rows == 0:
+            return
+        self.rows += ops.num_rows
+        ranks_all = set(pc.unique(ops["rank"]).to_pylist())
+        if ranks_all & self.seen:
+            raise _RanksRepeat
+        self.seen |= ranks_all
+        self.start_null |= bool(ops["start_ns"].null_count)
+        self.elapse_null |= bool(ops["elapse_ns"].null_count)
+        d = ops.filter(pc.is_valid(ops["elapse_ns"])) if ops["elapse_ns"].null_count else ops
+        if d.num_rows == 0:
+            return
+        code, order, starts = _key_groups(d)
+        ranks = np.asarray(d["rank"].to_numpy(), np.int64)
+        span = int(ranks.max()) - int(ranks.min()) + 1
+        pair = np.unique(code * span + (ranks - ranks.min()))
+        vals = {"n": np.bincount(pair // span, minlength=len(starts)).astype(np.int64)}
+        elapse = np.asarray(d["elapse_ns"].to_numpy(), np.int64)
+        if d["start_ns"].null_count:  # (the floats are used: the whole table has a null)
+            start_f = np.asarray(d["start_ns"].to_numpy(zero_copy_only=False), np.float64)
+            zero = np.zeros(len(starts), np.int64)
+            vals.update(end_i=zero, smax_i=zero, smin_i=zero)
+        else:
+            start = np.asarray(d["start_ns"].to_numpy(), np.int64)
+            so = start[order]
+            vals.update(end_i=np.maximum.reduceat((start + elapse)[order], starts),
+                        smax_i=np.maximum.reduceat(so, starts),
+                        smin_i=np.minimum.reduceat(so, starts))
+            start_f = start.astype(np.float64)
+            del start, so
+        sf = start_f[order]
+        vals.update(end_f=np.fmax.reduceat((start_f + elapse.astype(np.float64))[order], starts),
+                    smax_f=np.fmax.reduceat(sf, starts), smin_f=np.fmin.reduceat(sf, starts))
+        sent = np.asarray(d["sent_mb"].to_numpy(zero_copy_only=False), np.float64)
+        vals["mb"] = np.fmax.reduceat(sent[order], starts)
+        keys = d.select(list(_KEYS)).take(pa.array(order[starts]))
+        del d, code, order, starts, ranks, pair, elapse, start_f, sf, sent
+        if self.keys is None:
+            self.keys, self.vals = keys.combine_chunks(), vals
+            return
+        # the keys so far, then the batch's, grouped again (a stable sort: in that order)
+        both = pa.concat_tables([self.keys, keys]).combine_chunks()
+        _, order, starts = _key_groups(both)
+        self.vals = {c: f.reduceat(np.concatenate([self.vals[c], vals[c]])[order], starts)
+                     for c, f in _AGG.items()}
+        self.keys = both.take(pa.array(order[starts])).combine_chunks()
+
+    def instances(self):
+        """What :func:`_instances` yields of all ops added."""
+        if self.keys is None:
+            return
+        v = self.vals
+        many = np.flatnonzero(v["n"] >= 2)
+        if not len(many):
+            return
+        floats = self.start_null or self.elapse_null
+        end_max = v["end_f"] if floats else v["end_i"]
+        start_max, start_min = ((v["smax_f"], v["smin_f"]) if self.start_null
+                                else (v["smax_i"], v["smin_i"]))
+        at = pa.array(many)
+        cols = [self.keys[c].take(at).to_pylist() for c in _KEYS]
+        nan = np.nan
+        for j, i in enumerate(many.tolist()):
+            step, grp, name = cols[0][j], cols[1][j], cols[2][j]
+            yield (None if step is None else int(step), nan if grp is None else grp,
+                   nan if name is None else name, int(v["n"][i]), end_max[i], start_max[i],
+                   start_min[i], v["mb"][i])
+
+
+def build_batches(ops_batches, links: pa.Table | None) -> dict[str, pd.DataFrame]:
+    """:func:`build` of the ops of ``ops_batches()`` (an iterable of comm_hw_ops tables, each
+    a batch of whole ranks: model.results.concat_batches) concatenated, combined a batch at a
+    time (:class:`_Merged`): one batch's ops held, not every rank's. The same frames as
+    :func:`build` (a rank number in two batches: the ops concatenated and :func:`build`)."""
+    merged = _Merged()
+    try:
+        for t in ops_batches():
+            merged.add(t)
+            del t
+    except _RanksRepeat:
+        done = [t for t in ops_batches() if t.num_rows]
+        return build(pa.concat_tables(done, promote_options="permissive") if done else None,
+                     links)
+    return _frames(merged.instances() if merged.rows else None, links)
+
+
 def build(ops: pa.Table | None, links: pa.Table | None) -> dict[str, pd.DataFrame]:
     """{"collective_bandwidth.csv": per instance of two or more ranks; "link_bandwidth.csv":
     per rank and transport}."""
+    return _frames(_instances(ops) if ops is not None and ops.num_rows else None, links)
+
+
+def _frames(instances, links: pa.Table | None) -> dict[str, pd.DataFrame]:
+    """:func:`build`'s frames of the instances (:func:`_instances`; None: no ops)."""
     out: dict[str, pd.DataFrame] = {}
-    if ops is not None and ops.num_rows:
+    if instances is not None:
         rows = []
-        for step, grp, name, n, end_max, start_max, start_min, mb in _instances(ops):
+        for step, grp, name, n, end_max, start_max, start_min, mb in instances:
             t = int(end_max - start_max)
             f = bus_factor(name, n)
             mb = float(mb)

@@ -22,6 +22,7 @@ from ascendprof.analyze import (comm_hardware, data_prep, dispatch, idle, late_a
                                 moe, op_efficiency, pipeline_stages)
 from ascendprof.analyze.verdicts import make_verdict
 from ascendprof.model import schemas as S
+from ascendprof.model.results import concat_batches
 
 
 def _p2p(tables, rank, meta):
@@ -53,6 +54,13 @@ def _files(build, *partials, name: str = ""):
         got = build(*(ca.concat(p) for p in partials))
         return {name: got} if name else got
     return files
+
+
+def _comm_hardware_files(ca, lines):
+    # the ranks' ops a batch of ranks at a time (all of them at once: ~0.1 GB at 4096 ranks)
+    return comm_hardware.build_batches(
+        lambda: concat_batches(ca.parts(comm_hardware.OPS), "permissive"),
+        ca.concat(comm_hardware.LINKS))
 
 
 def _late_files(ca, lines):
@@ -141,7 +149,7 @@ ANALYSES = (
              kernels=(*_TIMES, "op_type", "accelerator_core", "input_shapes")),
     Analysis("comm_hardware", ("collective_bandwidth.csv", "link_bandwidth.csv"),
              comm_hardware.rank_partial,
-             _files(comm_hardware.build, comm_hardware.OPS, comm_hardware.LINKS)),
+             _comm_hardware_files),
 )
 
 #: the order the verdict rules run in (their verdicts keep this order among equals)
