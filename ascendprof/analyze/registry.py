@@ -198,8 +198,9 @@ def rank_partials(tables: dict[str, pa.Table], rank: int, problems=None,
 
 
 #: the analyses whose cluster files are built first (:func:`cluster_files`): their transient
-#: tables are the largest (comm_hardware concatenates every rank's op and link rows: ~0.1 GB
-#: at 4096 ranks), built before the others' frames are held beside them
+#: tables are the largest (comm_hardware: a batch of ranks' op rows and one row per instance,
+#: and its frame of every instance: ~50 MB at 4096 ranks), built before the others' frames are
+#: held beside them
 _FIRST = ("comm_hardware",)
 
 
