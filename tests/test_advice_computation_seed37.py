@@ -66,3 +66,26 @@ def test_aicpu_lists_the_op_types_and_at_most_five_names():
     assert f["advice"][0] == ("Move these operators to AI Core: Index, NonZero (AI CPU runs "
                               "them one at a time on the device's CPU).")
     assert f["evidence"]["op_types"][0]["names"] == ["I1", "I2", "I3", "I4", "I5"]
+
+
+def test_op_compile_and_under_used_advice_read_in_full():
+    # op_compile: 40 aclopCompileAndExecute calls in one step (>= 20): fired; its second
+    # sentence, whole.
+    api = table(S.API_STATISTIC, [{"api_name": "aclopCompileAndExecute", "count": 40,
+                                   "total_ns": 100 * US}])
+    f = one(run(API_STATISTIC=api, STEP_TRACE=steps(1, stage_ns=1000 * US)),
+            "computation.op_compile")
+    assert f["advice"][1] == (
+        "If input shapes change from step to step, pad or bucket them to a few fixed shapes; set "
+        "HOST_CACHE_CAPACITY (e.g. 20) to cache the executors of recurring shapes.")
+    # pipe_bound "under": a cube op whose busiest pipe is mac 0.3 (< 0.8), 10 tasks of 30 us
+    # (>= 20 us each) = 300 us, 30 % of the 1000 us Computing (>= 10 %); its first advice.
+    k = table(S.KERNELS, [kernel("FA", "FlashAttention", "AI_CORE", 30 * US, input_shapes="1",
+                                 **{"pmu:aic_mac_ratio": 0.3, "pmu:aic_mte2_ratio": 0.2})
+                          for _ in range(10)])
+    u = one(run(KERNELS=k, STEP_TRACE=steps(1, computing_ns=1000 * US)),
+            "computation.pipe_bound", "computation.pipe_bound:under")
+    assert u["advice"][0] == (
+        "Tune the cube operators with AOE (aoe --job_type=2) and check their shapes: inner axes "
+        "that are multiples of 16 elements (fp16/bf16) and 256 bytes map onto the cube without "
+        "padding.")
