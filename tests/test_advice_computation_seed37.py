@@ -89,3 +89,14 @@ def test_op_compile_and_under_used_advice_read_in_full():
         "Tune the cube operators with AOE (aoe --job_type=2) and check their shapes: inner axes "
         "that are multiples of 16 elements (fp16/bf16) and 256 bytes map onto the cube without "
         "padding.")
+
+
+def test_pipe_groups_of_tasks_without_duration_average_their_ratios():
+    # Two tasks of one cube operator, both of 0 ns (no duration to weight by): the ratio is the
+    # plain mean of the values, mac (0.2 + 0.6) / 2 = 0.4; a task without a value (None) is
+    # left out of that mean.
+    from ascendprof.analyze.advice.base import Context
+    k = table(S.KERNELS, [kernel("Z", "MatMul", "AI_CORE", 0, input_shapes="1",
+                                 **{"pmu:aic_mac_ratio": v}) for v in (0.2, 0.6, None)])
+    (g,) = C.pipe_groups(Context(0, {S.KERNELS: k}))
+    assert g["count"] == 3 and g["ratios"] == {"aic_mac_ratio": 0.4}
