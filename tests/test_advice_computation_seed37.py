@@ -100,3 +100,13 @@ def test_pipe_groups_of_tasks_without_duration_average_their_ratios():
                                  **{"pmu:aic_mac_ratio": v}) for v in (0.2, 0.6, None)])
     (g,) = C.pipe_groups(Context(0, {S.KERNELS: k}))
     assert g["count"] == 3 and g["ratios"] == {"aic_mac_ratio": 0.4}
+
+
+def test_aicpu_without_any_step_time_says_no_share():
+    # Kernels without start times and no step values: no step time is known (base.Context
+    # step_ns: no Stage, no parts, no STEPS, no kernel span), so the message gives no share.
+    # One AI CPU task of 30 us (>= 20 us).
+    k = table(S.KERNELS, [kernel("I1", "Index", "AI_CPU", 30 * US, start_ns=None)])
+    f = one(run(KERNELS=k), "computation.aicpu")
+    assert f["message"] == ("1 AI CPU task(s) of 1 op type(s) take 30.0 us per step; most: "
+                            "Index (1 tasks, 30.0 us, longest 30.0 us).")
