@@ -112,3 +112,27 @@ def test_raw_records_in_a_later_batch_condensed_over_all_links(tmp_path, monkeyp
     got = _text(cc.matrix_json_batches(lambda: R.concat_batches(tables, "permissive"),
                                        membership, park=_Parked))
     assert got == whole
+
+
+def test_batches_of_different_column_types_merge_as_the_whole(generated_cluster, monkeypatch):
+    """Ranks whose links arrive with a wider integer type (src/dst rank as int64, e.g. read back
+    from a file another version wrote) in some batches only: the batches' schemas are unified
+    (int32 -> int64) and each group's text is the whole table's."""
+    root = generated_cluster(8, "--comm-ops-per-rank", "6", "--kernels-per-rank", "10",
+                             "--tp", "4")
+    tables, ops = _rank_links(root)
+    def widened(t):
+        for c in ("src_rank", "dst_rank"):
+            t = t.set_column(t.schema.get_field_index(c), c, t.column(c).cast(pa.int64()))
+        return t
+
+    mixed = tables[:4] + [widened(t) for t in tables[4:]]
+    assert mixed[0].schema.field("src_rank").type == pa.int32()
+    assert mixed[-1].schema.field("src_rank").type == pa.int64()
+    membership = cc.group_membership(ops, pa.concat_tables(tables))
+    whole = _text(cc.matrix_json(pa.concat_tables(tables), membership=membership))
+    assert whole
+    monkeypatch.setattr(R, "CONCAT_BATCH", 4)  # ranks 0-3 narrow, 4-7 wide: two schemas
+    got = _text(cc.matrix_json_batches(lambda: R.concat_batches(mixed, "permissive"),
+                                       membership, park=_Parked))
+    assert got == whole
