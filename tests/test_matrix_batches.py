@@ -8,6 +8,8 @@ the batches cut small so that a group's rows are spread over several batches."""
 
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 import pytest
 
@@ -16,6 +18,7 @@ from ascendprof.model import results as R
 from ascendprof.model import schemas as S
 from ascendprof.model.problems import Problems
 from ascendprof.readers import read_source
+from ascendprof.readers.communication import read_matrix
 from ascendprof.scan import load_sources
 
 
@@ -86,24 +89,11 @@ def test_raw_records_in_a_later_batch_condensed_over_all_links(tmp_path, monkeyp
     """A flat-CANN matrix (one record per op, condensed to top1/middle/bottom/total over all
     rows) in the second batch: the batches already split are dropped and every link is merged
     at once, as matrix_json does."""
-    import json
-
-    from ascendprof.readers.communication import read_matrix
-
-    def link(tt, mb, ms):
-        return {"Transport Type": tt, "Transit Size(MB)": mb, "Transit Time(ms)": ms,
-                "Bandwidth(GB/s)": round(mb / ms, 4)}
-
-    files = {0: {"allgather-total@g": {"0-0": link("LOCAL", 1.0, 1.0),
-                                       "0-1": link("HCCS", 2.0, 1.0)}},
-             1: {"hcom_allGather__1_0_1@g": {"1-1": link("LOCAL", 1.0, 1.0),
-                                             "1-0": link("HCCS", 4.0, 1.0)},
-                 "hcom_allGather__1_1_1@g": {"1-0": link("HCCS", 3.0, 1.0)}}}
-    tables = []
-    for rank, data in files.items():
-        p = tmp_path / f"m{rank}.json"
-        p.write_text(json.dumps(data))
-        tables.append(read_matrix(p, rank))
+    tables = _matrix_files(tmp_path, {
+        0: {"allgather-total@g": {"0-0": _link("LOCAL", 1.0, 1.0), "0-1": _link("HCCS", 2.0, 1.0)}},
+        1: {"hcom_allGather__1_0_1@g": {"1-1": _link("LOCAL", 1.0, 1.0),
+                                        "1-0": _link("HCCS", 4.0, 1.0)},
+            "hcom_allGather__1_1_1@g": {"1-0": _link("HCCS", 3.0, 1.0)}}})
     links = pa.concat_tables(tables)
     membership = cc.group_membership(None, links)
     whole = _text(cc.matrix_json(links, membership=membership))
@@ -121,6 +111,7 @@ def test_batches_of_different_column_types_merge_as_the_whole(generated_cluster,
     root = generated_cluster(8, "--comm-ops-per-rank", "6", "--kernels-per-rank", "10",
                              "--tp", "4")
     tables, ops = _rank_links(root)
+
     def widened(t):
         for c in ("src_rank", "dst_rank"):
             t = t.set_column(t.schema.get_field_index(c), c, t.column(c).cast(pa.int64()))
@@ -136,3 +127,38 @@ def test_batches_of_different_column_types_merge_as_the_whole(generated_cluster,
     got = _text(cc.matrix_json_batches(lambda: R.concat_batches(mixed, "permissive"),
                                        membership, park=_Parked))
     assert got == whole
+
+
+def _link(tt, mb, ms):
+    return {"Transport Type": tt, "Transit Size(MB)": mb, "Transit Time(ms)": ms,
+            "Bandwidth(GB/s)": round(mb / ms, 4)}
+
+
+def _matrix_files(tmp_path, files: dict) -> list[pa.Table]:
+    """COMM_LINKS of each rank's communication_matrix.json ``files[rank]``, read as the reader
+    reads a file, ranks in the dict's order."""
+    tables = []
+    for rank, data in files.items():
+        p = tmp_path / f"m{rank}.json"
+        p.write_text(json.dumps(data))
+        tables.append(read_matrix(p, rank))
+    return tables
+
+
+def test_top1_is_the_fastest_record_not_the_first(tmp_path):
+    """A flat-CANN link is condensed to top1 / bottom by its records' bandwidth: top1 is the
+    fastest instance, bottom1 the slowest, whatever order the file lists them in."""
+    # rank 1's link 1->0 in three instances: 1.0, 3.0 and 2.0 MB each in 1 ms, so 1, 3 and 2
+    # GB/s; listed slowest first, the fastest second
+    tables = _matrix_files(tmp_path, {
+        0: {"allgather-total@g": {"0-0": _link("LOCAL", 1.0, 1.0), "0-1": _link("HCCS", 2.0, 1.0)}},
+        1: {"hcom_allGather__1_0_1@g": {"1-1": _link("LOCAL", 1.0, 1.0),
+                                        "1-0": _link("HCCS", 1.0, 1.0)},
+            "hcom_allGather__1_1_1@g": {"1-0": _link("HCCS", 3.0, 1.0)},
+            "hcom_allGather__1_2_1@g": {"1-0": _link("HCCS", 2.0, 1.0)}}})
+    links = pa.concat_tables(tables)
+    [(_, pieces)] = list(cc.matrix_json(links, membership=cc.group_membership(None, links)))
+    [doc] = json.loads(b"".join(pieces)).values()
+    top, bottom = doc["allgather-top1@g"]["1-0"], doc["allgather-bottom1@g"]["1-0"]
+    assert (top["Op Name"], top["Transit Size(MB)"]) == ("hcom_allGather__1_1_1", 3.0)
+    assert (bottom["Op Name"], bottom["Transit Size(MB)"]) == ("hcom_allGather__1_0_1", 1.0)
