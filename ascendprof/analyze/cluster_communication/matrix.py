@@ -257,17 +257,24 @@ def matrix_json(comm_links: pa.Table | None, comm_ops: pa.Table | None = None,
     order = np.argsort(row_key, kind="stable")  # rows of a group key together, in row order
     bounds = np.flatnonzero(np.r_[True, row_key[order][1:] != row_key[order][:-1], True])
     for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-        sub = t.take(order[a:b])
-        try:
-            pieces = group_json(sub)
-        except NeedsRecords:  # e.g. two local links of one global link: record by record
-            for key, steps in _matrix_members(
-                    zip(*(sub.column(f).to_pylist() for f in _LINK_FIELDS)), coll, p2p):
-                yield key, [orjson.dumps(steps, option=orjson.OPT_NON_STR_KEYS)]
-            continue
-        del sub  # the pieces hold what they need: the group's rows go before its text is made
-        if pieces is not None:
-            yield names[int(row_key[order[a]])], pieces
+        # the rows passed straight on: the helper holds the only reference to them
+        yield from _group_text(names[int(row_key[order[a]])], t.take(order[a:b]), coll, p2p)
+
+
+def _group_text(name: str, sub: pa.Table, coll: dict, p2p: dict):
+    """``(group key, JSON text pieces)`` of one group key's links ``sub`` (:func:`group_json`);
+    merged record by record (:func:`_matrix_members`) when the columns cannot be, e.g. two
+    local links of one global link."""
+    try:
+        pieces = group_json(sub)
+    except NeedsRecords:
+        for key, steps in _matrix_members(
+                zip(*(sub.column(f).to_pylist() for f in _LINK_FIELDS)), coll, p2p):
+            yield key, [orjson.dumps(steps, option=orjson.OPT_NON_STR_KEYS)]
+        return
+    del sub  # the pieces hold what they need: the group's rows go before its text is made
+    if pieces is not None:
+        yield name, pieces
 
 
 def matrix_json_batches(read_batches, membership, park=None):
@@ -321,21 +328,17 @@ def matrix_json_batches(read_batches, membership, park=None):
     for name, k in keys.items():
         if k >= len(parts) or not parts[k]:
             continue
-        sub = concat_parts(parts[k], promote_options="permissive")
-        parts[k] = None
-        if not sub.schema.equals(schema):
-            sub = sub.cast(schema)
-        sub = sub.combine_chunks()
-        try:
-            pieces = group_json(sub)
-        except NeedsRecords:  # e.g. two local links of one global link: record by record
-            for key, steps in _matrix_members(
-                    zip(*(sub.column(f).to_pylist() for f in _LINK_FIELDS)), coll, p2p):
-                yield key, [orjson.dumps(steps, option=orjson.OPT_NON_STR_KEYS)]
-            continue
-        del sub
-        if pieces is not None:
-            yield name, pieces
+        yield from _group_text(name, _joined(parts, k, schema), coll, p2p)
+
+
+def _joined(parts: list, k: int, schema: pa.Schema) -> pa.Table:
+    """Group key ``k``'s parked parts as one table of ``schema`` in one chunk; its parts are
+    let go (``parts[k]`` None) once read."""
+    sub = concat_parts(parts[k], promote_options="permissive")
+    parts[k] = None
+    if not sub.schema.equals(schema):
+        sub = sub.cast(schema)
+    return sub.combine_chunks()
 
 
 def _key_position(pair: str, key_of: dict, keys: dict, coll: dict, p2p: dict) -> int:
