@@ -146,3 +146,33 @@ def test_ranks_whose_tables_disagree_on_key_types_still_map_each_other(tmp_path)
          "size_mb": 40.0, "transit_ns": 2_000_000},
         {"group": "7", "step_key": "13", "src": 1, "dst": 0, "transport": "RDMA",
          "size_mb": 30.0, "transit_ns": 1_000_000}]
+
+
+def test_a_link_without_a_transport_is_compared_between_matrix_and_rank_tables(tmp_path):
+    # A link whose transport the profiler did not name: the rank's table holds a null
+    # transport, and ascendprof writes it to cluster_communication_matrix.json as
+    # "Transport Type": null. Both sides must name it alike (no transport: empty text), or the
+    # baseline's link and the current one are never compared and a slower link passes.
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "cluster_step_trace_time.csv").write_text(
+        STEP_HEAD + "1,rank,0,0.005,0,0,0\n1,rank,1,0.005,0,0,0\n")
+    # baseline 0->1: 100 MB in 10 ms = 10 GB/s
+    (base / "cluster_communication_matrix.json").write_text(json.dumps({"(0, 1)": {"step1": {
+        "Total Op Info@g": {"0-1": {"Transport Type": None, "Transit Size(MB)": 100.0,
+                                    "Transit Time(ms)": 10.0}}}}}))
+    cur = tmp_path / "cur"
+    for r in (0, 1):
+        steps(cur, r)
+    # current 0->1: 100 MB in 20 ms = 5 GB/s, -50 %; self-links map local i to global i
+    write_table(cur, 0, S.COMM_LINKS, S.from_lists(S.COMM_LINKS, link_rows(0, [
+        (0, 0, "LOCAL", 1.0, 100_000), (0, 1, None, 100.0, 20_000_000)])))
+    write_table(cur, 1, S.COMM_LINKS, S.from_lists(S.COMM_LINKS, link_rows(1, [
+        (1, 1, "LOCAL", 1.0, 100_000)])))
+
+    code, doc = gate_json(base, cur)
+    links = [c for c in doc["checks"] if c["rule"] == "bandwidth@link"]
+    assert len(links) == 1, links  # one link, on both sides
+    assert links[0]["baseline"] == 10.0 and links[0]["current"] == 5.0
+    assert round(links[0]["change_pct"], 6) == -50.0
+    assert links[0]["verdict"] == "fail" and code == 1

@@ -405,7 +405,8 @@ def _link_rows(rows: list, gid: str, step: str, links) -> None:
             s, t = int(src), int(dst)
         except ValueError:
             continue
-        rows.append((gid, gid, step, s, t, str(v.get("Transport Type", "")),
+        transport = v.get("Transport Type")  # null: not named, as a rank's null is read
+        rows.append((gid, gid, step, s, t, "" if transport is None else str(transport),
                      v.get("Transit Time(ms)"), v.get("Transit Size(MB)"),
                      v.get("Bandwidth(GB/s)")))
 
