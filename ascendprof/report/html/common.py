@@ -246,6 +246,14 @@ class RankPick:
         yield self.chart
 
 
+def step_text(step):
+    """A Step column (pandas Series) as text, '' for a step without a number (raw CANN data of a
+    legacy MindSpore job leaves cluster_step_trace_time.csv's Step empty): ``astype(str)`` alone
+    keeps a missing value missing under pandas 3 (a filter on it then selects no row) and makes
+    it 'nan' under pandas 2."""
+    return step.astype(str).where(step.notna(), "")
+
+
 def tabs_or_one(charts: list, titles: list[str], name: str):
     """One chart as it is, several as :class:`Tabs` named ``name``."""
     if len(charts) == 1:

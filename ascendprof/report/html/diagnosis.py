@@ -11,7 +11,7 @@ from markupsafe import Markup, escape
 from ascendprof.model.ranks import rank_ranges
 from ascendprof.report.bounded import is_bounded, items, rank_map
 from ascendprof.report.bounded import total as bounded_total
-from ascendprof.report.html.common import COLORS, Section
+from ascendprof.report.html.common import COLORS, Section, step_text
 from ascendprof.report.headline import DEFINITIONS, headline
 
 #: verdict cards shown open; the others are listed in a closed block by kind
@@ -61,7 +61,7 @@ def facts(d) -> list[tuple[str, str]]:
     steps = sorted({st for sl in step_lists for st in items(sl)})
     many = max((bounded_total(sl) for sl in step_lists if is_bounded(sl)), default=0)
     if rows is not None and not steps:
-        steps = list(dict.fromkeys(rows["Step"].astype(str)))
+        steps = [s for s in dict.fromkeys(step_text(rows["Step"])) if s]
     if many:  # summary.json holds the first and the last step ids of many
         out.append(("steps", f"{many:,}: " + ", ".join(map(str, steps[:10]))
                     + f" … {steps[-1]}"))

@@ -13,7 +13,7 @@ import pandas as pd
 
 from ascendprof.model.ranks import rank_ranges
 from ascendprof.report.bounded import source_column
-from ascendprof.report.html.common import (cell, Chart, COLORS, FLAG_COLOR, MAX_BARS,
+from ascendprof.report.html.common import (cell, step_text, Chart, COLORS, FLAG_COLOR, MAX_BARS,
                                            MAX_STEPS, MAX_TABLE_ROWS, node_layout, Section,
                                            Table, Tabs, tabs_or_one)
 
@@ -155,6 +155,10 @@ def numbers_table(st: pd.DataFrame) -> Table:
                  defs=DEFINITIONS)
 
 
+def _tab_labels(steps: list[str]) -> list[str]:
+    return [f"step {s}" if s else "no step number" for s in steps]
+
+
 def build(d, ctx) -> Section:
     sec = Section("steps", "Step breakdown")
     rows = d.rank_rows()
@@ -170,7 +174,8 @@ def build(d, ctx) -> Section:
         return sec
     flags = flagged_ranks(d.verdicts)
     stage_of = d.stage_of()
-    steps = list(dict.fromkeys(rows["Step"].astype(str)))
+    labels = step_text(rows["Step"])
+    steps = list(dict.fromkeys(labels))
     shown = steps[:MAX_STEPS]
     n_steps = d.step_trace.attrs.get("steps", len(steps))  # the file's, not only those read
     n_ranks = rows["Rank"].nunique()
@@ -183,36 +188,39 @@ def build(d, ctx) -> Section:
                    "table's column names for their definitions.")
     on_rank = ctx.get("on_rank")
     if n_ranks <= MAX_BARS:
-        charts = [bars(rows[rows["Step"].astype(str) == s], stage_of, flags,
-                       f"Step {s}: time per rank", f"steps_bars_{i}", on_rank)
+        charts = [bars(rows[labels == s], stage_of, flags,
+                       f"Step {s}: time per rank" if s else "Time per rank (no step number)",
+                       f"steps_bars_{i}", on_rank)
                   for i, s in enumerate(shown)]
-        sec.chart(tabs_or_one(charts, [f"step {s}" for s in shown], "steps_bars"))
+        sec.chart(tabs_or_one(charts, _tab_labels(shown), "steps_bars"))
     else:
         st_rows = d.step_trace[d.step_trace["Type"].astype(str) == "stage"]
         if len(st_rows):
-            charts = [stage_bars(st_rows[st_rows["Step"].astype(str) == s], f"steps_stage_{i}")
+            st_text = step_text(st_rows["Step"])
+            charts = [stage_bars(st_rows[st_text == s], f"steps_stage_{i}")
                       for i, s in enumerate(shown)]
-            sec.chart(tabs_or_one(charts, [f"step {s}" for s in shown], "steps_stages"))
+            sec.chart(tabs_or_one(charts, _tab_labels(shown), "steps_stages"))
         device_of = {int(r): dev for r, dev in zip(source_column(d.summary, "rank"),
                                                    source_column(d.summary, "device_id"))
                      if r is not None}
-        charts = [heatmaps(rows[rows["Step"].astype(str) == s], device_of, flags,
+        charts = [heatmaps(rows[labels == s], device_of, flags,
                            f"steps_heat_{i}") for i, s in enumerate(shown)]
-        sec.chart(tabs_or_one(charts, [f"step {s}" for s in shown], "steps_heatmaps"),
+        sec.chart(tabs_or_one(charts, _tab_labels(shown), "steps_heatmaps"),
                   caption="Every rank as one cell; hover for its value.")
         tops = []
         n_stages = max(1, len(set(stage_of.values())))
         per = max(1, TOP_RANKS // n_stages)
         for i, s in enumerate(shown):
-            r = rows[rows["Step"].astype(str) == s]
+            r = rows[labels == s]
             r = r.assign(_st=[stage_of.get(int(x), 0) for x in r["Rank"]],
                          _c=_num(r, "Computing"))
             keep = [x for _, g in r.groupby("_st")
                     for x in g.sort_values("_c", ascending=False)["Rank"].head(per)]
             what = f"per pipeline stage the {per}" if n_stages > 1 else f"the {per}"
             tops.append(bars(r[r["Rank"].isin(keep)], stage_of, flags,
-                             f"Step {s}: {what} ranks with the longest Computing "
+                             f"{f'Step {s}' if s else 'No step number'}: {what} ranks with the "
+                             f"longest Computing "
                              f"(of {n_ranks} ranks)", f"steps_top_{i}", on_rank))
-        sec.chart(tabs_or_one(tops, [f"step {s}" for s in shown], "steps_top"))
+        sec.chart(tabs_or_one(tops, _tab_labels(shown), "steps_top"))
     sec.table(numbers_table(d.step_trace))
     return sec
