@@ -185,41 +185,78 @@ class _OpKeys:
         return code
 
 
+class _LinkSums:
+    """Per op (of the ops whose keys ``keys`` holds) the sum of the sizes (MB) of the link
+    rows with its (step, group, op_name), nulls skipped, compensated as pandas' grouped sum
+    adds (Kahan, in row order); 0.0 for an op without such a row. :meth:`add` takes the rows
+    of a table (or of its parts, in row order: the sums are those of one pass over them)."""
+
+    def __init__(self, keys: "_OpKeys"):
+        # running sums and compensations as C doubles (8 bytes a key, not a Python float of
+        # ~32)
+        self.keys = keys
+        self.tot, self.comp = array("d", bytes(8 * keys.n)), array("d", bytes(8 * keys.n))
+
+    def add(self, bw: pa.Table, link: np.ndarray, size: np.ndarray) -> None:
+        """The rows of ``bw`` where ``link`` (a bool per row) is set, of sizes ``size``
+        (float64 per row, NaN for null), keyed and summed a slice of ``bw`` at a time."""
+        tot, comp, keys = self.tot, self.comp, self.keys
+        cols = bw.select(list(_KEYS))
+        for at in range(0, bw.num_rows, _SLICE_ROWS):
+            sel = link[at:at + _SLICE_ROWS] & ~np.isnan(size[at:at + _SLICE_ROWS])
+            if not sel.any():
+                continue
+            rows = np.flatnonzero(sel)
+            kb = keys.of(cols.slice(at, _SLICE_ROWS))[rows]  # (a take would copy the texts)
+            vals = size[at + rows]
+            ok = kb >= 0
+            for k, v in zip(kb[ok].tolist(), vals[ok].tolist()):
+                s = tot[k]
+                c = comp[k]
+                y = v - c
+                t = s + y
+                c = t - s - y
+                comp[k] = 0.0 if c != c else c
+                tot[k] = t
+
+    def result(self, n_ops: int) -> pa.Array:
+        """The sums of the ``n_ops`` ops, in their order."""
+        n = self.keys.n
+        return pa.array(np.asarray(self.tot, np.float64)[self.keys.ops] if n
+                         else np.zeros(n_ops), pa.float64())
+
+
 def _link_sent(bw: pa.Table, link: np.ndarray, size: np.ndarray, keys: "_OpKeys",
                n_ops: int) -> pa.Array:
     """Per op (of the ``n_ops`` whose keys ``keys`` holds) the sum of the sizes (MB) of the
-    link rows (``link``: a bool per row of ``bw``) with its (step, group, op_name), nulls
-    skipped, compensated as pandas' grouped sum adds (Kahan, in row order); 0.0 for an op
-    without such a row. The link rows are keyed and summed a slice of ``bw`` at a time, in
-    row order (the sums are those of one pass)."""
-    n = keys.n
-    # running sums and compensations as C doubles (8 bytes a key, not a Python float of ~32)
-    tot, comp = array("d", bytes(8 * n)), array("d", bytes(8 * n))
-    cols = bw.select(list(_KEYS))
-    for at in range(0, bw.num_rows, _SLICE_ROWS):
-        sel = link[at:at + _SLICE_ROWS] & ~np.isnan(size[at:at + _SLICE_ROWS])
-        if not sel.any():
-            continue
-        rows = np.flatnonzero(sel)
-        kb = keys.of(cols.slice(at, _SLICE_ROWS))[rows]  # (a take would copy the texts)
-        vals = size[at + rows]
-        ok = kb >= 0
-        for k, v in zip(kb[ok].tolist(), vals[ok].tolist()):
-            s = tot[k]
-            c = comp[k]
-            y = v - c
-            t = s + y
-            c = t - s - y
-            comp[k] = 0.0 if c != c else c
-            tot[k] = t
-    return pa.array(np.asarray(tot, np.float64)[keys.ops] if n else np.zeros(n_ops),
-                    pa.float64())
+    link rows (``link``: a bool per row of ``bw``) with its (step, group, op_name), as
+    :class:`_LinkSums` adds them."""
+    sums = _LinkSums(keys)
+    sums.add(bw, link, size)
+    return sums.result(n_ops)
+
+
+def _bandwidth_parts(tables):
+    """The rank's COMM_BANDWIDTH in parts, in row order (tables of the same columns): its row
+    groups when ``tables`` gives them (``tables.row_groups(name)``: a spilled rank's table
+    read a row group at a time, analyze.registry), else the table whole; nothing when the
+    rank has none."""
+    row_groups = getattr(tables, "row_groups", None)
+    if row_groups is not None:
+        yield from row_groups(S.COMM_BANDWIDTH)
+        return
+    bw = tables.get(S.COMM_BANDWIDTH)
+    if bw is not None:
+        yield bw
 
 
 def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str, pa.Table]:
     """{OPS: per communication op its start, elapse and MB sent over the links between ranks;
-    LINKS: per transport the rank's total size, transit time and large-packet MB}."""
-    ops, bw = tables.get(S.COMM_OPS), tables.get(S.COMM_BANDWIDTH)
+    LINKS: per transport the rank's total size, transit time and large-packet MB}.
+    COMM_BANDWIDTH is read in parts (:func:`_bandwidth_parts`: a spilled rank's row groups,
+    ~0.25 GB whole at a 1 GB communication.json), each part's sums added to the previous
+    ones': the same values as from the table whole."""
+    ops = tables.get(S.COMM_OPS)
     if ops is None or ops.num_rows == 0:
         return {}
     # Columns and numpy arrays, not DataFrames: a rank holds a few dozen ops, where pandas'
@@ -229,12 +266,19 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
     o = ops.select(["step", "group", "op_name", "start_ns", "elapse_ns"])  # (filter copies)
     if o["start_ns"].null_count:  # (10^6 ops: ~60 MB of names copied by a filter of none)
         o = o.filter(pc.is_valid(o["start_ns"]))
-    sent_mb = None
     out = {}
-    if bw is not None and bw.num_rows:
-        # the ops' keys first: encoding them (1.35 M op names) is this function's largest
-        # transient, and the per-row arrays below (~70 MB at 5 M rows) do not exist yet
-        keys = _OpKeys(o.select(list(_KEYS)))
+    # the ops' keys first: encoding them (1.35 M op names) is this function's largest
+    # transient, and no per-row array of the bandwidth rows exists yet
+    sums = _LinkSums(_OpKeys(o.select(list(_KEYS)))) if S.COMM_BANDWIDTH in tables else None
+    linked = False
+    # per transport: rows, and the sizes, sizes x large-packet ratios and transit times of
+    # its rows of a positive size, part by part (summed once whole, in row order: the same
+    # sums as over the table whole)
+    per: dict[str, list] = {}
+    transit_null = False
+    for bw in _bandwidth_parts(tables):
+        if bw.num_rows == 0:
+            continue
         tr_values, tr_codes = filled_codes(bw["transport"], "")
         tr_values = np.array([str(v).upper() for v in tr_values], dtype=object)
         size = np.asarray(bw["size_mb"].to_numpy(), np.float64)  # null: NaN
@@ -243,29 +287,45 @@ def rank_partial(tables: dict, rank: int, meta: dict | None = None) -> dict[str,
         # matches the ops' null
         link &= np.asarray(pc.is_valid(bw["step"]).to_numpy(zero_copy_only=False), bool)
         if link.any():
-            sent_mb = _link_sent(bw, link, size, keys, o.num_rows)
-        del keys
+            sums.add(bw, link, size)
+            linked = True
+        sums.keys._maps.clear()  # (keyed by the part's buffers, which go with the part)
+        del link
+        transit_null |= bool(bw["transit_ns"].null_count)
         pos = size > 0  # (NaN, a null, is not)
         if pos.any():
             # each transport's rows taken from the columns, not every row's transit time and
             # ratio as numpy arrays at once (~0.15 GB of 5 M rows): the same values summed
-            transit_null = bool(bw["transit_ns"].null_count)
-            rows = []
             for tr in sorted(set(tr_values[tr_codes[pos]].tolist())):
                 m = pos & (tr_values == tr)[tr_codes]
                 at = pa.array(np.flatnonzero(m))
-                transit = bw["transit_ns"].take(at).to_numpy(zero_copy_only=False)
-                transit = np.nan_to_num(np.asarray(transit, np.float64), nan=0.0) \
-                    if transit_null else np.asarray(transit, np.int64)
                 lpr = np.nan_to_num(np.asarray(bw["large_packet_ratio"].take(at).to_numpy(),
                                                np.float64), nan=0.0)
                 mb = size[m]
-                rows.append({"rank": rank, "transport": tr, "ops": int(m.sum()),
-                             "size_mb": float(mb.sum()),
-                             "transit_ns": int(transit.sum()),
-                             "large_mb": float((mb * lpr).sum())})
-                del at, transit, lpr, mb
-            out[LINKS] = pa.Table.from_pylist(rows, schema=LINK_SCHEMA)
+                got = per.setdefault(tr, [0, [], [], []])
+                got[0] += int(m.sum())
+                got[1].append(mb)
+                got[2].append(mb * lpr)
+                got[3].extend(bw["transit_ns"].take(at).chunks)
+                del at, lpr, mb, m
+        del bw, size, pos, tr_codes
+    sent_mb = sums.result(o.num_rows) if linked else None
+    sums = None
+    if per:
+        rows = []
+        for tr in sorted(per):
+            n, mbs, larges, transits = per.pop(tr)
+            mb, large = np.concatenate(mbs), np.concatenate(larges)
+            del mbs, larges
+            transit = pa.chunked_array(transits).to_numpy(zero_copy_only=False)
+            transit = np.nan_to_num(np.asarray(transit, np.float64), nan=0.0) \
+                if transit_null else np.asarray(transit, np.int64)
+            rows.append({"rank": rank, "transport": tr, "ops": n,
+                         "size_mb": float(mb.sum()),
+                         "transit_ns": int(transit.sum()),
+                         "large_mb": float(large.sum())})
+            del transit, mb, large, transits
+        out[LINKS] = pa.Table.from_pylist(rows, schema=LINK_SCHEMA)
     if sent_mb is None:
         sent_mb = pa.array(np.zeros(o.num_rows), pa.float64())
     cols = {"rank": pa.array(np.full(o.num_rows, rank, np.int32)),

@@ -152,6 +152,15 @@ ANALYSES = (
              _comm_hardware_files),
 )
 
+#: the tables an engine may give :func:`rank_partials` as readers (``later``) rather than
+#: whole, and the analyses that read them with the columns each asks for (None: all of
+#: :data:`READ_COLUMNS`, which comm_hardware reads a row group at a time). A spilled
+#: COMM_BANDWIDTH (5 M rows at a 1 GB communication.json, ~0.25 GB as the analyses' columns)
+#: is then never held whole through the registry's analyses: op_efficiency reads two of its
+#: columns while it runs, comm_hardware one row group at a time.
+READ_LATER = {S.COMM_BANDWIDTH: {"op_efficiency": ("size_mb", "transport"),
+                                 "comm_hardware": None}}
+
 #: the order the verdict rules run in (their verdicts keep this order among equals)
 _RULE_ORDER = ("memory", "moe", "data")
 
@@ -163,26 +172,71 @@ def _untimed(k: pa.Table):
     return pc.and_(pc.is_valid(k["start_ns"]), pc.is_valid(k["dur_ns"]))
 
 
+class _Tables(Mapping):
+    """The tables one analysis (``name``) gets: ``tables``, and those of ``later`` (readers:
+    ``read(columns)`` -> the table, ``row_groups(columns)`` -> its row groups in order) read
+    when the analysis first asks for one (the columns :data:`READ_LATER` lists for it) and
+    kept until it is done. Asking whether one is there does not read it; :meth:`row_groups`
+    gives a table a row group at a time."""
+
+    def __init__(self, tables: Mapping, later: Mapping, name: str):
+        self._tables, self._later, self._read = tables, later, {}
+        self._columns = {n: READ_LATER.get(n, {}).get(name) for n in later}
+
+    def __getitem__(self, name):
+        if name in self._tables:
+            return self._tables[name]
+        if name not in self._later:
+            raise KeyError(name)
+        if name not in self._read:
+            self._read[name] = self._later[name].read(self._columns[name])
+        return self._read[name]
+
+    def row_groups(self, name):
+        """Table ``name`` in parts, in row order (the table whole when it is in memory;
+        nothing when there is none)."""
+        if name in self._later and name not in self._tables and name not in self._read:
+            yield from self._later[name].row_groups(self._columns[name])
+        elif self.get(name) is not None:
+            yield self[name]
+
+    def __contains__(self, name) -> bool:
+        return name in self._tables or name in self._later
+
+    def __iter__(self):
+        yield from self._tables
+        yield from (n for n in self._later if n not in self._tables)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 def rank_partials(tables: dict[str, pa.Table], rank: int, problems=None,
-                  meta: dict | None = None, between=None, kernels=None) -> dict[str, pa.Table]:
+                  meta: dict | None = None, between=None, kernels=None,
+                  later: Mapping | None = None) -> dict[str, pa.Table]:
     """{partial name: table} of one rank (absent when the rank has no such data). Kernels
     without a start time or duration (left empty by the reader, e.g. a start time in
     E-notation, which lost its precision; reported there) take part in none of them.
     ``between()``, when given, is called after each analysis (the engine gives the heap's free
     pages back there for a rank of millions of kernels). ``kernels(columns) -> pa.Table``, when
     given, supplies KERNELS with those columns (the engine reads the ones a spilled table does
-    not hold in memory from its file, for the one analysis that reads them)."""
+    not hold in memory from its file, for the one analysis that reads them). ``later``:
+    {table name: reader} for tables not in ``tables`` (:class:`_Tables`: an analysis reads
+    the columns :data:`READ_LATER` lists for it, when it asks, and drops them when done)."""
     out: dict[str, pa.Table] = {}
     k = tables.get(S.KERNELS)
     timed = None if k is None else _untimed(k)
     if k is not None and kernels is None:
         kernels = lambda cols: k.select([c for c in cols if c in k.column_names])  # noqa: E731
+    later = {n: r for n, r in (later or {}).items() if n not in tables}
     for a in ANALYSES:
         mine = tables
         if k is not None:  # only the kernel columns it reads (none when it reads none)
             kt = kernels(a.kernels)
             mine = {**tables, S.KERNELS: kt if timed is None else kt.filter(timed)}
             del kt
+        if later:
+            mine = _Tables(mine, later, a.name)
         try:
             got = a.rank_partial(mine, rank, meta or {})
         except Exception as e:  # noqa: BLE001 - one analysis' defect must not lose the rank
@@ -190,8 +244,10 @@ def rank_partials(tables: dict[str, pa.Table], rank: int, problems=None,
                 problems.add("<analysis>", f"{a.name} analysis failed ({type(e).__name__}: {e}); "
                                            f"please report this", rank=rank, affects=(a.name,))
             continue
+        finally:
+            del mine
         out.update({k: v for k, v in got.items() if v is not None and v.num_rows})
-        del got, mine
+        del got
         if between is not None:
             between()
     return out

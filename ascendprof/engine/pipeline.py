@@ -115,11 +115,15 @@ def _registry_tables(data):
     (registry.READ_COLUMNS: a communication.json of 10^6 ops is ~1.4 GB whole, its OPINFO
     texts 740 MB of it), from its slim in-memory part when that holds them, else read back
     with its texts dictionary-encoded (group, op and transport names repeat); one no analysis
-    reads is left out. A large rank gives the same files as a small one. ``kernels`` is None
-    when nothing is spilled."""
+    reads is left out. A large rank gives the same files as a small one. A spilled table
+    only a few analyses read (registry.READ_LATER: COMM_BANDWIDTH, ~0.25 GB of 5 M rows at a
+    1 GB communication.json) is not read here: ``later`` {name: :class:`_LaterColumns`}
+    reads the columns an analysis asks for while it runs (whole, or a row group at a time),
+    so the table is not held through the other analyses. Returns ``(tables, kernels,
+    later)``; ``kernels`` is None when nothing is spilled."""
     if not data.spilled:
-        return data.tables, None
-    tables, kernels = dict(data.tables), None
+        return data.tables, None, {}
+    tables, kernels, later = dict(data.tables), None, {}
     for name, st in data.spilled.items():
         if name == S.KERNELS and name in tables:
             kernels = partial(_with_columns, tables[name], st)
@@ -128,10 +132,49 @@ def _registry_tables(data):
         cols = None if want is None else [c for c in st.schema.names if c in want]
         if cols == []:
             tables.pop(name, None)
+            continue
+        read = _LaterColumns(tables.pop(name, None), st, cols,
+                             _ROW_GROUP_DICTIONARIES.get(name, ()))
+        if name in registry.READ_LATER:
+            later[name] = read
         else:
-            tables[name] = _spilled_columns(tables.get(name), st, cols, dictionary=True,
-                                            split=_ROW_GROUP_DICTIONARIES.get(name, ()))
-    return tables, kernels
+            tables[name] = read.read()
+        del read
+    return tables, kernels, later
+
+
+class _LaterColumns:
+    """Columns of a spilled table, read when an analysis asks for them (registry
+    rank_partials' ``later``): :meth:`read` the table (as :func:`_spilled_columns` reads
+    it: texts dictionary-encoded, one dictionary per column but those of ``split``),
+    :meth:`row_groups` its row groups one at a time (each text column with its row group's
+    dictionary). ``columns`` None: all of ``cols`` (the columns the registry reads)."""
+
+    def __init__(self, slim, st, cols, split=()):
+        self.slim, self.st, self.cols, self.split = slim, st, cols, split
+
+    def _want(self, columns):
+        if columns is None:
+            return self.cols
+        return [c for c in (self.cols or self.st.schema.names) if c in columns]
+
+    def read(self, columns=None) -> pa.Table:
+        return _spilled_columns(self.slim, self.st, self._want(columns), dictionary=True,
+                                split=self.split)
+
+    def row_groups(self, columns=None):
+        cols = self._want(columns)
+        if self.slim is not None and cols is not None and \
+                all(c in self.slim.column_names for c in cols):
+            yield self.slim.select(cols)
+            return
+        import pyarrow.parquet as pq  # (as sysio.bigtables: not at start-up)
+
+        texts = [f.name for f in self.st.schema if pa.types.is_string(f.type)
+                 and (cols is None or f.name in cols)]
+        f = pq.ParquetFile(self.st.path, read_dictionary=texts or None, pre_buffer=False)
+        for i in range(f.num_row_groups):
+            yield f.read_row_group(i, columns=cols, use_threads=False)
 
 
 #: text columns of a spilled table the registry's analyses get with one dictionary per row
@@ -260,10 +303,10 @@ def _process_rank(source: Source, tables_dir: Path | None, cache_dir: Path | Non
         _plain_kernels(data, _BREAKDOWN_KERNELS), data.rank)
     trim()
     if partials:  # the analyses' per-rank parts (analyze.registry), for their output files
-        tables, kernels = _registry_tables(data)
+        tables, kernels, later = _registry_tables(data)
         res.tables.update(registry.rank_partials(tables, data.rank, res.problems, data.meta,
-                                                 between=trim, kernels=kernels))
-        del tables, kernels
+                                                 between=trim, kernels=kernels, later=later))
+        del tables, kernels, later
         trim()
     if data.has(S.KERNELS):
         res.op_partial = op_stats.rank_partial(
