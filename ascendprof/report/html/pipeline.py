@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ascendprof.report.html.common import (COLORS, MAX_TABLE_ROWS, PALETTE, Chart, Section,
-                                           Table, Tabs, cell)
+                                           Table, Tabs, cell, step_text)
 from ascendprof.report.html.steps import flagged_ranks
 
 #: pipelines drawn (tabs); the others are in pipeline.csv
@@ -53,7 +53,8 @@ def gantt(ops: pd.DataFrame, title: str, name: str) -> Chart:
 def stage_chart(stages: pd.DataFrame, name: str) -> Chart:
     """Per step and stage: Computing and Bubble (mean per rank, µs -> ms), the stage's step
     time (Stage(us), as the profiler reports it) as a dash across each bar."""
-    x = [f"step {s} · stage {st}" for s, st in zip(stages["Step"], stages["Stage"])]
+    x = [f"step {s} · stage {st}" if s else f"no step number · stage {st}"
+         for s, st in zip(step_text(stages["Step"]), stages["Stage"])]
     data = {"x": x, "ranks": [str(r) for r in stages["Ranks"]],
             "comp": list(_num(stages, "Computing(us)") / 1000),
             "bubble": list(_num(stages, "Bubble(us)") / 1000),
@@ -99,17 +100,19 @@ def build(d, ctx) -> Section:
         sec.chart(stage_chart(stages, "pipeline_stages"))
     if p is not None and len(p):
         flags = flagged_ranks(d.verdicts)
-        keys = list(dict.fromkeys(zip(p["Step"].astype(str), p["Pipeline"])))
+        steps = step_text(p["Step"])  # '' for ops without a step number
+        keys = list(dict.fromkeys(zip(steps, p["Pipeline"])))
         ranks_of = {k: set(pd.to_numeric(g["Rank"], errors="coerce").dropna().astype(int))
-                    for k, g in p.groupby([p["Step"].astype(str), p["Pipeline"]])}
+                    for k, g in p.groupby([steps, p["Pipeline"]])}
         chosen = [k for k in keys if ranks_of.get(k, set()) & set(flags)][:MAX_PIPELINES]
         chosen += [k for k in keys if k not in chosen][:MAX_PIPELINES - len(chosen)]
         charts = []
         for i, (step, pipe) in enumerate(chosen):
-            ops = p[(p["Step"].astype(str) == step) & (p["Pipeline"] == pipe)]
-            charts.append((f"step {step}, pipeline {pipe}",
-                           gantt(ops, f"Step {step}, pipeline ranks {pipe}: p2p ops per stage",
-                                 f"pipeline_gantt_{i}")))
+            ops = p[(steps == step) & (p["Pipeline"] == pipe)]
+            where = f"step {step}" if step else "no step number"
+            charts.append((f"{where}, pipeline {pipe}",
+                           gantt(ops, f"{where[0].upper()}{where[1:]}, pipeline ranks {pipe}: "
+                                      f"p2p ops per stage", f"pipeline_gantt_{i}")))
         if len(charts) == 1:
             charts[0][1].name = "pipeline_gantt"
             sec.chart(charts[0][1])
