@@ -40,7 +40,8 @@ def test_legacy_kernels_starting_at_the_same_tick_keep_stream_task_order(tmp_pat
         stream 5 task 4 [0, 5].
     The kernels come in start order: tasks 3 and 4 both start at tick 0, and a tie keeps the
     (stream, task) order the start/end logs were paired in: task 3 (stream 4) before task 4
-    (stream 5); then task 1 (tick 10 = 100 ns) and task 2 (tick 20 = 200 ns)."""
+    (stream 5); then task 1 (tick 10 = 100 ns) and task 2 (tick 20 = 200 ns). Ties are real:
+    in the shared JOB3 HWTS log 84 paired device tasks start at the same tick as another."""
     job = tmp_path / "JOB1"
     job.mkdir()
     logs = [(0, 1, 10, 3), (1, 1, 20, 3), (0, 2, 20, 3), (1, 2, 30, 3),
