@@ -148,6 +148,15 @@ def _full_note(res: list[dict]) -> str:
             "since). ")
 
 
+def _fresh_seeds(res) -> str:
+    """The seeds after 33 the results were drawn with, as text ("34 to 38")."""
+    seeds = sorted({int(r["seed"]) for r in res
+                    if isinstance(r, dict) and r.get("seed") is not None and int(r["seed"]) > 33})
+    if not seeds:
+        return "none yet"
+    return str(seeds[0]) if len(seeds) == 1 else f"{seeds[0]} to {seeds[-1]}"
+
+
 def build() -> tuple[str, list[str]]:
     res, reasons = _load()
     problems: list[str] = []
@@ -166,7 +175,8 @@ def build() -> tuple[str, list[str]]:
            "mutmut generates for the module, with a generator seeded by the seed and the module "
            "name). Tests were then written against the survivors of the samples drawn with "
            "seed 33; measuring again on those same mutants would overstate the score, so a "
-           "module measured again after its tests draws a fresh sample (a seed not used for it before, 34 to 36, named in the table): its score "
+           "module measured again after its tests draws a fresh sample (a seed not used for it before, "
+           + _fresh_seeds(res) + ", named in the table): its score "
            "estimates how the tests do on mutants they were not written for. "
            "`mutation/run.py --full MODULE` runs every mutant of a module on demand. The "
            "share of non-equivalent mutants killed is given with its 95 % Wilson score interval; "
