@@ -71,6 +71,11 @@ def read_frame(path: Path) -> pd.DataFrame:
 
 #: how our CSV outputs are read back: identifiers as text, only an empty cell is missing
 _READ_OPTIONS = dict(dtype=TEXT_COLUMNS, keep_default_na=False, na_values=[""])
+if int(pd.__version__.split(".")[0]) < 3:
+    # pandas 2's default float parser is not correctly rounded (an absolute time such as
+    # 1764246877470477.750 us read as ...477.5); pandas 3's is (and deprecates the option):
+    # the page and the comparisons read the same numbers under either
+    _READ_OPTIONS["float_precision"] = "round_trip"
 
 
 def _text_filled(df: pd.DataFrame) -> pd.DataFrame:
