@@ -97,3 +97,13 @@ def test_classify_under_used_vector_op_names_vec_when_it_is_the_busiest():
     # vec 0.5, mte2 0.1, mte3 0.1: none >= 0.7, sum 0.7 < 0.9; busiest vec 0.5 < 0.8
     assert C.classify("AI_VECTOR_CORE", {"aiv_vec_ratio": 0.5, "aiv_mte2_ratio": 0.1,
                                          "aiv_mte3_ratio": 0.1}) == ("under", "max vec 0.50")
+
+
+def test_aicore_freq_samples_without_a_value_are_skipped_saying_so():
+    # The AI Core frequency table has a row, but its clock value is missing: no sample can be
+    # judged. The rule says so (skipped), instead of failing on an empty array.
+    freq = table(S.AICORE_FREQ, [{"ts_ns": 0, "freq_mhz": None}])
+    k = table(S.KERNELS, [kernel("K1", "MatMul", "AI_CORE", 10 * US)])
+    res = run(AICORE_FREQ=freq, KERNELS=k, STEP_TRACE=steps(1, computing_ns=1000 * US))
+    assert res["status"]["computation.aicore_freq"] == [
+        "skipped", "no AI Core frequency sample with a time and a value"]

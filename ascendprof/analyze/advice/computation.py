@@ -452,6 +452,8 @@ FREQ_MIN_PCT = 1.0
 
 def _aicore_freq(ctx):
     f = ctx.df(S.AICORE_FREQ).dropna(subset=["ts_ns", "freq_mhz"]).sort_values("ts_ns")
+    if f.empty:
+        raise Skip("no AI Core frequency sample with a time and a value")
     k = ctx.kernel_frame(np.isin(ctx.karr()["core"], _CUBE + _VEC),
                          ("name", "start_ns", "dur_ns"))
     if k.empty:
