@@ -327,7 +327,11 @@ def read_timeline_data(path: Path, rank: int, device_id: int | None,
         cols["name"].append(row[0].strip())
         cols["op_type"].append(op_type_of(row[0].strip()))
         cols["stream_id"].append(_int(path, row[1], n))
-        cols["start_ns"].append(_ms_to_ns(path, row[2], n))
+        start = _ms_to_ns(path, row[2], n)
+        if not -2**63 <= start < 2**63:  # else the step lookup's int64 array overflows
+            raise InputError(path, f"start_time(ms) beyond the int64 ns range: {row[2].strip()!r}",
+                             where=f"line {n}")
+        cols["start_ns"].append(start)
         cols["dur_ns"].append(_ms_to_ns(path, row[3], n))
     k = len(cols["name"])
     cols["step"] = _assign_steps(cols["start_ns"], iterations)
