@@ -123,3 +123,16 @@ def test_assign_steps_keeps_step_an_int32():
     got = AO.assign_steps(k, st)
     assert got.schema.field("step").type == pa.int32()
     assert got["step"].to_pylist() == [1, 2, None]
+
+
+def test_a_profiler_info_that_is_not_an_object_does_not_lose_profiler_metadata(tmp_path):
+    # profiler_info_0.json rewritten as the JSON array [1] (valid JSON, not an object):
+    # recorded as "not a JSON object"; profiler_metadata.json, read after it, is still read
+    rank_dir = _copy(tmp_path)
+    (rank_dir / "profiler_info_0.json").write_text("[1]", encoding="utf-8")
+    data = _read(rank_dir)
+    assert "profiler_info" not in data.meta
+    assert data.meta["profiler_metadata"] == textio.read_json(
+        rank_dir / "profiler_metadata.json", textio.METADATA_MAX_BYTES)
+    (p,) = _problems(data, "profiler_info_0.json")
+    assert "not a JSON object" in p.reason and "metadata" in p.affects
