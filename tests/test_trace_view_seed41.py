@@ -11,7 +11,7 @@ import pytest
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError
 from ascendprof.readers.trace_view import read_trace_view
-from test_trace_view_by_hand import HW, _meta, _write
+from test_trace_view_by_hand import HCCL, HW, _meta, _rows, _write
 
 
 def test_a_bad_ts_on_a_device_task_names_the_file(tmp_path):
@@ -39,3 +39,22 @@ def test_the_timeline_keeps_its_schema_doc_beside_device_ids(tmp_path):
     md = read_trace_view(p, 0)[S.TIMELINE].schema.metadata
     assert json.loads(md[b"device_ids"]) == []
     assert md[b"doc"]  # the schema's description, non-empty
+
+
+def test_text_connection_ids_match_only_their_own_number(tmp_path):
+    """The big op on "Group g Communication" has connection_id "5" (text); task 'a' has
+    connection_id 5 (a number: the same link, so communication), task 'c' has "6" (text, another
+    link: not communication). Text and numbers compare by their integer value, and two
+    different texts never match."""
+    events = [
+        {"ph": "X", "name": "a", "pid": HW, "tid": 3, "ts": "1.000", "dur": 1.0,
+         "args": {"Task Type": "Other", "connection_id": 5}},
+        {"ph": "X", "name": "c", "pid": HW, "tid": 4, "ts": "3.000", "dur": 1.0,
+         "args": {"Task Type": "AI_CORE", "connection_id": "6"}},
+        {"ph": "X", "name": "hcom_allReduce_1", "pid": HCCL, "tid": 1, "ts": "1.000", "dur": 3.0,
+         "args": {"connection_id": "5"}},
+        *_meta(HW, "Ascend Hardware"),
+        *_meta(HCCL, "HCCL", [(1, "Group g Communication")]),
+    ]
+    got = {r["name"]: r["category"] for r in _rows(_write(tmp_path, events), "hardware")}
+    assert got == {"a": "communication", "c": None}
