@@ -371,19 +371,7 @@ def _instances(ops: pa.Table):
     d = ops.filter(keep) if ops["elapse_ns"].null_count else ops
     if d.num_rows == 0 or pc.count_distinct(d["rank"]).as_py() < 2:
         return  # (no instance of two ranks: one rank's 1.35 M op names not even encoded)
-    code, levels = None, []
-    for c in ("step", "group", "op_name"):
-        k, values = _sorted_codes(d[c])
-        levels.append((k, values))
-        if code is None:
-            code = k
-            continue
-        _, code = np.unique(code * (len(values) + 1) + k, return_inverse=True)  # sorted
-        code = code.reshape(-1)
-    # the groups' keys: a row of each group, its level values
-    order = np.argsort(code, kind="stable")
-    g_sorted = code[order]
-    starts = np.flatnonzero(np.r_[True, g_sorted[1:] != g_sorted[:-1]])
+    code, order, starts, levels = _key_groups(d)
     ranks = np.asarray(d["rank"].to_numpy(), np.int64)
     pair = np.unique(code * (int(ranks.max()) - int(ranks.min()) + 1) + (ranks - ranks.min()))
     n = np.bincount(pair // (int(ranks.max()) - int(ranks.min()) + 1), minlength=len(starts))
@@ -419,10 +407,11 @@ def _instances(ops: pa.Table):
 def _key_groups(t: pa.Table):
     """``t``'s rows (one or more) grouped by (step, group, op_name) in pandas' sorted order
     (:func:`_sorted_codes`): ``(group number per row, the rows in group order (stable),
-    each group's first place in that order)``."""
-    code = None
+    each group's first place in that order, per key column its (codes, values))``."""
+    code, levels = None, []
     for c in _KEYS:
         k, values = _sorted_codes(t[c])
+        levels.append((k, values))
         if code is None:
             code = k
             continue
@@ -430,7 +419,7 @@ def _key_groups(t: pa.Table):
         code = code.reshape(-1)
     order = np.argsort(code, kind="stable")
     g = code[order]
-    return code, order, np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    return code, order, np.flatnonzero(np.r_[True, g[1:] != g[:-1]]), levels
 
 
 #: per (step, group, op_name) of a batch of ranks (:class:`_Merged`): its number of distinct
@@ -477,7 +466,7 @@ class _Merged:
         d = ops.filter(pc.is_valid(ops["elapse_ns"])) if ops["elapse_ns"].null_count else ops
         if d.num_rows == 0:
             return
-        code, order, starts = _key_groups(d)
+        code, order, starts, _ = _key_groups(d)
         ranks = np.asarray(d["rank"].to_numpy(), np.int64)
         span = int(ranks.max()) - int(ranks.min()) + 1
         pair = np.unique(code * span + (ranks - ranks.min()))
@@ -507,7 +496,7 @@ class _Merged:
             return
         # the keys so far, then the batch's, grouped again (a stable sort: in that order)
         both = pa.concat_tables([self.keys, keys]).combine_chunks()
-        _, order, starts = _key_groups(both)
+        _, order, starts, _ = _key_groups(both)
         self.vals = {c: f.reduceat(np.concatenate([self.vals[c], vals[c]])[order], starts)
                      for c, f in _AGG.items()}
         self.keys = both.take(pa.array(order[starts])).combine_chunks()
