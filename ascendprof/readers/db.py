@@ -73,6 +73,12 @@ from ascendprof.sysio.textio import METADATA_MAX_BYTES, open_regular, read_json
 #: Accelerator Core given to COMMUNICATION_OP big-op rows of ``kernels`` (torch_npu writes
 #: ``HCCL`` in older and ``COMMUNICATION`` in newer kernel_details.csv; analyses accept both).
 COMM_CORE = "HCCL"
+#: Process of the 'communication' TIMELINE rows: trace_view.json of the same torch_npu job
+#: (text export) names the process of the HCCL ops "HCCL", so the db rows are named so too and a
+#: timeline reads alike from both exports. Its threads stay ``Group <HCCL group name>
+#: Communication``: trace_view numbers the groups ("Group 0 Communication") by an index the db
+#: does not record.
+COMM_PROCESS = "HCCL"
 #: Rows fetched per batch.
 BATCH = 50_000
 #: CANN's invalid-value marker (§B.1 ``DB_INVALID_VALUE``).
@@ -394,7 +400,7 @@ def _comm_big_ops(db: _Db) -> pa.Table:
          "device_id": pa.int32(), "start_ns": pa.int64(), "dur_ns": pa.int64()})
     thread = pc.binary_join_element_wise("Group ", pc.fill_null(t["group"], ""), " Communication",
                                          "")
-    return _on_track(t.append_column("thread", thread), "communication", "Communication")
+    return _on_track(t.append_column("thread", thread), "communication", COMM_PROCESS)
 
 
 def _append_comm_kernels(kernels: pa.Table, comm: pa.Table, windows: pa.Table, rank: int,
@@ -501,7 +507,7 @@ def _hccl_task_extents(db: _Db) -> pa.Table:
     thread = pc.binary_join_element_wise(
         "Group ", pc.fill_null(t["group"], ""), " Communication tasks", "")
     return _on_track(t.drop_columns(["group"]).append_column("thread", thread), "communication",
-                     "Communication", category="communication")
+                     COMM_PROCESS, category="communication")
 
 
 def _overlap_track(db: _Db) -> pa.Table:
