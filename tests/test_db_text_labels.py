@@ -1,14 +1,17 @@
 """The db export labels what it reads as the text export of the same job does.
 
 torch_npu-2rank-levels holds one job exported both ways (export_type db and text). The
-expected labels come from the profiler's own trace_view.json of the text export, read here
-with json. Times and op names differ between the two runs; the labels must not.
+expected labels come from the profiler's own text files, read here with json / csv:
+trace_view.json names the process of the HCCL ops, kernel_details.csv the kernel types and
+shapes. Times and op names differ between the two runs; the labels must not.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -90,3 +93,35 @@ def test_other_timeline_processes_as_trace_view(shared_data, level, rank):
         got = {p for t, p in zip(tl["track"].to_pylist(), tl["process"].to_pylist())
                if t == track}
         assert got <= names, (track, got)
+
+
+def _csv_label(v: str) -> str | None:
+    """A kernel_details.csv cell as a label: "N/A" means no value; torch_npu wraps shapes in
+    double quotes (kept by the csv module) so spreadsheets keep them as text."""
+    if v in ("", "N/A"):
+        return None
+    if len(v) >= 2 and v[0] == v[-1] == '"':
+        return v[1:-1]
+    return v
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("rank", (0, 1))
+def test_kernel_labels_as_kernel_details(shared_data, level, rank):
+    """Type, Accelerator Core, shapes, data types and formats of the db's kernels are those of
+    kernel_details.csv of the same job: "N/A" is null (every Level0 type, which grouped all of
+    a db rank's launches under one op type "N/A") and shapes lose the quotes both files wrap
+    them in."""
+    db_dir, text_dir = _rank_dirs(shared_data, level, rank)
+    k = _db_data(db_dir).tables[S.KERNELS]
+    with open(text_dir / OUT / "kernel_details.csv", newline="", encoding="utf-8-sig") as f:
+        rows = list(csv.DictReader(f))
+    pairs = (("op_type", "Type"), ("accelerator_core", "Accelerator Core"),
+             ("input_shapes", "Input Shapes"), ("output_shapes", "Output Shapes"),
+             ("input_dtypes", "Input Data Types"), ("output_dtypes", "Output Data Types"),
+             ("input_formats", "Input Formats"), ("output_formats", "Output Formats"))
+    for col, header in pairs:
+        if header not in rows[0]:
+            continue
+        want = Counter(_csv_label(r[header]) for r in rows)
+        assert Counter(k[col].to_pylist()) == want, col

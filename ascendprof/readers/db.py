@@ -15,8 +15,8 @@ Tables produced (all follow :mod:`ascendprof.model.schemas`):
   COMMUNICATION_OP big op (``op_type`` = its opType, ``accelerator_core`` = :data:`COMM_CORE`), as
   kernel_details lists them; ``step`` from the STEP_TIME windows.
 - ``steps``: STEP_TIME (id = step number, [startNs, endNs]).
-- ``timeline``: tracks 'overlap' (OVERLAP_ANALYSIS), 'communication' (COMMUNICATION_OP, thread
-  ``Group <groupName> Communication``), 'hardware' (every TASK row, thread ``Stream <id>``,
+- ``timeline``: tracks 'overlap' (OVERLAP_ANALYSIS), 'communication' (COMMUNICATION_OP, process
+  :data:`COMM_PROCESS`, thread ``Group <groupName> Communication``), 'hardware' (every TASK row, thread ``Stream <id>``,
   name = the compute op name or else the TASK taskType, as trace_view's Ascend Hardware
   process names them, §A.7; ``task_type`` = COMPUTE_TASK_INFO.taskType for compute tasks
   (AI_CORE, AI_VECTOR_CORE, MIX_AIV …), else the TASK taskType (EVENT_RECORD, MEMCPY_ASYNC,
@@ -373,6 +373,7 @@ def _kernels(db: _Db, windows: pa.Table, rank: int, device_id) -> pa.Table:
              "mix_block_num", "hf32_eligible", "input_shapes", "input_dtypes", "input_formats",
              "output_shapes", "output_dtypes", "output_formats"]
     t = db.query(sql, {n: S.SCHEMAS[S.KERNELS].field(n).type for n in names})
+    t = _as_text_export(t)
     # kernel_details writes an invalid context id as N/A
     ctx = t["context_id"]
     t = t.set_column(t.schema.get_field_index("context_id"), "context_id",
@@ -382,6 +383,29 @@ def _kernels(db: _Db, windows: pa.Table, rank: int, device_id) -> pa.Table:
     t = t.append_column("step", _step_of(t["start_ns"], windows))
     t = t.append_column("rank", pa.array(np.full(t.num_rows, rank, np.int32)))
     return S.conform(S.KERNELS, t)
+
+
+#: KERNELS text columns whose STRING_IDS values torch_npu writes as "N/A" when unknown (every
+#: type at Level0), and the shape columns it wraps in double quotes.
+_NA_COLUMNS = ("op_type", "accelerator_core", "input_dtypes", "input_formats", "output_dtypes",
+               "output_formats", "input_shapes", "output_shapes")
+_SHAPE_COLUMNS = ("input_shapes", "output_shapes")
+
+
+def _as_text_export(t: pa.Table) -> pa.Table:
+    """Kernel labels as the text reader gives them from kernel_details.csv, which holds the same
+    values: "N/A" -> null and shapes without their wrapping quotes. Otherwise the analyses that
+    group by these labels differ between the two exports of one job (a Level0 db rank's launches
+    all fell into one op type "N/A" where the text export's fall back to the kernel names)."""
+    for c in _NA_COLUMNS:
+        col = t[c]
+        col = pc.if_else(pc.equal(col, "N/A"), pa.scalar(None, pa.string()), col)
+        if c in _SHAPE_COLUMNS:
+            quoted = pc.and_(pc.and_(pc.starts_with(col, '"'), pc.ends_with(col, '"')),
+                             pc.greater_equal(pc.utf8_length(col), 2))
+            col = pc.if_else(quoted, pc.utf8_slice_codeunits(col, 1, -1), col)
+        t = t.set_column(t.schema.get_field_index(c), c, col)
+    return t
 
 
 def _str_or_id(db: _Db, table: str, col: str) -> str:
@@ -413,7 +437,9 @@ def _append_comm_kernels(kernels: pa.Table, comm: pa.Table, windows: pa.Table, r
         "rank": pa.array(np.full(n, rank, np.int32)),
         "step": _step_of(comm["start_ns"], windows),
         "device_id": dev,
-        "name": comm["name"], "op_type": comm["op_type"],
+        "name": comm["name"],  # opType "N/A" (Level0) is null, as kernel_details' is read
+        "op_type": pc.if_else(pc.equal(comm["op_type"], "N/A"), pa.scalar(None, pa.string()),
+                              comm["op_type"]),
         "accelerator_core": pa.array([COMM_CORE] * n, pa.string()),
         "start_ns": comm["start_ns"], "dur_ns": comm["dur_ns"],
     })
