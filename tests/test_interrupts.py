@@ -36,8 +36,17 @@ def cmd(*args) -> list[str]:
     return [sys.executable, "-m", "ascendprof", *map(str, args)]
 
 
+def _default_sigint() -> None:
+    """In the child before exec: SIGINT to its default, so Python turns it into
+    KeyboardInterrupt. A shell without job control starts background commands with SIGINT
+    ignored, and Python keeps an inherited SIG_IGN: a suite started with `&` would otherwise
+    send SIGINT to runs that never see it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(*args) -> subprocess.Popen:
-    return subprocess.Popen(cmd(*args), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return subprocess.Popen(cmd(*args), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            preexec_fn=_default_sigint)
 
 
 def children(pid: int) -> list[int]:
