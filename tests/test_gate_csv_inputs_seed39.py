@@ -6,7 +6,9 @@ what is wrong, word for word:
   gives them: CR LF, so the cell is quoted) is refused quoted as written, its carriage return
   kept (the file is read with ``newline=""``, not with newline translation);
 - a CSV saved in a legacy code page (GBK, as a Chinese-locale spreadsheet saves "CSV") is
-  refused as "not UTF-8 text" at the byte offset of the first byte that is not UTF-8;
+  refused as "not UTF-8 text" at the byte offset in the file of the first byte that is not
+  UTF-8: a BOM before it counted, and also when that byte comes after the first 8 KiB (which
+  is all the header check decodes; it was an internal error, exit 3);
 - a CSV that is none of the gate's five names the five, spelt as the files are named.
 
 Every expected value is read off the bytes written here (headers as in
@@ -84,3 +86,38 @@ def test_a_csv_that_is_no_gate_input_names_the_five_files(tmp_path):
         f"ascendprof: error: {other}: not a CSV the gate reads (expected "
         "cluster_step_trace_time, step_trace_time, kernel_details, op_statistic or "
         "op_statistics)")
+
+
+def test_a_foreign_byte_past_the_first_8_kib_is_refused_not_a_crash(tmp_path):
+    # a long step_trace_time.csv whose last row was edited in a legacy code page (a Latin-1
+    # "µ" after a number): the header and the first 8 KiB are UTF-8, so the file is known as a
+    # step_trace_time.csv, and the foreign byte is met only when every cell is read
+    rows = "".join(f"0,{s},1,1,0,1,1,1,0,1,0\n" for s in range(1, 1001))
+    base = tmp_path / "step_trace_time.csv"
+    base.write_text(f"{STEP_HEAD}\n{rows}", encoding="utf-8")
+    (tmp_path / "cur").mkdir()
+    cur = tmp_path / "cur" / "step_trace_time.csv"
+    data = f"{STEP_HEAD}\n{rows}".encode() + "0,1001,1\xb5,1,0,1,1,1,0,1,0\n".encode("latin-1")
+    cur.write_bytes(data)
+    offset = data.index(b"\xb5")  # the only byte >= 0x80 of the file
+    assert offset > 8192 and data[:offset].isascii()
+    r = gate(base, cur)
+    assert r.exit_code == 2, r.output  # was an internal error, exit 3
+    assert error_line(r) == f"ascendprof: error: {cur} at byte {offset}: not UTF-8 text"
+
+
+def test_the_offset_of_a_foreign_byte_counts_the_byte_order_mark(tmp_path):
+    base = tmp_path / "op_statistic.csv"
+    base.write_text(f"{OPSTAT_HEAD}\n0,MatMul,AI_CORE,2,10.5,5,5.25,5.5,100\n",
+                    encoding="utf-8")
+    (tmp_path / "cur").mkdir()
+    cur = tmp_path / "cur" / "op_statistic.csv"
+    # saved with a BOM, then an op type written in GBK
+    data = (b"\xef\xbb\xbf" + f"{OPSTAT_HEAD}\r\n0,".encode() + "矩阵乘".encode("gbk") +
+            b",AI_CORE,2,10.5,5,5.25,5.5,100\r\n")
+    cur.write_bytes(data)
+    offset = 3 + len(OPSTAT_HEAD) + 2 + 2  # BOM, header, CR LF, "0,"
+    assert data[offset] >= 0x80 and data[3:offset].isascii()
+    r = gate(base, cur)
+    assert r.exit_code == 2, r.output
+    assert error_line(r) == f"ascendprof: error: {cur} at byte {offset}: not UTF-8 text"

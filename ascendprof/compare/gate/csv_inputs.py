@@ -5,6 +5,7 @@ read into a :class:`~ascendprof.compare.diff.Side`. Errors: GateInputError (exit
 
 from __future__ import annotations
 
+import codecs
 import csv
 import math
 from pathlib import Path
@@ -35,8 +36,8 @@ def csv_kind(path: Path) -> str:
             head = [h.strip() for h in next(csv.reader(f), [])]
     except OSError as e:
         raise GateInputError(path, f"cannot read: {e.strerror or e}") from None
-    except UnicodeDecodeError as e:
-        raise GateInputError(path, "not UTF-8 text", where=e.start) from None
+    except UnicodeDecodeError:
+        raise _not_utf8(path) from None
     except csv.Error as e:
         raise GateInputError(path, f"malformed CSV: {e}") from None
     h = set(head)
@@ -58,24 +59,40 @@ _NUMERIC = {CLUSTER_STEP_TRACE: tuple(STEP_METRICS), STEP_TRACE_TIME: tuple(STEP
             OP_STATISTICS: ("Count", "Total Time(us)")}
 
 
+def _not_utf8(path: Path) -> GateInputError:
+    """The error for a file that is not UTF-8 text, at the file offset of its first byte that is
+    not (a decode error's own offset counts from its chunk, after the BOM)."""
+    data = Path(path).read_bytes()
+    skip = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    try:
+        data[skip:].decode("utf-8")
+        where = None
+    except UnicodeDecodeError as e:
+        where = skip + e.start
+    return GateInputError(path, "not UTF-8 text", where=where)
+
+
 def check_csv_cells(path: Path, kind: str) -> None:
     """Every cell of the :data:`_NUMERIC` columns ``path`` has is a finite number, not negative
     (rank rows only in a cluster_step_trace_time.csv; op_statistics.csv: per-rank rows). Raises
     GateInputError naming the column, the data row and the cell: an empty or ``nan`` cell would
     otherwise drop out of one side only and look like a change."""
-    with open(path, newline="", encoding="utf-8-sig") as f:
-        rd = csv.reader(f)
-        head = [h.strip() for h in next(rd, [])]
-        typ = head.index("Type") if kind == CLUSTER_STEP_TRACE and "Type" in head else None
-        rk = head.index("Rank") if kind == OP_STATISTICS and "Rank" in head else None
-        rows = []
-        for n, row in enumerate(rd, start=1):
-            if not row or (typ is not None and typ < len(row)
-                           and row[typ].strip().lower() != "rank"):
-                continue
-            if rk is not None and rk < len(row) and not row[rk].strip().isdigit():
-                continue
-            rows.append((n, row))
+    try:  # csv_kind decoded only the first 8 KiB: a byte that is not UTF-8 may come later
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            rd = csv.reader(f)
+            head = [h.strip() for h in next(rd, [])]
+            typ = head.index("Type") if kind == CLUSTER_STEP_TRACE and "Type" in head else None
+            rk = head.index("Rank") if kind == OP_STATISTICS and "Rank" in head else None
+            rows = []
+            for n, row in enumerate(rd, start=1):
+                if not row or (typ is not None and typ < len(row)
+                               and row[typ].strip().lower() != "rank"):
+                    continue
+                if rk is not None and rk < len(row) and not row[rk].strip().isdigit():
+                    continue
+                rows.append((n, row))
+    except UnicodeDecodeError:
+        raise _not_utf8(path) from None
     # a column empty in every row is a value the profiler did not collect (Preparing of a
     # breakdown recomputed from kernels, Overlapped of MindSpore's cluster file): that metric
     # has no data on this side, which the rules report as skipped; a column empty in some
