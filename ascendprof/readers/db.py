@@ -133,23 +133,51 @@ class _Db:
         except sqlite3.Error as e:
             raise InputError(self.path, f"cannot read ({e})", where=sql.split()[-1]) from None
 
-    def query(self, sql: str, columns: dict[str, pa.DataType]) -> pa.Table:
+    def query(self, sql: str, columns: dict[str, pa.DataType],
+              tables: str | tuple[str, ...]) -> pa.Table:
         """Run ``sql`` and return its rows as a table of ``columns`` (name -> Arrow type, in the
-        SELECT's order), fetched in batches of :data:`BATCH`."""
+        SELECT's order), fetched in batches of :data:`BATCH`. ``tables``: the table(s) the
+        SELECT reads, to name the one holding a cell that is not a number (:meth:`array`)."""
         schema = pa.schema(list(columns.items()))
         batches = []
         try:
             cur = self.conn.execute(sql)
+            names = [d[0] for d in cur.description]
             while True:
                 rows = cur.fetchmany(BATCH)
                 if not rows:
                     break
                 cols = list(zip(*rows))
                 batches.append(pa.record_batch(
-                    [_to_array(c, f.type) for c, f in zip(cols, schema)], schema=schema))
+                    [self.array(c, f.type, tables, n) for c, f, n in zip(cols, schema, names)],
+                    schema=schema))
         except sqlite3.Error as e:
             raise InputError(self.path, f"cannot read ({e})") from None
         return pa.Table.from_batches(batches, schema=schema)
+
+    def array(self, values, typ: pa.DataType, tables: str | tuple[str, ...],
+              column: str) -> pa.Array:
+        """``values`` of result column ``column`` as a ``typ`` array. SQLite keeps whatever a
+        cell holds, so a numeric column may hold text ('3x') or a number beyond ``typ``: that is
+        an InputError naming this file, the table, the column and the value (the reader then
+        handles it as any other damage of the database), not a bare ValueError. The table is
+        the first of ``tables`` that has ``column`` (a plain column of the SELECT is named by
+        SQLite after the table's column)."""
+        try:
+            return _to_array(values, typ)
+        except (ValueError, TypeError, OverflowError, pa.ArrowException):
+            pass
+        tables = (tables,) if isinstance(tables, str) else tables
+        table = next((t for t in tables if column in self.columns(t)), tables[0])
+        for v in values:
+            try:
+                _to_array([v], typ)
+            except (ValueError, TypeError, OverflowError, pa.ArrowException):
+                what = ("out of range" if isinstance(v, (int, float))
+                        else "not an integer" if pa.types.is_integer(typ) else "not a number")
+                raise _cell_error(self.path, table, column, v, what) from None
+        raise InputError(self.path, f"column {column!r}: cannot read as {typ}",
+                         where=f"table {table}")
 
     def string(self, alias: str, col: str) -> str:
         """SQL expression resolving id column ``alias.col`` through STRING_IDS (the raw id as
@@ -165,6 +193,38 @@ class _Db:
             if n in have:
                 return f"{alias}.{n}"
         return "NULL"
+
+
+class _BadCell(Exception):
+    """A value a conversion after the query cannot take (:func:`_cast`); the caller, which
+    knows the table, turns it into :func:`_cell_error`."""
+
+    def __init__(self, column: str, value, what: str):
+        super().__init__(column, value, what)
+        self.column, self.value, self.what = column, value, what
+
+
+def _cell_error(path: Path, table: str, column: str, value, what: str) -> InputError:
+    """``<db> at table T: column 'c': <what>: <value>``, as the text reader names a bad cell."""
+    shown = repr(value)
+    if len(shown) > 60:  # one line, however long the text in the cell
+        shown = shown[:57] + "..."
+    return InputError(path, f"column {column!r}: {what}: {shown}", where=f"table {table}")
+
+
+def _cast(col, typ: pa.DataType, column: str, what: str, orig=None) -> pa.Array:
+    """``col.cast(typ)``; a value that does not fit raises :class:`_BadCell` with the value of
+    ``orig`` (what the database held, when ``col`` was computed from it) or of ``col``."""
+    try:
+        return col.cast(typ)
+    except pa.ArrowInvalid:
+        for i, v in enumerate(col.to_pylist()):
+            try:
+                pa.array([v], col.type).cast(typ)
+            except pa.ArrowInvalid:
+                raise _BadCell(column, (col if orig is None else orig)[i].as_py(),
+                               what) from None
+        raise
 
 
 def _to_array(values, typ: pa.DataType) -> pa.Array:
@@ -267,6 +327,8 @@ def _fill_from_profiler_db(db: _Db, data: RankData) -> None:
         rows = db._run("SELECT rankId, deviceId FROM RANK_DEVICE_MAP")
         match = [d for r, d in rows if r == data.rank] or [d for _, d in rows]
         device_id = match[0] if match else None
+        if device_id is not None:  # text here would fail later as a bare Arrow error
+            device_id = db.array([device_id], pa.int32(), "RANK_DEVICE_MAP", "deviceId")[0].as_py()
     data.meta["device_id"] = device_id
 
     steps = _steps(db) if need("STEP_TIME") else None
@@ -335,7 +397,8 @@ def _with_task_type(part: pa.Table) -> pa.Table:
 
 def _steps(db: _Db) -> pa.Table:
     return db.query("SELECT id, startNs, endNs FROM STEP_TIME ORDER BY startNs",
-                    {"step": pa.int32(), "start_ns": pa.int64(), "end_ns": pa.int64()})
+                    {"step": pa.int32(), "start_ns": pa.int64(), "end_ns": pa.int64()},
+                    "STEP_TIME")
 
 
 def _step_of(ts: pa.ChunkedArray | pa.Array, windows: pa.Table) -> pa.Array:
@@ -372,7 +435,8 @@ def _kernels(db: _Db, windows: pa.Table, rank: int, device_id) -> pa.Table:
              "op_state", "accelerator_core", "start_ns", "dur_ns", "wait_ns", "block_num",
              "mix_block_num", "hf32_eligible", "input_shapes", "input_dtypes", "input_formats",
              "output_shapes", "output_dtypes", "output_formats"]
-    t = db.query(sql, {n: S.SCHEMAS[S.KERNELS].field(n).type for n in names})
+    t = db.query(sql, {n: S.SCHEMAS[S.KERNELS].field(n).type for n in names},
+                 ("TASK", "COMPUTE_TASK_INFO"))
     t = _as_text_export(t)
     # kernel_details writes an invalid context id as N/A
     ctx = t["context_id"]
@@ -421,7 +485,8 @@ def _comm_big_ops(db: _Db) -> pa.Table:
         f"SELECT {s('o', 'opName')}, {s('o', 'groupName')}, {op_type}, {dev}, o.startNs, "
         f"o.endNs - o.startNs FROM COMMUNICATION_OP o ORDER BY o.startNs",
         {"name": pa.string(), "group": pa.string(), "op_type": pa.string(),
-         "device_id": pa.int32(), "start_ns": pa.int64(), "dur_ns": pa.int64()})
+         "device_id": pa.int32(), "start_ns": pa.int64(), "dur_ns": pa.int64()},
+        "COMMUNICATION_OP")
     thread = pc.binary_join_element_wise("Group ", pc.fill_null(t["group"], ""), " Communication",
                                          "")
     return _on_track(t.append_column("thread", thread), "communication", COMM_PROCESS)
@@ -480,7 +545,7 @@ def _hardware_track(db: _Db) -> pa.Table:
         f"SELECT 'Stream ' || t.streamId, {name}, {task_type}, {category}, t.startNs, "
         f"t.endNs - t.startNs FROM TASK t {join} ORDER BY t.startNs",
         {"thread": pa.string(), "name": pa.string(), "task_type": pa.string(),
-         "category": pa.string(), "start_ns": pa.int64(), "dur_ns": pa.int64()})
+         "category": pa.string(), "start_ns": pa.int64(), "dur_ns": pa.int64()}, "TASK")
     return _on_track(t, "hardware", "Ascend Hardware")
 
 
@@ -517,7 +582,8 @@ def _hccl_task_extents(db: _Db) -> pa.Table:
            f"JOIN TASK t ON t.globalTaskId = c.globalTaskId GROUP BY {c_key}")
     if ops:
         sql = (f"WITH x AS ({ext}) "
-               f"SELECT {s('o', 'opName')}, {s('o', 'groupName')}, COALESCE(x.s, o.startNs), "
+               f"SELECT {s('o', 'opName')}, {s('o', 'groupName')}, "
+               f"COALESCE(x.s, o.startNs) AS startNs, "
                f"COALESCE(x.e, o.endNs) - COALESCE(x.s, o.startNs), "
                f"CASE WHEN x.op IS NULL THEN '{FROM_OP_SPAN}' ELSE '{FROM_TASKS}' END "
                f"FROM COMMUNICATION_OP o LEFT JOIN x ON x.op = {o_key} "
@@ -528,8 +594,11 @@ def _hccl_task_extents(db: _Db) -> pa.Table:
     else:
         sql = (f"WITH x AS ({ext}) SELECT {s('x', 'name')}, {s('x', 'grp')}, x.s, x.e - x.s, "
                f"'{FROM_TASKS}' FROM x ORDER BY 3")
+    # a text start here is COMMUNICATION_OP's: every TASK start was read as a number by
+    # _hardware_track before (x.s is their MIN)
     t = db.query(sql, {"name": pa.string(), "group": pa.string(), "start_ns": pa.int64(),
-                       "dur_ns": pa.int64(), "task_type": pa.string()})
+                       "dur_ns": pa.int64(), "task_type": pa.string()},
+                 ("COMMUNICATION_OP", "TASK"))
     thread = pc.binary_join_element_wise(
         "Group ", pc.fill_null(t["group"], ""), " Communication tasks", "")
     return _on_track(t.drop_columns(["group"]).append_column("thread", thread), "communication",
@@ -538,7 +607,8 @@ def _hccl_task_extents(db: _Db) -> pa.Table:
 
 def _overlap_track(db: _Db) -> pa.Table:
     t = db.query("SELECT type, startNs, endNs - startNs FROM OVERLAP_ANALYSIS ORDER BY startNs",
-                 {"type": pa.int64(), "start_ns": pa.int64(), "dur_ns": pa.int64()})
+                 {"type": pa.int64(), "start_ns": pa.int64(), "dur_ns": pa.int64()},
+                 "OVERLAP_ANALYSIS")
     keys = pa.array(list(OVERLAP_NAMES), pa.int64())
     vals = pa.array(list(OVERLAP_NAMES.values()), pa.string())
     name = pc.take(vals, pc.index_in(t["type"], keys))
@@ -558,7 +628,8 @@ def _api_statistic(db: _Db, rank: int) -> pa.Table:
                    SUM(CAST(a.endNs - a.startNs AS REAL) * (a.endNs - a.startNs))
             FROM CANN_API a GROUP BY a.type, a.name ORDER BY 3 DESC""",
         {"level": pa.string(), "api_name": pa.string(), "total_ns": pa.int64(),
-         "count": pa.int64(), "min_ns": pa.int64(), "max_ns": pa.int64(), "sumsq": pa.float64()})
+         "count": pa.int64(), "min_ns": pa.int64(), "max_ns": pa.int64(), "sumsq": pa.float64()},
+        "CANN_API")
     total = t["total_ns"].to_numpy().astype(float)
     cnt = t["count"].to_numpy().astype(float)
     mean_ns = total / np.maximum(cnt, 1)
@@ -581,7 +652,7 @@ def _memory_record(db: _Db, rank: int) -> pa.Table:
                    m.totalReserved, m.totalActive, m.streamPtr, m.deviceId
             FROM MEMORY_RECORD m ORDER BY m.timestamp""",
         {"component": pa.string(), "ts_ns": pa.int64(), "a": pa.float64(), "r": pa.float64(),
-         "act": pa.float64(), "stream_ptr": pa.string(), "dev": pa.int64()})
+         "act": pa.float64(), "stream_ptr": pa.string(), "dev": pa.int64()}, "MEMORY_RECORD")
     return S.conform(S.MEMORY_RECORD, pa.table({
         "rank": pa.array(np.full(t.num_rows, rank, np.int32)),
         "component": t["component"], "ts_ns": t["ts_ns"],
@@ -608,7 +679,8 @@ def _operator_memory(db: _Db, rank: int) -> pa.Table:
             FROM OP_MEMORY m ORDER BY m.allocationTime""",
         {"name": pa.string(), "size": pa.float64(), "alloc_ns": pa.int64(),
          "release_ns": pa.int64(), "dur_ns": pa.int64(), "aa": pa.float64(),
-         "ar": pa.float64(), "ra": pa.float64(), "rr": pa.float64(), "dev": pa.int64()})
+         "ar": pa.float64(), "ra": pa.float64(), "rr": pa.float64(), "dev": pa.int64()},
+        "OP_MEMORY")
     return S.conform(S.OPERATOR_MEMORY, pa.table({
         "rank": pa.array(np.full(t.num_rows, rank, np.int32)), "name": t["name"],
         "size_kb": pc.divide(t["size"], _KB), "alloc_ns": t["alloc_ns"],
@@ -630,6 +702,11 @@ def _npu_mem_app(db: _Db, rank: int) -> pa.Table | None:
     rows = db._run("SELECT type, ddr, hbm, timestampNs FROM NPU_MEM ORDER BY timestampNs")
     if not rows:
         return None
+    # the numbers as numbers: a text cell would fail the sums below as a bare TypeError
+    nums = [db.array([r[i] for r in rows], typ, "NPU_MEM", c).to_pylist()
+            for i, c, typ in ((1, "ddr", pa.float64()), (2, "hbm", pa.float64()),
+                              (3, "timestampNs", pa.int64()))]
+    rows = list(zip([r[0] for r in rows], *nums))
     names = {}
     if db.has("STRING_IDS"):
         ids = sorted({r[0] for r in rows if isinstance(r[0], int)})
@@ -664,10 +741,11 @@ def _npu_module_mem(db: _Db, rank: int, device_id) -> pa.Table:
     t = db.query(f"""SELECT {name}, m.timestampNs, m.totalReserved, m.deviceId
                      FROM NPU_MODULE_MEM m ORDER BY m.timestampNs""",
                  {"component": pa.string(), "ts_ns": pa.int64(), "r": pa.float64(),
-                  "dev": pa.int64()})
+                  "dev": pa.int32()},  # int32 as device_id: a larger deviceId is named here
+                 "NPU_MODULE_MEM")
     return S.conform(S.NPU_MODULE_MEM, pa.table({
         "rank": pa.array(np.full(t.num_rows, rank, np.int32)),
-        "device_id": t["dev"].cast(pa.int32()), "component": t["component"],
+        "device_id": t["dev"], "component": t["component"],
         "ts_ns": t["ts_ns"], "total_reserved_mb": pc.divide(t["r"], _MB),
         "device": _device_type(t["dev"])}))
 
@@ -684,7 +762,8 @@ def _dataloader_track(db: _Db) -> pa.Table:
     t = db.query(f"""SELECT s.value, CAST(p.startNs AS INTEGER), CAST(p.endNs AS INTEGER)
                      FROM PYTORCH_API p JOIN STRING_IDS s ON s.id = p.name
                      WHERE s.value LIKE '{_DATALOADER_LIKE}' ORDER BY 2""",
-                 {"name": pa.string(), "start_ns": pa.int64(), "end_ns": pa.int64()})
+                 {"name": pa.string(), "start_ns": pa.int64(), "end_ns": pa.int64()},
+                 "PYTORCH_API")
     return _on_track(pa.table({"name": t["name"], "start_ns": t["start_ns"],
                                "dur_ns": pc.subtract(t["end_ns"], t["start_ns"])}),
                      "dataloader", "Python", thread="DataLoader")
@@ -702,7 +781,10 @@ def _fill_from_analysis_db(db: _Db, data: RankData) -> None:
         if not db.has(table):
             data.missing.append(f"{name}:{table}")
             continue
-        result = fn(db, data)
+        try:
+            result = fn(db, data)
+        except _BadCell as e:
+            raise _cell_error(db.path, table, e.column, e.value, e.what) from None
         if out is None:
             data.tables.update(result)
         else:
@@ -720,12 +802,16 @@ def _rank_col(n: int, rank: int) -> pa.Array:
     return pa.array(np.full(n, rank, np.int32))
 
 
-def _us_to_ns(col) -> pa.Array:
-    return pc.round(pc.multiply(col.cast(pa.float64()), 1000)).cast(pa.int64())
+def _us_to_ns(col, column: str) -> pa.Array:
+    """us -> whole ns; a value beyond int64 ns (1e300, 'inf' in the db) names ``column``."""
+    return _cast(pc.round(pc.multiply(col.cast(pa.float64()), 1000)), pa.int64(), column,
+                 "out of range", orig=col)
 
 
-def _ms_to_ns(col) -> pa.Array:
-    return pc.round(pc.multiply(col.cast(pa.float64()), 1_000_000)).cast(pa.int64())
+def _ms_to_ns(col, column: str) -> pa.Array:
+    """ms -> whole ns, as :func:`_us_to_ns`."""
+    return _cast(pc.round(pc.multiply(col.cast(pa.float64()), 1_000_000)), pa.int64(), column,
+                 "out of range", orig=col)
 
 
 _STEP_TRACE_COLS = (("computing", "computing_ns"),
@@ -744,7 +830,8 @@ def _step_trace(db: _Db, data: RankData) -> pa.Table:
     sel = ", ".join(f'"{c}"' if c in have else "NULL" for c in src)
     dev = '"deviceId"' if "deviceId" in have else "NULL"
     t = db.query(f"SELECT {dev}, step, {sel} FROM StepTraceTime",
-                 {"device_id": pa.int64(), "step": pa.string(), **{c: pa.float64() for c in src}})
+                 {"device_id": pa.int64(), "step": pa.string(), **{c: pa.float64() for c in src}},
+                 "StepTraceTime")
     dev_col = t["device_id"]
     fallback = data.meta.get("device_id", data.source.device_id)
     if fallback is not None:
@@ -752,7 +839,7 @@ def _step_trace(db: _Db, data: RankData) -> pa.Table:
     out = {"rank": _rank_col(t.num_rows, data.rank), "step": _int_step(t["step"]),
            "device_id": dev_col}
     for c, dst in _STEP_TRACE_COLS:
-        out[dst] = _us_to_ns(t[c])
+        out[dst] = _us_to_ns(t[c], c)
     res = S.conform(S.STEP_TRACE, pa.table(out))
     return res.take(pc.sort_indices(res, [("step", "ascending")]))
 
@@ -765,19 +852,36 @@ def _comm_ops(db: _Db, data: RankData) -> pa.Table:
            FROM CommAnalyzerTime ORDER BY start_timestamp""",
         {"step_key": pa.string(), "kind": pa.string(), "op_name": pa.string(),
          "group": pa.string(), **{c: pa.float64() for c in
-                                  ("start", "elapse", "transit", "wait", "sync", "idle")}})
+                                  ("start", "elapse", "transit", "wait", "sync", "idle")}},
+        "CommAnalyzerTime")
     transit = t["transit"].to_numpy(zero_copy_only=False)
     wait = t["wait"].to_numpy(zero_copy_only=False)
     sync = t["sync"].to_numpy(zero_copy_only=False)
     out = {"rank": _rank_col(t.num_rows, data.rank), "step": _int_step(t["step_key"]),
            "step_key": t["step_key"], "kind": t["kind"], "op_name": t["op_name"],
-           "group": t["group"], "start_ns": abs_us_column(t["start"].to_pylist()),
-           "elapse_ns": _ms_to_ns(t["elapse"]), "transit_ns": _ms_to_ns(t["transit"]),
-           "wait_ns": _ms_to_ns(t["wait"]), "sync_ns": _ms_to_ns(t["sync"]),
-           "idle_ns": _ms_to_ns(t["idle"]),
+           "group": t["group"], "start_ns": _abs_us(t["start"]),
+           "elapse_ns": _ms_to_ns(t["elapse"], "elapse_time"),
+           "transit_ns": _ms_to_ns(t["transit"], "transit_time"),
+           "wait_ns": _ms_to_ns(t["wait"], "wait_time"),
+           "sync_ns": _ms_to_ns(t["sync"], "synchronization_time"),
+           "idle_ns": _ms_to_ns(t["idle"], "idle_time"),
            "wait_ratio": pa.array(_ratio(wait, transit)),
            "sync_ratio": pa.array(_ratio(sync, transit))}
     return S.conform(S.COMM_OPS, pa.table(out))
+
+
+def _abs_us(start: pa.ChunkedArray) -> pa.Array:
+    """start_timestamp (absolute us) -> ns; a value beyond int64 ns names the column."""
+    values = start.to_pylist()
+    try:
+        return abs_us_column(values)
+    except ValueError:
+        for v in values:
+            try:
+                abs_us_column([v])
+            except ValueError:
+                raise _BadCell("start_timestamp", v, "out of range") from None
+        raise
 
 
 def _ratio(part: np.ndarray, transit: np.ndarray) -> np.ndarray:
@@ -801,7 +905,7 @@ def _comm_bandwidth(db: _Db, data: RankData) -> dict[str, pa.Table]:
          "group": pa.string(), "transport": pa.string(), "size_mb": pa.float64(),
          "transit_ms": pa.float64(), "bandwidth_gbps": pa.float64(),
          "large_packet_ratio": pa.float64(), "packet": pa.float64(), "count": pa.float64(),
-         "dur_ms": pa.float64()})
+         "dur_ms": pa.float64()}, "CommAnalyzerBandwidth")
     keys = ["step_key", "kind", "op_name", "group", "transport"]
     first = t.group_by(keys, use_threads=False).aggregate(
         [(c, "first") for c in ("size_mb", "transit_ms", "bandwidth_gbps",
@@ -809,7 +913,7 @@ def _comm_bandwidth(db: _Db, data: RankData) -> dict[str, pa.Table]:
     first = first.rename_columns([c.removesuffix("_first") for c in first.column_names])
     bw = {"rank": _rank_col(first.num_rows, data.rank), "step": _int_step(first["step_key"]),
           **{k: first[k] for k in keys}, "size_mb": first["size_mb"],
-          "transit_ns": _ms_to_ns(first["transit_ms"]),
+          "transit_ns": _ms_to_ns(first["transit_ms"], "transit_time"),
           "bandwidth_gbps": first["bandwidth_gbps"],
           "large_packet_ratio": first["large_packet_ratio"]}
     bw = _pad_transports(db, bw, data.rank)
@@ -818,7 +922,8 @@ def _comm_bandwidth(db: _Db, data: RankData) -> dict[str, pa.Table]:
                       pa.string())
     sd = {"rank": _rank_col(dist.num_rows, data.rank), "step": _int_step(dist["step_key"]),
           **{k: dist[k] for k in keys}, "packet_size_mb": packet,
-          "count": dist["count"].cast(pa.int64()), "dur_ns": _ms_to_ns(dist["dur_ms"])}
+          "count": _cast(dist["count"], pa.int64(), "count", "not an integer"),
+          "dur_ns": _ms_to_ns(dist["dur_ms"], "total_duration")}
     return {S.COMM_BANDWIDTH: S.conform(S.COMM_BANDWIDTH, pa.table(bw)),
             S.COMM_SIZE_DIST: S.conform(S.COMM_SIZE_DIST, pa.table(sd))}
 
@@ -866,7 +971,7 @@ def _comm_links(db: _Db, data: RankData) -> pa.Table:
         {"step_key": pa.string(), "kind": pa.string(), "link_op": pa.string(),
          "op_name": pa.string(), "group": pa.string(), "src": pa.int32(), "dst": pa.int32(),
          "transport": pa.string(), "size_mb": pa.float64(), "transit_ms": pa.float64(),
-         "bandwidth_gbps": pa.float64()})
+         "bandwidth_gbps": pa.float64()}, "CommAnalyzerMatrix")
     out = {"rank": _rank_col(t.num_rows, data.rank), "step": _int_step(t["step_key"]),
            "step_key": t["step_key"], "kind": t["kind"],
            "link_key": pc.binary_join_element_wise(t["link_op"], t["group"], "@"),
@@ -875,5 +980,6 @@ def _comm_links(db: _Db, data: RankData) -> pa.Table:
                                  t["op_name"]),
            "group": t["group"], "src_rank": t["src"],
            "dst_rank": t["dst"], "transport": t["transport"], "size_mb": t["size_mb"],
-           "transit_ns": _ms_to_ns(t["transit_ms"]), "bandwidth_gbps": t["bandwidth_gbps"]}
+           "transit_ns": _ms_to_ns(t["transit_ms"], "transit_time"),
+           "bandwidth_gbps": t["bandwidth_gbps"]}
     return S.conform(S.COMM_LINKS, pa.table(out))
