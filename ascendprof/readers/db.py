@@ -938,7 +938,12 @@ def _pad_transports(db: _Db, bw: dict, rank: int) -> dict:
     COMM_BANDWIDTH rows."""
     if not db.has("CommAnalyzerTime"):
         return bw
-    ops = db._run("SELECT DISTINCT step, type, hccl_op_name, group_name FROM CommAnalyzerTime")
+    # read as text as the CommAnalyzerBandwidth keys are (a blob or number cell is its text),
+    # so an op's own transports are found in ``have`` and never padded twice
+    t = db.query("SELECT DISTINCT step, type, hccl_op_name, group_name FROM CommAnalyzerTime",
+                 dict.fromkeys(("step", "type", "hccl_op_name", "group_name"), pa.string()),
+                 "CommAnalyzerTime")
+    ops = list(dict.fromkeys(zip(*(t[c].to_pylist() for c in t.column_names))))
     have = set(zip(*(bw[k].to_pylist() for k in ("step_key", "kind", "op_name", "group",
                                                  "transport"))))
     extra = [(*op, tr) for op in ops for tr in JSON_TRANSPORTS if (*op, tr) not in have]
