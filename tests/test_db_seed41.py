@@ -22,13 +22,15 @@ from the files with sqlite3 / csv and worked out in the tests.
 from __future__ import annotations
 
 import csv
+from collections import Counter
 
 import pytest
+
 
 from ascendprof.model import schemas as S
 from ascendprof.readers import db as dbreader
 from ascendprof.readers import read_source
-from test_db_by_hand import OUT, _copy
+from test_db_by_hand import FIXTURE, OUT, PROFILER_DB, _copy
 from test_db_reader import _ro, _source
 
 ANALYSIS_DB = "analysis.db"
@@ -85,3 +87,59 @@ def test_transports_an_op_did_not_use_are_padded_once(tmp_path, edit):
     got = sorted((r["step_key"], r["step"], r["op_name"], r["transport"], r["size_mb"])
                  for r in data.tables[S.COMM_BANDWIDTH].to_pylist())
     assert got == want  # size_mb is transit_size itself, not computed
+
+
+# ----------------------------------------------------------------------------- memory tables
+
+def test_memory_records_carry_their_component(shared_data):
+    """MEMORY_RECORD.component is a STRING_IDS id: per component text the fixture's table holds
+    GE 114, PTA 381 and PTA+GE 495 rows (sqlite3 join), the same counts memory_record.csv of the
+    text export of the job gives (its other rows are APP, from NPU_MEM). The reader's
+    MEMORY_RECORD rows other than APP carry those components, row for row (with each row's
+    time and Total Reserved bytes / 2^20)."""
+    with _ro(FIXTURE / OUT / PROFILER_DB) as c:
+        rows = c.execute("""SELECT s.value, m.timestamp, m.totalReserved FROM MEMORY_RECORD m
+                            JOIN STRING_IDS s ON s.id = m.component""").fetchall()
+    counts = Counter(comp for comp, _, _ in rows)
+    assert counts == {"GE": 114, "PTA": 381, "PTA+GE": 495}
+    text = Counter(r["Component"] for r in _text_csv(shared_data, "memory_record.csv"))
+    assert text - Counter({"APP": text["APP"]}) == counts and text["APP"] > 0
+
+    rec = read_source(_source(FIXTURE)).tables[S.MEMORY_RECORD].to_pylist()
+    got = sorted((r["component"], r["ts_ns"], r["total_reserved_mb"]) for r in rec
+                 if r["component"] != "APP")
+    assert got == sorted((comp, ts, r / 2**20) for comp, ts, r in rows)
+
+
+def test_npu_module_mem_carries_the_reserved_megabytes(shared_data):
+    """NPU_MODULE_MEM: each row's totalReserved bytes / 2^20 (sqlite3; one row per module and
+    timestamp, 1078 rows, 7 distinct values). The text export of the job writes the same
+    multiset of Total Reserved(MB) values in npu_module_mem.csv (the module of one row is named
+    differently by the two exports, see test_db_by_hand, so only the values are compared)."""
+    with _ro(FIXTURE / OUT / PROFILER_DB) as c:
+        rows = c.execute("""SELECT e.name, m.timestampNs, m.totalReserved FROM NPU_MODULE_MEM m
+                            JOIN ENUM_MODULE e ON e.id = m.moduleId""").fetchall()
+    want = sorted((name, ts, r / 2**20) for name, ts, r in rows)
+    assert len(want) == 1078 and len({v for *_, v in want}) == 7
+    text = Counter(float(r["Total Reserved(MB)"])
+                   for r in _text_csv(shared_data, "npu_module_mem.csv"))
+    assert text == Counter(v for *_, v in want)
+
+    got = sorted((r["component"], r["ts_ns"], r["total_reserved_mb"]) for r in
+                 read_source(_source(FIXTURE)).tables[S.NPU_MODULE_MEM].to_pylist())
+    assert got == want
+
+
+def test_operator_memory_carries_the_allocation_time():
+    """OPERATOR_MEMORY: each row's alloc_ns is OP_MEMORY.allocationTime (184 rows, 184
+    distinct integer times, sqlite3), with its release time (NULL for the 24 blocks not
+    released in the window) and duration."""
+    with _ro(FIXTURE / OUT / PROFILER_DB) as c:
+        rows = c.execute("SELECT size, allocationTime, releaseTime, duration FROM OP_MEMORY"
+                         ).fetchall()
+    assert len(rows) == len({a for _, a, _, _ in rows}) == 184
+    assert sum(r is None for _, _, r, _ in rows) == 24
+    om = read_source(_source(FIXTURE)).tables[S.OPERATOR_MEMORY].to_pylist()
+    got = sorted((r["alloc_ns"], r["size_kb"], r["release_ns"] or -1, r["dur_ns"] or -1)
+                 for r in om)
+    assert got == sorted((a, size / 1024, rel or -1, d or -1) for size, a, rel, d in rows)
