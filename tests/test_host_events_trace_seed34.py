@@ -110,6 +110,27 @@ def test_hccl_task_transport_and_link_type(real):
     assert got == want
 
 
+def test_hccl_task_op_is_the_hcom_op_holding_it(real):
+    """op_name: the hcom_* X event of the task's process whose window holds the task start
+    (the latest-starting one)."""
+    from ascendprof.model import schemas as S
+
+    events, data = real
+    ops = [(e["pid"], ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e["name"]) for e in events
+           if e.get("ph") == "X" and e.get("name", "").startswith("hcom_")]
+    want = []
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") is None and e["name"] in ("Memcpy",
+                                                                          "Reduce_Inline") \
+                and "size(Byte)" in (e.get("args") or {}):
+            t = ns(e["ts"])
+            holding = [o for o in ops if o[0] == e["pid"] and o[1] <= t <= o[2]]
+            want.append((t, max(holding, key=lambda o: o[1])[3] if holding else None))
+    assert len(want) == 72 and all(w[1] for w in want)
+    got = sorted((r["start_ns"], r["op_name"]) for r in table(data, S.HCCL_TASKS))
+    assert got == sorted(want)
+
+
 # ----------------------------------------------------------------------------- AICORE_FREQ
 
 def test_aicore_freq_samples(real):
