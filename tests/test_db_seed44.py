@@ -1,6 +1,6 @@
 """db reader, mutation seed 44: the cut of a long bad-cell value at exactly 61 characters of
-repr, a CommAnalyzerMatrix without op_name, and a bad start in a TASK row only the hardware
-track reads (named after TASK). Expected values come from the databases (sqlite3) and from
+repr, a CommAnalyzerMatrix without op_name, a bad start in a TASK row only the hardware
+track reads (named after TASK), and the average of a CANN_API call of 2^63 - 1 ns. Expected values come from the databases (sqlite3) and from
 the rule written out in each test."""
 
 from __future__ import annotations
@@ -56,3 +56,17 @@ def test_bad_start_of_a_non_compute_task_names_table_task(tmp_path):
     assert p.reason == "column 'startNs': not an integer: 'hx'"
     assert p.affects == PROFILER_AFFECTS
 
+
+
+def test_a_call_of_int64_max_ns_averages_to_itself(tmp_path):
+    """One CANN_API call alone in its group (a name id no other row has), 0 .. 2^63 - 1 ns: its
+    average is its duration, 2^63 - 1, not the wrapped value of float64(2^63 - 1) = 2^63."""
+    rank_dir = _copy(tmp_path, ["UPDATE CANN_API SET name = 987654321, startNs = 0, "
+                                "endNs = 9223372036854775807 "
+                                "WHERE rowid = (SELECT MIN(rowid) FROM CANN_API)"])
+    data = read_source(_source(rank_dir))
+    assert list(data.problems) == []
+    t = data.tables[S.API_STATISTIC]
+    (row,) = [r for r in t.to_pylist() if r["max_ns"] == 2 ** 63 - 1]
+    assert row["count"] == 1 and row["total_ns"] == 2 ** 63 - 1
+    assert row["avg_ns"] == 2 ** 63 - 1

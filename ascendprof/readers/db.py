@@ -634,8 +634,13 @@ def _api_statistic(db: _Db, rank: int) -> pa.Table:
     cnt = t["count"].to_numpy().astype(float)
     mean_ns = total / np.maximum(cnt, 1)
     var_us2 = np.maximum(t["sumsq"].to_numpy() / np.maximum(cnt, 1) - mean_ns ** 2, 0) / 1e6
+    # a mean that rounds (in float64) to 2^63 does not fit int64: take the exact integer mean
+    avg = np.round(mean_ns)
+    big = avg >= 2.0 ** 63
+    avg_ns = np.where(big, 0, avg).astype(np.int64)
+    avg_ns[big] = t["total_ns"].to_numpy()[big] // t["count"].to_numpy()[big]
     t = t.drop_columns(["sumsq"]).append_column(
-        "avg_ns", pa.array(np.round(mean_ns).astype(np.int64))).append_column(
+        "avg_ns", pa.array(avg_ns)).append_column(
         "variance", pa.array(var_us2)).append_column(
         "rank", pa.array(np.full(t.num_rows, rank, np.int32)))
     return S.conform(S.API_STATISTIC, t)
