@@ -1,7 +1,7 @@
 """db reader, mutation seed 44: the cut of a long bad-cell value at exactly 61 characters of
 repr, a CommAnalyzerMatrix without op_name, a bad start in a TASK row only the hardware
-track reads (named after TASK), and the average of a CANN_API call of 2^63 - 1 ns. Expected values come from the databases (sqlite3) and from
-the rule written out in each test."""
+track reads (named after TASK), and the average of a CANN_API call of 2^63 - 1 ns. Expected
+values come from the databases (sqlite3) and from the rule written out in each test."""
 
 from __future__ import annotations
 
