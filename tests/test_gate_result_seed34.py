@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -133,3 +134,39 @@ def test_fmt_change():
 def test_ranges():
     assert ranges([0, 1, 2, 3, 8]) == "0-3, 8"
     assert ranges([]) == "none"
+
+
+def test_communication_groups_only_one_side_has(tmp_path):
+    """A copy of the Qwen3 fixture without the ops of its one-rank groups (the hash suffix of an
+    op name in communication.json that only one rank has: rank 2's and rank 3's tp groups).
+    Those groups move no data between ranks, so they have an elapse but no bandwidth: the
+    warning must come from elapse, and name the side that lacks them with '-'."""
+    import json as _json
+    from collections import Counter
+
+    qwen3 = ROOT / "fixtures" / "qwen3-4rank-pp2dp2"
+    cur = tmp_path / "current"
+    shutil.copytree(qwen3, cur, ignore=shutil.ignore_patterns("*.db"))
+    docs, hashes = {}, {}
+    for r in range(4):
+        p = cur / f"rank_{r}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "communication.json"
+        docs[p] = _json.loads(p.read_text(encoding="utf-8"))
+        hashes[p] = {k.split("@")[1] for step in docs[p].values() for ops in step.values()
+                     for k in ops if "@" in k}
+    count = Counter(h for hs in hashes.values() for h in hs)
+    single = {h for h, n in count.items() if n == 1}
+    assert len(single) == 2
+    for p, doc in docs.items():
+        for step in doc.values():
+            for ops in step.values():
+                for k in [k for k in ops if "@" in k and k.split("@")[1] in single]:
+                    del ops[k]
+        p.write_text(_json.dumps(doc), encoding="utf-8")
+    r = gate(qwen3, cur, "--format", "json")
+    assert r.exit_code == 0, r.output
+    assert as_json(r)["warnings"] == [
+        "the communication groups differ: only in baseline tp (2,), tp (3,); only in current -"]
+    r = gate(cur, qwen3, "--format", "json")
+    assert r.exit_code == 0, r.output
+    assert as_json(r)["warnings"] == [
+        "the communication groups differ: only in baseline -; only in current tp (2,), tp (3,)"]
