@@ -170,3 +170,19 @@ def test_communication_groups_only_one_side_has(tmp_path):
     assert r.exit_code == 0, r.output
     assert as_json(r)["warnings"] == [
         "the communication groups differ: only in baseline -; only in current tp (2,), tp (3,)"]
+
+
+def test_nothing_comparable_side_without_values_says_nothing(tmp_path):
+    """A step_trace_time.csv whose one row has every step column empty has no value at all:
+    the message says that side has "nothing" (lower case), whichever side it is."""
+    real = OUT0 / "step_trace_time.csv"
+    header, _ = read_rows(real)
+    empty = tmp_path / "step_trace_time.csv"
+    write_rows(empty, header, [{"Device_id": "0", "Step": "13"}])
+    step_cols = sorted(c for c in header if c not in ("Device_id", "Step"))
+    r = gate(empty, real)
+    assert r.exit_code == 2, r.output
+    assert f"(baseline has nothing; current has {', '.join(step_cols)})" in " ".join(r.output.split())
+    r = gate(real, empty)
+    assert r.exit_code == 2, r.output
+    assert f"(baseline has {', '.join(step_cols)}; current has nothing)" in " ".join(r.output.split())
