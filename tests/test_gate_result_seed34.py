@@ -186,3 +186,19 @@ def test_nothing_comparable_side_without_values_says_nothing(tmp_path):
     r = gate(real, empty)
     assert r.exit_code == 2, r.output
     assert f"(baseline has {', '.join(step_cols)}; current has nothing)" in " ".join(r.output.split())
+
+
+def test_damaged_json_in_an_input_directory_says_where(tmp_path):
+    """An analyse-output-style directory (cluster_step_trace_time.csv and a
+    cluster_communication.json cut off mid-number): exit 2, and the message keeps the reader's
+    position, the end of the file (its length in bytes)."""
+    d = tmp_path / "cut"
+    d.mkdir()
+    shutil.copy(REF, d / "cluster_step_trace_time.csv")
+    text = ('{"(0, 1)": {"step13": {"hcom_allReduce__1@g": {"0": '
+            '{"Communication Time Info": {"Elapse Time(ms)": 1.')
+    cc = d / "cluster_communication.json"
+    cc.write_bytes(text.encode("ascii"))
+    r = gate(d, d)
+    assert r.exit_code == 2, r.output
+    assert f"{cc} at byte {len(text)}: invalid JSON" in r.output
