@@ -17,24 +17,10 @@ tests/test_gate_csv_inputs.py: the profiler's own layouts).
 
 from __future__ import annotations
 
-from click.testing import CliRunner
+from test_gate_csv_inputs_seed38 import error_line, gate, STEP_HEAD
 
-from ascendprof.cli.main import main
-
-STEP_HEAD = ("Device_id,Step,Computing,Communication(Not Overlapped),Overlapped,Communication,"
-             "Free,Stage,Bubble,Communication(Not Overlapped and Exclude Receive),Preparing")
 OPSTAT_HEAD = ("Device_id,OP Type,Core Type,Count,Total Time(us),Min Time(us),Avg Time(us),"
                "Max Time(us),Ratio(%)")
-
-
-def gate(*args):
-    return CliRunner().invoke(main, ["gate", *map(str, args)])
-
-
-def error_line(r) -> str:
-    err = r.stderr.strip() if hasattr(r, "stderr") and r.stderr else r.output.strip()
-    assert len(err.splitlines()) == 1, err
-    return err
 
 
 def test_a_number_cell_with_a_pasted_line_break_is_quoted_with_its_carriage_return(tmp_path):
