@@ -19,16 +19,7 @@ from ascendprof.model.problems import Problems
 from ascendprof.readers import read_source
 from ascendprof.scan import scan
 from ascendprof.sysio import bigtables
-from conftest import FIXTURES
-
-RANK0 = FIXTURES / "torch_npu-static-graph-mem" / "rank0_ascend_pt"
-OUT = "ASCEND_PROFILER_OUTPUT"
-
-
-def _copy(tmp_path):
-    rank_dir = tmp_path / "rank0_ascend_pt"
-    shutil.copytree(RANK0, rank_dir)
-    return rank_dir
+from test_ascend_output_paths import _copy, OUT
 
 
 def _source(rank_dir):
