@@ -62,13 +62,27 @@ _NUMERIC = {CLUSTER_STEP_TRACE: tuple(STEP_METRICS), STEP_TRACE_TIME: tuple(STEP
 def _not_utf8(path: Path) -> GateInputError:
     """The error for a file that is not UTF-8 text, at the file offset of its first byte that is
     not (a decode error's own offset counts from its chunk, after the BOM)."""
-    data = Path(path).read_bytes()
-    skip = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
-    try:
-        data[skip:].decode("utf-8")
-        where = None
-    except UnicodeDecodeError as e:
-        where = skip + e.start
+    dec = codecs.getincrementaldecoder("utf-8")()
+    where = None
+    with open(path, "rb") as f:  # a block at a time: the file may be gigabytes
+        head = f.read(len(codecs.BOM_UTF8))
+        skip = len(head) if head == codecs.BOM_UTF8 else 0
+        pos, block = skip, head[skip:] or f.read(1 << 20)  # pos: file offset of block
+        while block:
+            pending = len(dec.getstate()[0])  # bytes of a character cut at the last block
+            try:
+                dec.decode(block)
+            except UnicodeDecodeError as e:  # e.start counts from the pending bytes
+                where = pos - pending + e.start
+                break
+            pos += len(block)
+            block = f.read(1 << 20)
+        else:
+            pending = len(dec.getstate()[0])
+            try:
+                dec.decode(b"", final=True)
+            except UnicodeDecodeError as e:  # a character cut by the end of the file
+                where = pos - pending + e.start
     return GateInputError(path, "not UTF-8 text", where=where)
 
 
