@@ -584,34 +584,78 @@ def _sizes_and_summed(batches) -> tuple[dict[str, int], pd.DataFrame]:
     return sizes, lk
 
 
-def _per_step_frame(ranks, attr: str, steps_of: dict[int, int]) -> pd.DataFrame | None:
-    """The ranks' partial ``attr`` (op_partial or kernel_partial, read back when parked) as one
-    frame in rank order, with ``per_step_ns`` and ``per_step_count``: ``total_ns`` and
-    ``count`` divided by the rank's number of steps (``steps_of``, at least 1); None when no
-    rank has rows. Concatenated in Arrow a batch of ranks at a time and converted once (equal
-    texts of all ranks one object): a frame per rank was ~8 KB of objects each, ~65 MB at 4096
-    ranks beside the verdicts. Partials that differ in schema (or hold dictionary columns) are
-    converted one rank at a time and concatenated by pandas."""
-    done, batch, steps, rows, schema = [], [], [], [], None
+#: the key columns of each partial OpExcess compares, in the order its rows name them
+_EXCESS_KEYS = {"op_partial": ("op_type", "accelerator_core"),
+                "kernel_partial": ("name", "input_shapes", "op_type")}
+
+
+@dataclass
+class _KeyedTimes:
+    """The ranks' partial rows in numbers only (:func:`_per_step_frame`): ``frame`` has the
+    columns ``key`` (int64, a row of ``keys``), ``rank``, ``per_step_ns`` and
+    ``per_step_count`` (float64, per step of the rank); ``keys`` holds each distinct key as a
+    tuple of texts (a missing text is ""), in the order of the key columns."""
+
+    frame: pd.DataFrame
+    keys: list
+
+
+def _per_step_frame(ranks, attr: str, steps_of: dict[int, int]) -> _KeyedTimes | None:
+    """The ranks' partial ``attr`` (op_partial or kernel_partial, read back when parked) in
+    rank order, as :class:`_KeyedTimes`: ``total_ns`` and ``count`` divided by the rank's
+    number of steps (``steps_of``, at least 1); None when no rank has rows. The key texts
+    become one integer per row, each distinct key held once: the texts of every row of 4096
+    ranks (and their copies in each comparison) were ~30 MB of the verdicts' peak. Read a
+    rank at a time; partials that differ in schema (a column missing, dictionary-encoded
+    texts) are read alike."""
+    names = _EXCESS_KEYS[attr]
+    index: list[dict[str, int]] = [{} for _ in names]
+    codes: list[list[np.ndarray]] = [[] for _ in names]
+    rank, total, count, steps = [], [], [], []
     for t, n in _partials(ranks, attr, steps_of):
-        if schema is None:
-            schema = t.schema
-        if not t.schema.equals(schema) or any(pa.types.is_dictionary(f.type) for f in schema):
-            return _frame_per_rank(ranks, attr, steps_of)
-        batch.append(t)
-        steps.append(n)
-        rows.append(t.num_rows)
-        if len(batch) == 256:  # one table per batch of ranks: fewer objects held
-            done.append(pa.concat_tables(batch).combine_chunks())
-            batch = []
+        for i, k in enumerate(names):
+            codes[i].append(_shared_codes(t.column(k) if k in t.column_names else None,
+                                        t.num_rows, index[i]))
+        rank.append(t.column("rank").to_numpy().astype(np.int64))
+        total.append(t.column("total_ns").to_numpy().astype(float))
+        count.append(t.column("count").to_numpy().astype(float))
+        steps.append(np.full(t.num_rows, n, dtype=np.int64))
     if not steps:
         return None
-    df = pa.concat_tables(done + batch).to_pandas()
-    del done, batch
-    n = np.repeat(np.asarray(steps, dtype=np.int64), rows)
-    df["per_step_ns"] = df["total_ns"].astype(float) / n
-    df["per_step_count"] = df["count"].astype(float) / n
-    return df
+    # one code per distinct key: mixed radix over the columns' codes, then made dense
+    combined = np.zeros(sum(len(a) for a in steps), dtype=np.int64)
+    for i in range(len(names)):
+        combined = combined * max(len(index[i]), 1) + np.concatenate(codes[i])
+    distinct, key = np.unique(combined, return_inverse=True)
+    texts = [list(d) for d in index]
+    parts = []
+    for i in reversed(range(len(names))):
+        radix = max(len(index[i]), 1)
+        distinct, digit = np.divmod(distinct, radix)
+        parts.append([texts[i][j] for j in digit])
+    keys = list(zip(*reversed(parts)))
+    n = np.concatenate(steps)
+    frame = pd.DataFrame({"key": key.astype(np.int64), "rank": np.concatenate(rank),
+                          "per_step_ns": np.concatenate(total) / n,
+                          "per_step_count": np.concatenate(count) / n})
+    return _KeyedTimes(frame, keys)
+
+
+def _shared_codes(column, rows: int, index: dict[str, int]) -> np.ndarray:
+    """An integer per row of the text ``column`` (None: all missing), equal texts equal
+    codes across calls sharing ``index`` (text -> code, grown here); a missing text is ""."""
+    if column is None:
+        return np.full(rows, index.setdefault("", len(index)), dtype=np.int64)
+    out = []
+    for chunk in column.chunks:
+        if pa.types.is_dictionary(chunk.type):
+            chunk = chunk.cast(chunk.type.value_type)
+        enc = pc.fill_null(chunk.cast(pa.string()), "").dictionary_encode()
+        local = np.array([index.setdefault(s, len(index)) for s in enc.dictionary.to_pylist()],
+                         dtype=np.int64)
+        out.append(local[enc.indices.to_numpy(zero_copy_only=False)] if len(local)
+                   else np.zeros(len(chunk), dtype=np.int64))
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
 
 def _partials(ranks, attr: str, steps_of: dict[int, int]):
@@ -621,16 +665,6 @@ def _partials(ranks, attr: str, steps_of: dict[int, int]):
         t = _loaded(getattr(r, attr, None))
         if t is not None and t.num_rows:
             yield t, max(1, int(steps_of.get(int(r.rank), 1)))
-
-
-def _frame_per_rank(ranks, attr: str, steps_of: dict[int, int]) -> pd.DataFrame:
-    frames = []
-    for t, n in _partials(ranks, attr, steps_of):
-        df = t.to_pandas()
-        df["per_step_ns"] = df["total_ns"].astype(float) / n
-        df["per_step_count"] = df["count"].astype(float) / n
-        frames.append(df)
-    return pd.concat(frames, ignore_index=True)
 
 
 class OpExcess:
@@ -646,7 +680,8 @@ class OpExcess:
         self.kernels = _per_step_frame(ranks, "kernel_partial", steps_of)
 
     def ranks(self) -> set[int]:
-        return set() if self.ops is None else {int(r) for r in self.ops["rank"].unique()}
+        return set() if self.ops is None else {int(r) for r in
+                                               self.ops.frame["rank"].unique()}
 
     def excess(self, ranks, peers, top: int = 5) -> dict:
         """``{"op_types": [...], "kernels": [...], "ranks_compared": [...], "peers_compared":
@@ -662,14 +697,17 @@ class OpExcess:
         if not a or not b:
             return {}
 
-        def side(df, keys, rs):
-            sub = df[df["rank"].isin(rs)].fillna({k: "" for k in keys})
-            for k in keys:
-                sub[k] = sub[k].astype(str)
-            per = sub.groupby(keys + ["rank"])[["per_step_ns", "per_step_count"]].sum()
+        def side(kt: _KeyedTimes, keys, rs):
+            # per key: the median over ``rs`` of each rank's sum (a rank without it: 0)
+            df = kt.frame
+            sub = df[df["rank"].isin(rs)]
+            per = sub.groupby(["key", "rank"])[["per_step_ns", "per_step_count"]].sum()
             t = per["per_step_ns"].unstack("rank").reindex(columns=rs).fillna(0.0)
             c = per["per_step_count"].unstack("rank").reindex(columns=rs).fillna(0.0)
-            return t.median(axis=1), c.median(axis=1)
+            at = pd.MultiIndex.from_tuples([kt.keys[i] for i in t.index], names=keys)
+            t, c = t.median(axis=1), c.median(axis=1)
+            t.index, c.index = at, at
+            return t.sort_index(), c.sort_index()
 
         out = {"ranks_compared": a, "peers_compared": b}
         for name, df, keys in (("op_types", self.ops, ["op_type", "accelerator_core"]),
