@@ -4,8 +4,13 @@ profiler directory (rank 1) copied, with its minddata files removed or rewritten
 rows from pipeline_profiling_1.json carry the rank; that dataset_iterator_profiling's 4-field
 lines (no timestamp) are read; the pipeline summary JSON's empty-frequency and CPU columns; and
 that a damaged host queue file, minddata_aicpu file, pipeline_profiling JSON or pipeline summary
-JSON is recorded as a problem naming the file, the line and the reason. Expected values are
-worked out by hand in the docstrings from the profiler's own files."""
+JSON is recorded as a problem naming the file, the line and the reason. The same kinds of
+checks at other places: the raw CSV's and summary's rank, the host queue's values and capacity,
+other line types skipped, the fallback to the iterator file when the host queue file is damaged,
+minddata_aicpu rows read back past its header, a children list not of numbers, a raw CSV with a
+byte order mark, an op_info entry without op_id, summary lists of the wrong length and -1 values,
+and memory_usage_summary's capacity. Expected values are worked out by hand in the docstrings
+from the profiler's own files."""
 
 from __future__ import annotations
 
@@ -159,3 +164,125 @@ def test_pipeline_summary_empty_frequency_and_cpu(shared_data, tmp_path):
     assert [ops[i]["queue_empty_pct"] for i in (0, 1)] == [10.0, 0.0]
     assert [ops[i]["avg_cpu_pct"] for i in (0, 1)] == [5.0, 7.5]
     assert {r["source"] for r in ops.values()} == {SUMMARY}
+
+
+# --- the same kinds of gaps at other places of the module ---------------------------------
+
+
+def test_raw_csv_and_summary_rows_carry_the_rank(shared_data, tmp_path):
+    """run_2's real raw CSV (ops 0-3) and, in a second copy, a one-op summary JSON: every
+    DATASET_OPS row is rank 1's."""
+    rows = _read(shared_data, tmp_path, {}).tables[S.DATASET_OPS].to_pylist()
+    assert sorted((r["op_id"], r["rank"], r["source"]) for r in rows) == \
+        [(i, 1, RAW) for i in range(4)]
+    summary = {"op_ids": [0], "op_names": ["Batch"]}
+    rows = _read(shared_data, tmp_path / "b", {SUMMARY: json.dumps(summary)}) \
+        .tables[S.DATASET_OPS].to_pylist()
+    assert [(r["op_id"], r["rank"], r["op_type"]) for r in rows] == [(0, 1, "Batch")]
+
+
+def test_host_queue_values_read_back(shared_data, tmp_path):
+    """run_2's real device_queue_profiling_1.txt, 'type extra batch value timestamp':
+    "0 1 1 4 10" push time 4 ms, "0 2 1 4 10" batch time 4 ms, "0 0 1 0 10" pipeline time 0 ms,
+    "1 64 1 0 10" size 0 of capacity 64; all batch 1. Times have no size/capacity, the size row
+    no value."""
+    host = _queue(_read(shared_data, tmp_path, {}), "host")
+    assert [(r["kind"], r["step"], r["value_ms"], r["size"], r["capacity"]) for r in host] == [
+        ("push_time", 1, 4.0, None, None), ("batch_time", 1, 4.0, None, None),
+        ("pipeline_time", 1, 0.0, None, None), ("size", 1, None, 0, 64)]
+
+
+def test_host_queue_other_types_skipped(shared_data, tmp_path):
+    """A type-2 line (neither a time nor a size) between two size lines is skipped; the size
+    lines after it (batch 2, size 7 of 32) are still read, with no problem."""
+    text = "1 32 1 5 10\n2 0 1 9 10\n1 32 2 7 20\n"
+    data = _read(shared_data, tmp_path, {HOSTQ: text})
+    assert [(r["step"], r["size"], r["capacity"]) for r in _queue(data, "host")] == \
+        [(1, 5, 32), (2, 7, 32)]
+    assert not [p for p in data.problems if p.path.endswith(HOSTQ)]
+
+
+def test_damaged_host_queue_falls_back_to_the_iterator_file(shared_data, tmp_path):
+    """device_queue_profiling_1.txt damaged (batch "q" on line 1): reported, and the host queue
+    then comes from dataset_iterator_profiling_1.txt ("1 64 1 3": size 3 of 64, batch 1)."""
+    data = _read(shared_data, tmp_path, {HOSTQ: "1 64 q 0 10\n"})
+    assert _problem(data, HOSTQ).reason == "not a number: 'q'"
+    assert [(r["step"], r["size"], r["capacity"]) for r in _queue(data, "host")] == [(1, 3, 64)]
+
+
+def test_aicpu_rows_read_back_with_header(shared_data, tmp_path):
+    """run_2's real minddata_aicpu_1.txt with MindInsight's header line put first: the header
+    is skipped; GetNext rows numbered 1, 2, 3 in file order; start / end us * 1000 = ns
+    (154907895614 -> 154907895614000, 154907896921 -> 154907896921000); sizes 3, 2, 1."""
+    text = "node_name start_time end_time queue_size\n" + \
+        (shared_data / RUN2 / AICPU).read_text()
+    data = _read(shared_data, tmp_path, {AICPU: text})
+    assert [(r["step"], r["start_ns"], r["end_ns"], r["size"], r["kind"])
+            for r in _queue(data, "device")] == [
+        (1, 154907895305000, 154907895306000, 3, "size"),
+        (2, 154907895614000, 154907895614000, 2, "size"),
+        (3, 154907896920000, 154907896921000, 1, "size")]
+    assert not [p for p in data.problems if p.path.endswith(AICPU)]
+
+
+def test_raw_csv_children_not_whole_numbers_has_its_line(shared_data, tmp_path):
+    """Op 2's children_id (line 4) written "['a']": a list, but not of numbers -> 'not a list
+    of numbers' at line 4."""
+    lines = (shared_data / RUN2 / RAW).read_text().splitlines(keepends=True)
+    assert lines[3].endswith(",1,[3]\n")
+    lines[3] = lines[3].replace(",1,[3]", ",1,\"['a']\"")
+    p = _problem(_read(shared_data, tmp_path, {RAW: "".join(lines)}), RAW)
+    assert (p.reason, p.where) == ("not a list of numbers: \"['a']\"", "line 4")
+
+
+def test_raw_csv_with_byte_order_mark_read(shared_data, tmp_path):
+    """The raw CSV saved with a UTF-8 byte order mark (as Excel writes it): the first column is
+    still "op_id", ops 0-3 read, no problem."""
+    text = "\ufeff" + (shared_data / RUN2 / RAW).read_text()
+    data = _read(shared_data, tmp_path, {RAW: text})
+    assert not [p for p in data.problems if p.path.endswith(RAW)]
+    assert {r["source"] for r in data.tables[S.DATASET_OPS].to_pylist()} == {RAW}
+
+
+def test_pipeline_profiling_entry_without_op_id_reported(shared_data, tmp_path):
+    """Raw CSV removed and op 4's "op_id" key deleted: 'op_info entry without op_id: ' followed
+    by the entry's text (first 60 characters); no pipeline table."""
+    obj = _prof_json(shared_data)
+    op4, = [op for op in obj["op_info"] if op["op_id"] == 4]
+    del op4["op_id"]
+    data = _read(shared_data, tmp_path, {RAW: None, PROF: json.dumps(obj)})
+    p = _problem(data, PROF)
+    assert p.reason == f"op_info entry without op_id: {str(op4)[:60]}"
+    assert S.DATASET_OPS not in data.tables
+
+
+def test_pipeline_summary_missing_and_no_values(shared_data, tmp_path):
+    """A summary for ops 0 and 1 whose queue_empty_freq_pct has one entry (not one per op:
+    ignored), queue_average_size [-1, 2.0] and avg_cpu_pct [3.0, -1] (-1 = no value): op 0 has
+    no average and no empty %; op 1's CPU comes from minddata_cpu_utilization_1.json,
+    mean(10+10, 20+20, 30+30) = 40.0 %, op 0 keeps its 3.0."""
+    summary = {"op_ids": [0, 1], "op_names": ["Batch", "Map"], "queue_empty_freq_pct": [5.0],
+               "queue_average_size": [-1, 2.0], "avg_cpu_pct": [3.0, -1]}
+    data = _read(shared_data, tmp_path, {SUMMARY: json.dumps(summary)})
+    ops = {r["op_id"]: r for r in data.tables[S.DATASET_OPS].to_pylist()}
+    assert [ops[i]["queue_empty_pct"] for i in (0, 1)] == [None, None]
+    assert [ops[i]["queue_avg_size"] for i in (0, 1)] == [None, 2.0]
+    assert [ops[i]["avg_cpu_pct"] for i in (0, 1)] == [3.0, 40.0]
+
+
+def test_memory_capacity_not_a_number_reported(shared_data, tmp_path):
+    """memory_usage_summary_1.json with capacity "big": 'capacity is not a number: 'big''
+    naming the file, affecting the memory analysis; no capacity in the metadata."""
+    data = _read(shared_data, tmp_path,
+                 {"memory_usage_summary_1.json": '{"capacity": "big"}'})
+    p = _problem(data, "memory_usage_summary_1.json")
+    assert (p.reason, p.affects) == ("capacity is not a number: 'big'", ("memory",))
+    assert "memory_capacity_mb" not in data.meta
+
+
+def test_memory_capacity_small_and_negative(shared_data, tmp_path):
+    """capacity 0.5 GiB -> 0.5 * 1024 = 512 MB; capacity -2 is no capacity (left out)."""
+    data = _read(shared_data, tmp_path, {"memory_usage_summary_1.json": '{"capacity": 0.5}'})
+    assert data.meta["memory_capacity_mb"] == 512.0
+    data = _read(shared_data, tmp_path / "b", {"memory_usage_summary_1.json": '{"capacity": -2}'})
+    assert "memory_capacity_mb" not in data.meta
