@@ -7,7 +7,12 @@ Checked:
 - a profiler db that is not a database is one advice problem naming that file, whose reason is
   "cannot open as SQLite: " followed by SQLite's own message;
 - every column of each db LAUNCHES row (host call thread, start and duration, flow start,
-  device start and duration, task type, stream) is the CANN_API / TASK row of its connection.
+  device start and duration, task type, stream) is the CANN_API / TASK row of its connection;
+- a query of the advice failing on the db (a renamed column) is one advice problem naming it,
+  reason "SQLite error: " followed by SQLite's message;
+- db AICORE_FREQ samples come in timestamp order with their device, time and frequency;
+- db framework HOST_EVENTS (PYTORCH_API) carry name, start, duration, thread and the
+  ProfilerStep#N window holding their start (its end included).
 
 Expected values come from sqlite3 reads of the profiler db in the test.
 """
@@ -102,4 +107,98 @@ def test_db_launch_rows_carry_the_call_and_task_times(tmp_path):
         "rank", "step", "conn_id", "host_name", "host_tid", "host_start_ns", "host_dur_ns",
         "flow_start_ns", "device_start_ns", "device_dur_ns", "task_name", "task_type",
         "stream_id"]
+    assert got == want
+
+
+# ----------------------------------------------------------------------------- other places
+
+def test_db_query_failing_is_an_advice_problem_with_sqlite_reason(tmp_path):
+    """CANN_API's endNs renamed to stopNs: the advice query of CANN_API (alias ``a``) fails, so
+    the advice tables are one problem (affects advice) naming the db, reason "SQLite error: "
+    followed by what SQLite says of that column (asked here of the edited db)."""
+    rank_dir = _copy(tmp_path, ["ALTER TABLE CANN_API RENAME COLUMN endNs TO stopNs"])
+    db = rank_dir / OUT / PROFILER_DB
+    con = _ro(db)
+    try:
+        con.execute("SELECT a.endNs FROM CANN_API a").fetchall()
+        sqlite_says = None
+    except sqlite3.OperationalError as e:
+        sqlite_says = str(e)
+    finally:
+        con.close()
+    assert sqlite_says == "no such column: a.endNs"
+    data = _read(rank_dir)
+    advice = [p for p in data.problems if "advice" in p.affects]
+    assert [(Path(p.path).resolve(), p.affects) for p in advice] == \
+        [(db.resolve(), ("advice",))], data.problems.brief()
+    assert advice[0].reason == f"SQLite error: {sqlite_says}"
+    assert S.HOST_EVENTS not in data.tables and S.LAUNCHES not in data.tables
+
+
+def test_db_aicore_freq_samples_in_time_order_with_their_device(tmp_path):
+    """The export's three AICORE_FREQ rows (device 0, 1800 MHz; its first row is later than
+    its second) plus one of device 1 at 1300 MHz between them: AICORE_FREQ is the four samples
+    in timestamp order, each with its device, time and frequency, rank 0."""
+    rank_dir = _copy(tmp_path, [
+        "INSERT INTO AICORE_FREQ (deviceId, timestampNs, freq) "
+        "VALUES (1, 1736410576400000000, 1300)"])
+    con = _ro(rank_dir / OUT / PROFILER_DB)
+    try:
+        rows = con.execute("SELECT deviceId, timestampNs, freq FROM AICORE_FREQ "
+                           "ORDER BY rowid").fetchall()
+    finally:
+        con.close()
+    # the stored order is not the time order
+    assert [r[1] for r in rows] != sorted(r[1] for r in rows)
+    want = [(0, d, t, float(f)) for d, t, f in sorted(rows, key=lambda r: r[1])]
+    assert len(want) == 4 and (0, 1, 1736410576400000000, 1300.0) in want
+    got = [(r["rank"], r["device_id"], r["ts_ns"], r["freq_mhz"])
+           for r in _read(rank_dir).tables[S.AICORE_FREQ].to_pylist()]
+    assert got == want
+
+
+_SYNC = {"aten::item", "aten::_local_scalar_dense", "aten::is_nonzero", "aten::nonzero",
+         "aten::equal", "aten::masked_select"}
+
+
+def _framework(name: str) -> bool:
+    """The advice's framework events, by name: profiler steps, optimizer steps, the ops that
+    read a device value on the host, the dataloader and SyncBatchNorm."""
+    return (name.startswith(("ProfilerStep#", "Optimizer.step#")) or name in _SYNC
+            or "dataloader" in name.lower() or name.lower() == "syncbatchnorm")
+
+
+def test_db_framework_host_events_with_times_thread_and_step(tmp_path):
+    """Each PYTORCH_API row of a framework event (startNs / endNs stored as TEXT) is a
+    HOST_EVENTS "framework" row: its name, start, endNs - startNs, globalTid, and the step N of
+    the ProfilerStep#N row whose [start, end] holds its start (null when none does). An
+    ``aten::item`` call added at the very end of the last step is still in that step."""
+    rank_dir = _copy(tmp_path, [
+        "INSERT INTO PYTORCH_API (startNs, endNs, globalTid, name) "
+        "SELECT p.endNs, CAST(p.endNs AS INTEGER) + 5, p.globalTid, "
+        "(SELECT id FROM STRING_IDS WHERE value = 'aten::item') FROM PYTORCH_API p "
+        "JOIN STRING_IDS s ON s.id = p.name WHERE s.value LIKE 'ProfilerStep#%' "
+        "ORDER BY CAST(p.startNs AS INTEGER) DESC LIMIT 1"])
+    con = _ro(rank_dir / OUT / PROFILER_DB)
+    try:
+        rows = con.execute("SELECT s.value, p.startNs, p.endNs, p.globalTid FROM PYTORCH_API p "
+                           "JOIN STRING_IDS s ON s.id = p.name").fetchall()
+    finally:
+        con.close()
+    kept = [(n, int(s), int(e) - int(s), t) for n, s, e, t in rows if _framework(n)]
+    steps = [(int(n.split("#")[1]), s, s + d) for n, s, d, _ in kept
+             if n.startswith("ProfilerStep#")]
+    assert steps and any(n in _SYNC for n, *_ in kept)
+
+    def step_of(t):
+        holding = [st for st in steps if st[1] <= t <= st[2]]
+        return max(holding, key=lambda st: st[1])[0] if holding else None
+
+    want = sorted((n, s, d, t, step_of(s)) for n, s, d, t in kept)
+    assert any(w[4] is not None for w in want)
+    last = max(steps, key=lambda st: st[1])
+    assert [w[4] for w in want if w[0] == "aten::item" and w[1] == last[2]] == [last[0]]
+    host = _read(rank_dir).tables[S.HOST_EVENTS].to_pylist()
+    got = sorted((r["name"], r["start_ns"], r["dur_ns"], r["tid"], r["step"]) for r in host
+                 if r["source"] == "framework")
     assert got == want
