@@ -12,7 +12,9 @@ Checked:
   reason "SQLite error: " followed by SQLite's message;
 - db AICORE_FREQ samples come in timestamp order with their device, time and frequency;
 - db framework HOST_EVENTS (PYTORCH_API) carry name, start, duration, thread and the
-  ProfilerStep#N window holding their start (its end included).
+  ProfilerStep#N window holding their start (its end included);
+- text side (the AlexNet level2 rank 0 export with an event appended to trace_view.json): the
+  problem for a kept event whose ts is no number names that event and the bad ts.
 
 Expected values come from sqlite3 reads of the profiler db in the test.
 """
@@ -24,6 +26,8 @@ from collections import Counter
 from pathlib import Path
 
 from test_host_events_db_seed34 import OUT, PROFILER_DB, _copy, _read
+from test_host_events_seed35 import PID, _one_problem_naming_trace_view, _with_events
+from test_host_events_trace_seed34 import read_all
 
 from ascendprof.model import schemas as S
 
@@ -202,3 +206,13 @@ def test_db_framework_host_events_with_times_thread_and_step(tmp_path):
     got = sorted((r["name"], r["start_ns"], r["dur_ns"], r["tid"], r["step"]) for r in host
                  if r["source"] == "framework")
     assert got == want
+
+
+def test_bad_ts_problem_names_the_event_and_its_ts(shared_data, tmp_path):
+    """A DataLoader event (kept as a framework host event) whose ts is "later": one advice
+    problem naming trace_view.json whose reason names the event and the ts it has."""
+    rank = _with_events(shared_data, tmp_path, [
+        {"ph": "X", "name": "DataLoader.__next__", "cat": "python_function", "pid": PID,
+         "tid": 3, "ts": "later", "dur": 2.0}])
+    reason = _one_problem_naming_trace_view(rank, read_all(rank))
+    assert "'DataLoader.__next__'" in reason and "'later'" in reason
