@@ -193,6 +193,12 @@ def _per_value_batch(entries: Entries, path, rank, sink: BatchProblems):
         def warn(_path, message, rank=None):
             sink.warnings.append((offsets[at[0]], message))
 
+        @staticmethod
+        def add(*_args, **_kwargs):
+            # a Bandwidth Info value that is not a number: the per-value reader counts those
+            # over the whole file (one problem per field), which a batch cannot
+            raise Irregular
+
     try:
         tables = entry_tables(numbered(), path, rank, Said, typed=False, bad_sink=bad,
                                opinfo=texts)
