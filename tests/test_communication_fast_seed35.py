@@ -11,9 +11,13 @@ from the per-value reader (the definition the fast reader must agree with).
 
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 import pytest
 
+from ascendprof.model import schemas as S
+from ascendprof.model.errors import InputError
 from ascendprof.model.problems import Problems
 from ascendprof.readers import communication as C
 from ascendprof.readers.communication import fast as F
@@ -26,6 +30,12 @@ RANK = 2  # any rank but 0: rows must carry the one the caller gave
 def _streamed(path, rank=RANK, problems=None, block=512):
     parts = list(F.iter_tables(path, rank, problems, whole_file_bytes=0, block_bytes=block))
     return {n: pa.concat_tables([p[n] for p in parts]) for n in parts[0]}
+
+
+def _op_count(doc) -> int:
+    """Op entries of a step -> kind -> op file, "Total ..." entries left out."""
+    return sum(1 for step in doc.values() for ops in step.values() for k in ops
+               if not k.startswith("Total"))
 
 
 def _with_second_op_changed(tmp_path, old: bytes, new: bytes):
@@ -41,6 +51,63 @@ def _with_second_op_changed(tmp_path, old: bytes, new: bytes):
 
 def _reasons(problems):
     return [(p.reason, p.where) for p in problems]
+
+
+def test_a_negative_time_in_a_duckdb_batch_is_left_out_and_said(tmp_path):
+    """The second op's Elapse Time made negative: its (DuckDB-decoded) batch leaves it out and
+    the file gets the per-value reader's problem for it."""
+    data = REAL.read_bytes()
+    key = b'"Communication Time Info"'
+    second = data.index(key, data.index(key) + 1)
+    at = data.index(b'"Elapse Time(ms)": ', second) + len(b'"Elapse Time(ms)": ')
+    path = tmp_path / "communication.json"
+    path.write_bytes(data[:at] + b"-" + data[at:])
+    doc = json.loads(path.read_text())
+    got_problems = Problems()
+    tables = _streamed(path, problems=got_problems, block=2000)
+    assert tables[S.COMM_OPS].num_rows == _op_count(doc) - 1
+    want_problems = Problems()
+    C.read_communication_per_value(path, RANK, want_problems)
+    assert [("Elapse Time(ms)" in p.reason) for p in want_problems] == [True]
+    assert _reasons(got_problems) == _reasons(want_problems)
+
+
+def test_a_per_value_batch_keeps_each_ops_text_as_the_file_has_it(tmp_path):
+    """The second op's Time Info a number (so its batch takes the per-value rules): it is
+    skipped, and every other op's opinfo_json is its object's text, byte for byte as in the
+    file (the file writes ", " and ": "; re-encoding the parsed object would not)."""
+    path = _with_second_op_changed(tmp_path, b'{"Start Timestamp(us)"',
+                                   b'5, "x": {"Start Timestamp(us)"')
+    data = path.read_bytes()
+    doc = json.loads(data)
+    problems = Problems()
+    ops = _streamed(path, problems=problems, block=1 << 20)[S.COMM_OPS]
+    assert [p.reason for p in problems] == [
+        f"op {list(doc['step13']['p2p'])[1]!r} in step13: 'Communication Time Info' is not an "
+        "object; op skipped"]
+    assert ops.num_rows == _op_count(doc) - 1
+    want = [op for step in doc.values() for kind in step.values()
+            for k, op in kind.items() if not k.startswith("Total")
+            and isinstance(op["Communication Time Info"], dict)]
+    texts = ops["opinfo_json"].to_pylist()
+    assert [json.loads(t) for t in texts] == want
+    for t in texts:
+        assert t.encode() in data  # the file's own text, not a re-encoding
+    assert b", " in texts[0].encode() and b": " in texts[0].encode()
+
+
+def test_a_rank_beyond_int32_in_a_per_value_batch_names_the_file(tmp_path):
+    """The rank column is int32: in a batch the per-value rules decode, a rank that does not
+    fit is the file's InputError, worded as the per-value reader words it."""
+    path = _with_second_op_changed(tmp_path, b'{"Start Timestamp(us)"',
+                                   b'5, "x": {"Start Timestamp(us)"')
+    with pytest.raises(InputError) as want:
+        C.read_communication_per_value(path, 2 ** 31)
+    assert want.value.path == str(path)
+    with pytest.raises(InputError) as got:
+        _streamed(path, rank=2 ** 31, block=1 << 20)
+    assert got.value.path == str(path)
+    assert str(got.value) == str(want.value)
 
 
 @pytest.mark.parametrize("value", [b'"2"', b"true", b"[1]"])
