@@ -143,3 +143,99 @@ def test_a_bandwidth_value_that_is_not_a_number_in_a_big_file(tmp_path, monkeypa
     assert _reasons(got_problems) == _reasons(want_problems)
     for name in want:
         assert got[name].equals(want[name]), name
+
+
+# ---------------------------------------------------------------- the same gaps at other places
+
+def _beyond_int64_ns(tmp_path, field: bytes, value: bytes, per_value_batch: bool):
+    """REAL with the second op's ``field`` = ``value`` (beyond int64 nanoseconds); with
+    ``per_value_batch`` also the first op's Time Info a number (its batch then takes the
+    per-value rules)."""
+    data = REAL.read_bytes()
+    key = b'"Communication Time Info": '
+    first = data.index(key)
+    second = data.index(key, first + 1)
+    at = data.index(b'"' + field + b'": ', second) + len(field) + 4
+    end = data.index(b",", at)
+    data = data[:at] + value + data[end:]
+    if per_value_batch:
+        at = first + len(key)
+        data = data[:at] + b'5, "x": ' + data[at:]
+    path = tmp_path / "communication.json"
+    path.write_bytes(data)
+    return path
+
+
+# int64 ns holds up to 9223372036854775807 ns = 9.22e15 us = 9.22e12 ms
+@pytest.mark.parametrize("field,value", [(b"Elapse Time(ms)", b"1e17"),
+                                         (b"Start Timestamp(us)", b"9300000000000000")])
+@pytest.mark.parametrize("how", ["whole", "streamed", "streamed per-value batch"])
+def test_a_time_beyond_int64_ns_is_the_files_input_error(tmp_path, how, field, value):
+    """A time that does not fit int64 nanoseconds: read whole (msgspec), streamed (DuckDB or
+    msgspec) or in a streamed batch of the per-value rules, it is an InputError naming the
+    file, worded as the per-value reader words it."""
+    path = _beyond_int64_ns(tmp_path, field, value, per_value_batch=how.endswith("batch"))
+    with pytest.raises(InputError) as want:
+        C.read_communication_per_value(path, RANK)
+    assert want.value.path == str(path) and "out of range for int64" in str(want.value)
+    with pytest.raises(InputError) as got:
+        if how == "whole":
+            list(F.iter_tables(path, RANK))
+        else:
+            _streamed(path, block=1 << 20)
+    assert got.value.path == str(path)
+    assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("whole_file_bytes", [None, 0])
+def test_left_out_ops_are_the_files_problem_with_its_path_and_rank(tmp_path, whole_file_bytes):
+    """The second op's Elapse Time negative: read whole (msgspec) or streamed (DuckDB), the one
+    problem is the per-value reader's, path, rank, reason and place alike."""
+    data = REAL.read_bytes()
+    key = b'"Communication Time Info"'
+    second = data.index(key, data.index(key) + 1)
+    at = data.index(b'"Elapse Time(ms)": ', second) + len(b'"Elapse Time(ms)": ')
+    path = tmp_path / "communication.json"
+    path.write_bytes(data[:at] + b"-" + data[at:])
+    want = Problems()
+    C.read_communication_per_value(path, RANK, want)
+    assert [(p.path, p.rank) for p in want] == [(str(path), RANK)]
+    got = Problems()
+    list(F.iter_tables(path, RANK, got, whole_file_bytes=whole_file_bytes, block_bytes=2000))
+    assert list(got) == list(want)
+
+
+def test_a_warning_of_a_streamed_batch_carries_the_path_and_rank(tmp_path):
+    """The second op's Time Info a number, streamed: the warning is the per-value reader's,
+    path and rank alike."""
+    path = _with_second_op_changed(tmp_path, b'{"Start Timestamp(us)"',
+                                   b'5, "x": {"Start Timestamp(us)"')
+    want = Problems()
+    C.read_communication_per_value(path, RANK, want)
+    assert [(p.path, p.rank, p.severity) for p in want] == [(str(path), RANK, "warning")]
+    for block in (300, 1 << 20):
+        got = Problems()
+        _streamed(path, problems=got, block=block)
+        assert list(got) == list(want)
+
+
+def test_entries_that_are_not_objects_are_warned_in_file_order_when_streamed(tmp_path):
+    """A step, a kind, an op and an op's Time Info that are not objects: streamed, each is the per-value reader's warning (path, rank, wording), in file order,
+    and the one good op is a row."""
+    doc = ('{"step0": 4, "step1": {"p2p": 3, "collective": {'
+           '"a@g": {"Communication Time Info": {"Elapse Time(ms)": 1}}, "b@g": 7, '
+           '"c@g": {"Communication Time Info": 5}}}}')
+    path = tmp_path / "communication.json"
+    path.write_text(doc)
+    want = Problems()
+    C.read_communication_per_value(path, RANK, want)
+    assert [p.reason for p in want] == [
+        "step entry 'step0' is not an object; skipped",
+        "step1/p2p is not an object; skipped",
+        "op 'b@g' in step1 is not an object; skipped",
+        "op 'c@g' in step1: 'Communication Time Info' is not an object; op skipped"]
+    for block in (16, 1 << 20):
+        got = Problems()
+        tables = _streamed(path, problems=got, block=block)
+        assert list(got) == list(want)
+        assert tables[S.COMM_OPS]["op_name"].to_pylist() == ["a"]
