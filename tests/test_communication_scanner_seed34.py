@@ -92,10 +92,12 @@ def test_invalid_utf8_inside_an_op_names_the_bad_byte(tmp_path):
     assert err.reason == "invalid JSON (str is not valid UTF-8)"
 
 
-@pytest.mark.parametrize("block", [512])
+@pytest.mark.parametrize("block", [512, 4096, None])  # None: the reader's own block size
 @pytest.mark.parametrize("which", [1, 5])
 def test_a_missing_comma_between_two_ops_names_the_second_op(tmp_path, block, which):
-    """The comma before an op key is dropped: the JSON is wrong at that key's opening quote."""
+    """The comma before an op key is dropped: the JSON is wrong at that key's opening quote,
+    wherever the file's blocks are cut (also with complete ops before it in the same block,
+    which the scanner replaces by a placeholder when it checks the levels above the ops)."""
     starts = [i for i in range(len(DATA)) if DATA.startswith(b'"hcom_', i)]
     key = starts[which]
     comma = DATA.rindex(b",", 0, key)
@@ -164,7 +166,7 @@ def test_a_backslash_after_an_op_is_invalid_json_at_that_byte(tmp_path, next_key
     assert DATA[comma - 1:comma] == b"}"
     key_end = DATA.index(b'"', second + 1)
     bad = DATA[:comma] + b'\\"' + DATA[comma:second] + b'"' + next_key + DATA[key_end:]
-    for block in (512, 1024):
+    for block in (512, 1024, 1 << 20):
         _, err = _error(tmp_path, bad, block)
         assert err.where == comma
         assert bad[err.where:err.where + 2] == b'\\"'

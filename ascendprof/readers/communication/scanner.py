@@ -219,8 +219,18 @@ class Scanner:
         try:
             orjson.loads(head + text + tail)
         except orjson.JSONDecodeError as e:
-            at = offset + min(cut, max(0, e.pos - len(head)))
+            at = offset + _unplaced(max(0, e.pos - len(head)), o, c, cut)
             raise InputError(self.path, f"invalid JSON ({e.msg})", where=at) from None
+
+
+def _unplaced(x: int, o, c, cut: int) -> int:
+    """The byte of ``buf[:cut]`` at position ``x`` of its skeleton (each op ``[o, c)`` replaced
+    by the one byte ``0``): a byte of the text between ops, or the start of an op."""
+    for s, e in zip([0] + c.tolist(), o.tolist() + [cut]):  # text [s, e), then an op's 0
+        if x <= e - s:
+            return s + x
+        x -= e - s + 1
+    return cut
 
 
 def _key(buf: bytes, start: int, end: int, path, offset: int) -> str:
