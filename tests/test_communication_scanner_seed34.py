@@ -170,3 +170,20 @@ def test_a_backslash_after_an_op_is_invalid_json_at_that_byte(tmp_path, next_key
         _, err = _error(tmp_path, bad, block)
         assert err.where == comma
         assert bad[err.where:err.where + 2] == b'\\"'
+
+
+# ---------------------------------------------------------------- the same kinds at other places
+
+BLOCKS = (512, 1 << 20)  # the file cut in blocks after every op or two; the file in one block
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+def test_invalid_utf8_in_a_step_key_or_an_op_key_names_the_bad_byte(tmp_path, block):
+    """A 0xff byte in the step key (decoded by the scanner) or in the second op's key (checked
+    with the levels above the ops): the byte named is that 0xff."""
+    for old, new in ((b'"step13"', b'"step\xff13"'),
+                     (b'"hcom_batchSendRecv__128_4_1', b'"hcom_batch\xffSendRecv__128_4_1')):
+        bad, _ = _replace_once(DATA, old, new)
+        _, err = _error(tmp_path, bad, block)
+        assert err.where == bad.index(b"\xff")
+        assert "UTF-8" in err.reason

@@ -168,13 +168,13 @@ class Scanner:
                              where=offset + len(buf))
         c = spos[closes[which]] + 1 if len(ops) else o
         ks, ke = kstart[ops], kend[ops]
-        self._check_skeleton(buf, o, c, cut, offset, eof)
-        if not buf[:cut].isascii():
+        if not buf[:cut].isascii():  # before the skeleton: orjson names no byte for this
             try:
                 buf[:cut].decode("utf-8")
             except UnicodeDecodeError as e:
                 raise InputError(path, "invalid JSON (str is not valid UTF-8)",
                                  where=offset + e.start) from None
+        self._check_skeleton(buf, o, c, cut, offset, eof)
         # "Total ..." entries are the profiler's sums, not ops
         head = np.zeros((len(ks), 5), np.uint8)
         for i in range(5):
