@@ -1,9 +1,11 @@
 """The block scanner of large communication.json files (ascendprof.readers.communication.scanner),
 through the streamed read (fast.iter_tables with whole_file_bytes=0) of damaged or odd copies of
 a real rank's file: each kind of invalid JSON it finds itself (a bad escape or invalid UTF-8 in a
-step/kind key, invalid UTF-8 inside an op, a missing comma between ops, a file cut inside an op)
-is an InputError naming the file and the byte where it is; an escaped quote inside a key is read
-as part of the key; a step key repeated keeps the last value, as JSON does.
+step, kind or op key, invalid UTF-8 inside an op, a missing comma between ops, a stray backslash
+after an op, a file cut inside an op or missing its last brace, text after the document, all also
+after a byte order mark) is an InputError naming the file and the byte where it is; an escaped
+quote inside a key is read as part of the key; a step key repeated keeps the last value, as JSON
+does; "total ..." entries of any case are not ops.
 
 Expected values come from the damaged file's own bytes (offsets found with bytes.index, the
 file's length), Python's json module (op keys, op counts; it keeps the last value of a repeated
@@ -177,6 +179,17 @@ def test_a_backslash_after_an_op_is_invalid_json_at_that_byte(tmp_path, next_key
 BLOCKS = (512, 1 << 20)  # the file cut in blocks after every op or two; the file in one block
 
 
+def test_a_byte_order_mark_counts_in_the_byte_named(tmp_path):
+    """A file starting with a UTF-8 byte order mark (3 bytes, skipped by the scanner) with a
+    0xff inside its second op: the byte named is still the 0xff's offset in the file."""
+    second = DATA.index(b'"hcom_batchSendRecv__128_4_1')
+    bad, _ = _replace_once(DATA, b'"Elapse Time(ms)"', b'"Elapse\xff Time(ms)"', second)
+    bad = b"\xef\xbb\xbf" + bad
+    for block in BLOCKS:
+        _, err = _error(tmp_path, bad, block)
+        assert err.where == bad.index(b"\xff")
+
+
 @pytest.mark.parametrize("block", BLOCKS)
 def test_invalid_utf8_in_a_step_key_or_an_op_key_names_the_bad_byte(tmp_path, block):
     """A 0xff byte in the step key (decoded by the scanner) or in the second op's key (checked
@@ -187,3 +200,51 @@ def test_invalid_utf8_in_a_step_key_or_an_op_key_names_the_bad_byte(tmp_path, bl
         _, err = _error(tmp_path, bad, block)
         assert err.where == bad.index(b"\xff")
         assert "UTF-8" in err.reason
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+def test_a_bad_escape_in_a_step_key_or_an_op_key_names_that_key(tmp_path, block):
+    """\\q (no JSON escape) in the step key or in the sixth op's key: the byte named is in that
+    key, between its opening quote and the end of the bad escape."""
+    sixth = [i for i in range(len(DATA)) if DATA.startswith(b'"hcom_', i)][5]
+    for old, at in ((b'"step13"', 0), (b'"hcom_', sixth)):
+        bad, key = _replace_once(DATA, old, old[:3] + b"\\q" + old[3:], at)
+        _, err = _error(tmp_path, bad, block)
+        assert "escape" in err.reason
+        assert key < err.where <= key + 5
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+def test_text_after_the_document_names_its_first_byte(tmp_path, block):
+    """Something after the closing brace of the whole document: the byte named is its first."""
+    bad = DATA.rstrip() + b' x'
+    _, err = _error(tmp_path, bad, block)
+    assert err.where == len(bad) - 1
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+def test_a_document_missing_its_last_brace_ends_unexpectedly(tmp_path, block):
+    """The file without its last closing brace (every op complete): unexpected end of data,
+    at the file's end."""
+    bad = DATA.rstrip()[:-1]
+    assert bad.endswith(b"}}")
+    _, err = _error(tmp_path, bad, block)
+    assert err.where == len(bad)
+    assert err.reason == "invalid JSON (unexpected end of data)"
+
+
+@pytest.mark.parametrize("block", [16, 512, 1 << 20])
+def test_total_entries_of_any_case_are_not_ops(tmp_path, block):
+    """Op keys starting with "total" in any case are the profiler's sums, not ops (as the
+    per-value reader has it); "Tot@g" (shorter than "total") and "xtotal@g" are ops."""
+    op = '{"Communication Time Info": {"Elapse Time(ms)": %d}}'
+    keys = ["a@g", "TOTAL Op Info", "Tot@g", "total@g", "ToTaLx@g", "xtotal@g"]
+    doc = '{"step1": {"collective": {%s}}}' % ", ".join(
+        f'"{k}": {op % i}' for i, k in enumerate(keys))
+    path = tmp_path / "communication.json"
+    path.write_text(doc)
+    want = [("a", 0), ("Tot", 2_000_000), ("xtotal", 5_000_000)]
+    ops = C.read_communication_per_value(path, RANK)[S.COMM_OPS]
+    assert list(zip(ops["op_name"].to_pylist(), ops["elapse_ns"].to_pylist())) == want
+    ops = _streamed(path, block)[S.COMM_OPS]
+    assert list(zip(ops["op_name"].to_pylist(), ops["elapse_ns"].to_pylist())) == want
