@@ -1,0 +1,148 @@
+"""Minddata parsers (ascendprof/readers/minddata.py), mutation seed 37: MindSpore run_2's legacy
+profiler directory (rank 1) copied, with its minddata files rewritten, read through
+``read_source``. Checks that a damaged raw pipeline CSV (a field over the csv module's limit, a
+num_workers that is not a number, a children list that cannot be parsed) is recorded as a
+problem naming the file, the line and the reason (the quoted text cut at 40 characters); and
+that a host queue line whose size is not a number, or whose size does not fit int64, is
+recorded naming the host queue file. Expected values are worked out by hand in the docstrings
+from the profiler's own files."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+
+import pytest
+
+from ascendprof.model import schemas as S
+from ascendprof.model.problems import Problems
+from ascendprof.readers import read_source
+from ascendprof.scan import scan
+
+RUN2 = "mindspore-legacy/run_2/normal_run/profiler"
+RAW = "minddata_pipeline_raw_1.csv"
+HOSTQ = "device_queue_profiling_1.txt"
+
+
+def _read(shared_data, tmp_path, files: dict[str, str | None]):
+    """run_2's profiler directory copied, ``files`` (name -> text, None = delete) applied; the
+    rank's RankData as read_source gives it."""
+    d = tmp_path / "run" / "profiler"
+    shutil.copytree(shared_data / RUN2, d)
+    for name, text in files.items():
+        if text is None:
+            (d / name).unlink()
+        else:
+            (d / name).write_text(text, encoding="utf-8")
+    source, = scan(d.parent, Problems())
+    return read_source(source)
+
+
+def _problem(data, name):
+    got = [p for p in data.problems if str(p.path).endswith(name)]
+    assert len(got) == 1, [p.line() for p in data.problems]
+    return got[0]
+
+
+def _raw_lines(shared_data) -> list[str]:
+    """run_2's raw CSV: header, then ops 0-3 on lines 2-5."""
+    lines = (shared_data / RUN2 / RAW).read_text().splitlines(keepends=True)
+    assert lines[2] == "1,MapOp,8,\"[0, 0]\",0.0,128,0.0,10,0,[2]\n"
+    return lines
+
+
+@pytest.fixture
+def csv_field_limit_1000(monkeypatch):
+    """The legacy reader raises the csv module's field limit to 1 GiB (csv.field_size_limit(1 <<
+    30)) before the minddata files are read; a test cannot write such a file in time, so the
+    limit it sets is cut to 1000 characters here (and the old limit put back afterwards)."""
+    real = csv.field_size_limit
+    old = real()
+    monkeypatch.setattr(csv, "field_size_limit", lambda *a: real(1000))
+    yield
+    monkeypatch.undo()
+    real(old)
+
+
+def test_raw_csv_field_over_the_csv_limit_names_the_file(shared_data, tmp_path,
+                                                         csv_field_limit_1000):
+    """Op 1's op_type (line 3) made 2000 characters long, more than the field limit of 1000:
+    'not readable as CSV: field larger than field limit (1000)' naming the raw CSV, rank 1; the
+    pipeline then comes from pipeline_profiling_1.json."""
+    lines = _raw_lines(shared_data)
+    lines[2] = lines[2].replace("MapOp", "M" * 2000)
+    data = _read(shared_data, tmp_path, {RAW: "".join(lines)})
+    p = _problem(data, RAW)
+    assert p.path.endswith(RAW)
+    assert (p.reason, p.rank) == ("not readable as CSV: field larger than field limit (1000)", 1)
+    assert {r["source"] for r in data.tables[S.DATASET_OPS].to_pylist()} == \
+        {"pipeline_profiling_1.json"}
+
+
+def test_raw_csv_num_workers_nan_has_its_line(shared_data, tmp_path):
+    """Op 1's num_workers (line 3) written "nan": a count must be a whole number, 'not a
+    number: 'nan'' at line 3 of the raw CSV."""
+    lines = _raw_lines(shared_data)
+    lines[2] = lines[2].replace("MapOp,8,", "MapOp,nan,")
+    p = _problem(_read(shared_data, tmp_path, {RAW: "".join(lines)}), RAW)
+    assert (p.reason, p.where) == ("not a number: 'nan'", "line 3")
+
+
+def test_raw_csv_num_workers_read_as_whole_numbers(shared_data, tmp_path):
+    """Op 1's num_workers written "8.0" (as pandas writes an integer column holding a gap):
+    still 8 workers, like ops 0, 2, 3 (4, 8, 8 in the file); no problem."""
+    lines = _raw_lines(shared_data)
+    lines[2] = lines[2].replace("MapOp,8,", "MapOp,8.0,")
+    data = _read(shared_data, tmp_path, {RAW: "".join(lines)})
+    assert not [p for p in data.problems if str(p.path).endswith(RAW)]
+    ops = {r["op_id"]: r["num_workers"] for r in data.tables[S.DATASET_OPS].to_pylist()}
+    assert ops == {0: 4, 1: 8, 2: 8, 3: 8}
+    assert all(type(v) is int for v in ops.values())
+
+
+def test_raw_csv_long_bad_children_quoted_to_40_characters(shared_data, tmp_path):
+    """Op 1's children_id (line 3) written as an unterminated list
+    "[10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110" (45 characters). The reason quotes its
+    first 40: "[10, " is 5 characters, each of "20, " .. "90, " 4 more (8 * 4 = 32, 37 in all),
+    then "100" makes 40 -> "[10, 20, 30, 40, 50, 60, 70, 80, 90, 100"."""
+    lines = _raw_lines(shared_data)
+    bad = "[10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110"
+    lines[2] = lines[2].replace(",0,[2]", f",0,\"{bad}\"")
+    p = _problem(_read(shared_data, tmp_path, {RAW: "".join(lines)}), RAW)
+    assert (p.reason, p.where) == \
+        ("not a list of numbers: '[10, 20, 30, 40, 50, 60, 70, 80, 90, 100'", "line 3")
+
+
+def test_host_queue_bad_size_names_file_and_line(shared_data, tmp_path):
+    """Line 2 of the host queue file is a size line (type 1, capacity 64, batch 1) whose size is
+    "x": 'not a number: 'x'' at line 2, naming device_queue_profiling_1.txt."""
+    text = "0 1 1 4 10\n1 64 1 x 10\n"
+    p = _problem(_read(shared_data, tmp_path, {HOSTQ: text}), HOSTQ)
+    assert p.path.endswith(HOSTQ)
+    assert (p.reason, p.where, p.rank) == ("not a number: 'x'", "line 2", 1)
+
+
+def test_host_queue_size_beyond_int64_names_the_file(shared_data, tmp_path):
+    """A size line whose size is 9223372036854775808 = 2^63, one more than int64's largest
+    value 2^63 - 1 (exact as a double, so read as 2^63): 'column 'size':
+    9223372036854775808 is not a valid int64 value' naming device_queue_profiling_1.txt; the
+    host queue then comes from dataset_iterator_profiling_1.txt ("1 64 1 3": size 3 of 64)."""
+    data = _read(shared_data, tmp_path, {HOSTQ: "1 64 1 9223372036854775808 10\n"})
+    p = _problem(data, HOSTQ)
+    assert p.path.endswith(HOSTQ)
+    assert p.reason == "column 'size': 9223372036854775808 is not a valid int64 value"
+    host = [r for r in data.tables[S.DATASET_QUEUE].to_pylist() if r["queue"] == "host"]
+    assert [(r["step"], r["size"], r["capacity"]) for r in host] == [(1, 3, 64)]
+
+
+def test_raw_csv_long_children_not_numbers_quoted_to_40_characters(shared_data, tmp_path):
+    """Op 1's children_id (line 3) written "['op_a', 'op_b', 'op_c', 'op_d', 'op_e', 'op_f']": a
+    list, but of names. The reason quotes its first 40 characters: "['op_a', " is 9, each of
+    "'op_b', " .. "'op_d', " 8 more (33), then "'op_e'," makes 40; that text holds single
+    quotes, so Python quotes it with double quotes."""
+    lines = _raw_lines(shared_data)
+    bad = "['op_a', 'op_b', 'op_c', 'op_d', 'op_e', 'op_f']"
+    lines[2] = lines[2].replace(",0,[2]", f",0,\"{bad}\"")
+    p = _problem(_read(shared_data, tmp_path, {RAW: "".join(lines)}), RAW)
+    assert (p.reason, p.where) == \
+        ("not a list of numbers: \"['op_a', 'op_b', 'op_c', 'op_d', 'op_e',\"", "line 3")
