@@ -4,8 +4,11 @@ profiler directory (rank 1) copied, with its minddata files rewritten, read thro
 num_workers that is not a number, a children list that cannot be parsed) is recorded as a
 problem naming the file, the line and the reason (the quoted text cut at 40 characters); and
 that a host queue line whose size is not a number, or whose size does not fit int64, is
-recorded naming the host queue file. Expected values are worked out by hand in the docstrings
-from the profiler's own files."""
+recorded naming the host queue file. The same kinds of checks at other places: a raw CSV op_id,
+a host queue type and a minddata_aicpu queue size of "nan" (whole numbers expected), a bad
+minddata_aicpu start time, and a minddata_aicpu time, summary op_id or pipeline_profiling op_id
+beyond int64, each recorded naming its file (and line). Expected values are worked out by hand
+in the docstrings from the profiler's own files."""
 
 from __future__ import annotations
 
@@ -146,3 +149,81 @@ def test_raw_csv_long_children_not_numbers_quoted_to_40_characters(shared_data, 
     p = _problem(_read(shared_data, tmp_path, {RAW: "".join(lines)}), RAW)
     assert (p.reason, p.where) == \
         ("not a list of numbers: \"['op_a', 'op_b', 'op_c', 'op_d', 'op_e',\"", "line 3")
+
+
+# --- the same kinds of gaps at other places of the module ---------------------------------
+
+AICPU = "minddata_aicpu_1.txt"
+SUMMARY = "minddata_pipeline_summary_1.json"
+PROF = "pipeline_profiling_1.json"
+
+
+def test_raw_csv_op_id_nan_has_its_line(shared_data, tmp_path):
+    """Op 2's op_id (line 4) written "nan": an op id must be a whole number, 'not a number:
+    'nan'' at line 4 of the raw CSV."""
+    lines = _raw_lines(shared_data)
+    assert lines[3].startswith("2,MapOp,")
+    lines[3] = "nan" + lines[3][1:]
+    p = _problem(_read(shared_data, tmp_path, {RAW: "".join(lines)}), RAW)
+    assert (p.reason, p.where) == ("not a number: 'nan'", "line 4")
+
+
+def test_host_queue_type_nan_has_its_line(shared_data, tmp_path):
+    """Line 2 of the host queue file has type "nan": neither skipped as an unknown type nor
+    read, but 'not a number: 'nan'' at line 2."""
+    p = _problem(_read(shared_data, tmp_path, {HOSTQ: "1 64 1 0 10\nnan 64 2 0 20\n"}), HOSTQ)
+    assert (p.reason, p.where) == ("not a number: 'nan'", "line 2")
+
+
+def test_aicpu_bad_start_time_names_file_and_line(shared_data, tmp_path):
+    """minddata_aicpu_1.txt whose second GetNext line has start time "early": 'not a number:
+    'early'' at line 2, naming that file."""
+    text = "GetNext_dequeue_wait 100 101 3\nGetNext_dequeue_wait early 201 2\n"
+    p = _problem(_read(shared_data, tmp_path, {AICPU: text}), AICPU)
+    assert p.path.endswith(AICPU)
+    assert (p.reason, p.where, p.rank) == ("not a number: 'early'", "line 2", 1)
+
+
+def test_aicpu_queue_size_nan_has_its_line(shared_data, tmp_path):
+    """A GetNext line whose queue size is "nan": a size must be a whole number, 'not a number:
+    'nan'' at line 1."""
+    text = "GetNext_dequeue_wait 100 101 nan\n"
+    p = _problem(_read(shared_data, tmp_path, {AICPU: text}), AICPU)
+    assert (p.reason, p.where) == ("not a number: 'nan'", "line 1")
+
+
+def test_aicpu_time_beyond_int64_names_the_file(shared_data, tmp_path):
+    """A GetNext line starting at 1e16 us: * 1000 = 1e19 ns = 10000000000000000000, more than
+    int64's largest value 2^63 - 1 = 9223372036854775807: 'column 'start_ns':
+    10000000000000000000 is not a valid int64 value' naming minddata_aicpu_1.txt; no device
+    queue rows (the host queue is still read)."""
+    data = _read(shared_data, tmp_path, {AICPU: "GetNext_dequeue_wait 1e16 1e16 3\n"})
+    p = _problem(data, AICPU)
+    assert p.path.endswith(AICPU)
+    assert p.reason == "column 'start_ns': 10000000000000000000 is not a valid int64 value"
+    queues = {r["queue"] for r in data.tables[S.DATASET_QUEUE].to_pylist()}
+    assert queues == {"host"}
+
+
+def test_pipeline_summary_op_id_beyond_int64_names_the_file(shared_data, tmp_path):
+    """A summary JSON whose one op_id is 9223372036854775808 = 2^63 (int64 holds up to
+    2^63 - 1): 'column 'op_id': 9223372036854775808 is not a valid int64 value' naming the
+    summary file; the pipeline then comes from the raw CSV."""
+    summary = '{"op_ids": [9223372036854775808], "op_names": ["Batch"]}'
+    data = _read(shared_data, tmp_path, {SUMMARY: summary})
+    p = _problem(data, SUMMARY)
+    assert p.path.endswith(SUMMARY)
+    assert p.reason == "column 'op_id': 9223372036854775808 is not a valid int64 value"
+    assert {r["source"] for r in data.tables[S.DATASET_OPS].to_pylist()} == {RAW}
+
+
+def test_pipeline_profiling_op_id_beyond_int64_names_the_file(shared_data, tmp_path):
+    """Raw CSV removed and a pipeline_profiling JSON whose one op has op_id 2^63 =
+    9223372036854775808: 'column 'op_id': 9223372036854775808 is not a valid int64 value'
+    naming pipeline_profiling_1.json; no pipeline table."""
+    prof = '{"op_info": [{"op_id": 9223372036854775808, "op_type": "Batch"}]}'
+    data = _read(shared_data, tmp_path, {RAW: None, PROF: prof})
+    p = _problem(data, PROF)
+    assert p.path.endswith(PROF)
+    assert p.reason == "column 'op_id': 9223372036854775808 is not a valid int64 value"
+    assert S.DATASET_OPS not in data.tables
