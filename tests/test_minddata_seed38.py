@@ -5,8 +5,11 @@ rather than recomputed from the sampled sizes; that a raw CSV whose lines end in
 Mac line endings) is read like the same file with LF endings; that a memory_usage_summary JSON
 which is not an object is recorded as a problem (not a crash); and that the CPU utilization
 file's pipeline entry (op_id -1), when it comes first, is skipped without ending the reading of
-the ops after it. Expected values are worked out by hand in the docstrings from the profiler's
-own files."""
+the ops after it. The same kinds of checks at other places: a pipeline_profiling JSON or
+pipeline summary JSON that is not an object reported, odd CPU utilization entries (null, no
+op_id, no samples, metrics null) skipped, and blank or other lines in the middle of the host
+queue file, minddata_aicpu file and raw CSV skipped without ending the reading. Expected values
+are worked out by hand in the docstrings from the profiler's own files."""
 
 from __future__ import annotations
 
@@ -119,3 +122,82 @@ def test_cpu_utilization_pipeline_entry_first_does_not_end_reading(shared_data, 
     assert not _problems(data, CPU)
     ops = _ops(data)
     assert [ops[i]["avg_cpu_pct"] for i in (0, 1, 2, 3)] == [None, 40.0, 10.0, None]
+
+
+# The same kinds of gaps at other places: a JSON file that is not an object, an entry skipped
+# (not ending the reading), blank lines in the middle of a file.
+
+PROF = "pipeline_profiling_1.json"
+SUMMARY = "minddata_pipeline_summary_1.json"
+HOSTQ = "device_queue_profiling_1.txt"
+AICPU = "minddata_aicpu_1.txt"
+
+
+def test_pipeline_profiling_not_an_object_reported(shared_data, tmp_path):
+    """Raw CSV removed, pipeline_profiling_1.json holding the list [1, 2]: 'no op_info list'
+    naming that file, rank 1; no pipeline table."""
+    data = _read(shared_data, tmp_path, {RAW: None, PROF: "[1, 2]"})
+    got = _problems(data, PROF)
+    assert [(p.reason, p.rank) for p in got] == [("no op_info list", 1)]
+    assert S.DATASET_OPS not in data.tables
+
+
+def test_pipeline_summary_not_an_object_reported(shared_data, tmp_path):
+    """minddata_pipeline_summary_1.json holding the list [0, 1]: 'no op_ids list' naming it,
+    rank 1; the pipeline then comes from the raw CSV (ops 0-3)."""
+    data = _read(shared_data, tmp_path, {SUMMARY: "[0, 1]"})
+    got = _problems(data, SUMMARY)
+    assert [(p.reason, p.rank) for p in got] == [("no op_ids list", 1)]
+    assert sorted(_ops(data)) == [0, 1, 2, 3]
+    assert {r["source"] for r in _ops(data).values()} == {RAW}
+
+
+def test_cpu_utilization_odd_entries_skipped_not_ending(shared_data, tmp_path):
+    """The CPU file's op_info starting with null, an entry without op_id and op 3 with empty
+    utilization lists (no samples: no value), then op 1 (user 10, sys 30 -> 40.0 %) and op 2
+    with metrics null (no value): no problem; op 1 has 40.0, ops 0, 2 and 3 none."""
+    cpu = {"op_info": [
+        None,
+        {"metrics": {"user_utilization": [50], "sys_utilization": [50]}},
+        {"op_id": 3, "metrics": {"user_utilization": [], "sys_utilization": []}},
+        {"op_id": 1, "metrics": {"user_utilization": [10], "sys_utilization": [30]}},
+        {"op_id": 2, "metrics": None}]}
+    data = _read(shared_data, tmp_path, {CPU: json.dumps(cpu)})
+    assert not _problems(data, CPU)
+    ops = _ops(data)
+    assert [ops[i]["avg_cpu_pct"] for i in (0, 1, 2, 3)] == [None, 40.0, None, None]
+
+
+def test_host_queue_blank_lines_in_the_middle_skipped(shared_data, tmp_path):
+    """device_queue_profiling_1.txt with a blank line and a line of spaces between its size
+    lines: skipped; batches 1, 2, 3 (sizes 5, 6, 7 of capacity 64) all read, no problem."""
+    text = "1 64 1 5 10\n\n1 64 2 6 20\n   \n1 64 3 7 30\n"
+    data = _read(shared_data, tmp_path, {HOSTQ: text})
+    assert not _problems(data, HOSTQ)
+    host = [r for r in data.tables[S.DATASET_QUEUE].to_pylist() if r["queue"] == "host"]
+    assert [(r["step"], r["size"], r["capacity"]) for r in host] == \
+        [(1, 5, 64), (2, 6, 64), (3, 7, 64)]
+
+
+def test_aicpu_other_lines_in_the_middle_skipped(shared_data, tmp_path):
+    """run_2's minddata_aicpu_1.txt with a blank line after its first GetNext line and a line
+    "other_node 1 2 3" after its second: both skipped; the three GetNext lines are still rows
+    1, 2, 3 with sizes 3, 2, 1, no problem."""
+    lines = (shared_data / RUN2 / AICPU).read_text().splitlines()
+    text = "\n".join([lines[0], "", lines[1], "other_node 1 2 3", lines[2]]) + "\n"
+    data = _read(shared_data, tmp_path, {AICPU: text})
+    assert not _problems(data, AICPU)
+    dev = [r for r in data.tables[S.DATASET_QUEUE].to_pylist() if r["queue"] == "device"]
+    assert [(r["step"], r["size"]) for r in dev] == [(1, 3), (2, 2), (3, 1)]
+
+
+def test_raw_csv_blank_rows_in_the_middle_skipped(shared_data, tmp_path):
+    """run_2's raw CSV with an empty line after op 0 and a line of commas only after op 2:
+    both skipped; ops 0-3 read as in the file (op 3 ImageFolderOp, parent 2), no problem."""
+    lines = _raw_lines(shared_data)
+    text = "\n".join(lines[:2] + [""] + lines[2:4] + [",,,,,,,,,"] + lines[4:]) + "\n"
+    data = _read(shared_data, tmp_path, {RAW: text})
+    assert not _problems(data, RAW)
+    ops = _ops(data)
+    assert sorted(ops) == [0, 1, 2, 3]
+    assert (ops[3]["op_type"], ops[3]["parent_id"]) == ("ImageFolderOp", 2)
