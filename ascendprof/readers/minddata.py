@@ -327,8 +327,9 @@ def read_all(names: dict[str, Path], rank: int, problems, affects=("data_prepara
 
 def memory_capacity_mb(path: Path) -> float | None:
     """``memory_usage_summary_{rank}.json`` (MindSpore 1.x memory profiling): ``capacity`` is the
-    device memory in GiB (MindSpore divides total_mem by 1024^3) -> MB (2^20 B); None when
-    absent or 0."""
+    device memory in GiB (MindSpore divides total_mem by 1024^3) -> MB (2^20 B); None when it
+    is 0 or less. Raises InputError naming the file when ``capacity`` is missing, null or not a
+    number (MindSpore always writes it)."""
     obj = read_json(path)
     cap = obj.get("capacity") if isinstance(obj, dict) else None
     try:
