@@ -2,7 +2,8 @@
 profiler directory (rank 1) copied, with its raw pipeline CSV (minddata_pipeline_raw_1.csv)
 rewritten, read through ``read_source``. Checks that an output_queue_average_size that is not a
 number is recorded as a problem naming the raw CSV itself (its path, not "None"), the line and
-the reason, and that the ops then come from pipeline_profiling_1.json instead.
+the reason, and that the ops then come from pipeline_profiling_1.json instead. The same kind of
+check at another place: an output_queue_usage_rate that is not a number, reported the same way.
 Expected values are worked out by hand in the docstrings from the profiler's own files."""
 
 from __future__ import annotations
@@ -62,3 +63,13 @@ def test_raw_csv_average_size_not_a_number_names_the_file(shared_data, tmp_path)
     assert sorted(r["op_id"] for r in ops) == [0, 1, 2, 3, 4]
     assert {r["source"] for r in ops} == {PROF}
 
+
+def test_raw_csv_usage_rate_not_a_number_names_the_file(shared_data, tmp_path):
+    """Op 1's output_queue_usage_rate (line 3, 7th field "0.0") written "full": 'not a number:
+    'full'' at line 3, naming the raw CSV by its own path; ops then from the JSON."""
+    lines = _raw_lines(shared_data)
+    lines[2] = "1,MapOp,8,\"[0, 0]\",0.0,128,full,10,0,[2]\n"
+    data = _read(shared_data, tmp_path, "".join(lines))
+    p = _only_raw_problem(data, tmp_path)
+    assert (p.reason, p.where, p.rank) == ("not a number: 'full'", "line 3", 1)
+    assert {r["source"] for r in data.tables[S.DATASET_OPS].to_pylist()} == {PROF}
