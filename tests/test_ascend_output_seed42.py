@@ -1,10 +1,12 @@
-"""readers/ascend_output.py, the survivors of mutation seed 42, through the user's path
-(``read_source``) on copies of a real Level1 rank (fixtures/torch_npu-static-graph-mem/
-rank0_ascend_pt, torch_npu 2025-01): a large kernel_details.csv (read in batches, spilled) with
-negative durations gets the same "left out" problem as a whole-file read; a damaged
-npu_module_mem.csv is a problem that names that file; a large step_trace_time.csv is read a
-few MB at a time, never held whole in memory. Expected values are worked out by hand from the
-file's text in the comments, never taken from the code's output."""
+"""readers/ascend_output.py: the survivors of mutation seed 42, and the same gaps elsewhere,
+through the user's path (``read_source``) on copies of a real Level1 rank
+(fixtures/torch_npu-static-graph-mem/rank0_ascend_pt, torch_npu 2025-01): a large
+kernel_details.csv (read in batches, spilled) with negative durations gets the same "left out"
+problem as a whole-file read; a damaged npu_module_mem.csv or static_op_mem.csv is a problem
+that names that file; a large step_trace_time.csv is read a few MB at a time, never held whole
+in memory, and when read in many batches names the data row of a bad cell counting the earlier
+batches and sums its E-notation cells into one warning. Expected values are worked out by hand
+from the file's text in the comments, never taken from the code's output."""
 
 from __future__ import annotations
 
@@ -131,3 +133,73 @@ def test_a_large_step_trace_time_is_never_held_whole_in_memory(tmp_path, monkeyp
     # every row's Computing 8873.756000000001 us -> 8873756 ns; Step 1..n
     assert got["step"][0].as_py() == 1 and got["step"][n - 1].as_py() == n
     assert got["computing_ns"].unique().to_pylist() == [8_873_756]
+
+
+# ---- the same kinds of gaps at other places: another file's "neither unit" problem, and the
+# data row / E-notation count of a large simple table read in several batches
+
+
+def test_static_op_mem_without_a_size_column_is_a_problem_of_that_file(tmp_path):
+    # static_op_mem.csv with neither Size(KB) (torch_npu) nor Size(MB): refused, the problem
+    # names the file and the missing column
+    rank_dir = _copy(tmp_path)
+    (rank_dir / OUT / "static_op_mem.csv").write_text(
+        "Device_id,Op Name,Model Name,Graph ID,Node Index Start,Node Index End\n"
+        "host,sqrt_01,0,0,31,32\n", encoding="utf-8")
+    data = _read(rank_dir)
+    assert S.STATIC_OP_MEM not in data.tables
+    (p,) = _problems(data, "static_op_mem.csv")
+    assert p.path == str(rank_dir / OUT / "static_op_mem.csv")
+    assert p.reason == "missing column(s) Size(KB)"
+
+
+def _many_steps(rank_dir, computing: dict[int, str], n: int = 200):
+    """step_trace_time.csv of the real header and data row, the row repeated as Steps 1..n,
+    data row i's Computing written ``computing[i]`` where given."""
+    st = rank_dir / OUT / "step_trace_time.csv"
+    head, row = st.read_text(encoding="utf-8").splitlines()[:2]
+    assert row.startswith("50,8873.756000000001,")
+    rest = row[len("50,8873.756000000001"):]
+    st.write_text(head + "\n" + "".join(
+        f"{i},{computing.get(i, '8873.756000000001')}{rest}\n" for i in range(1, n + 1)),
+        encoding="utf-8")
+    return st
+
+
+@pytest.fixture
+def small_batches(monkeypatch):
+    """Every simple table read in batches (SPILL_BYTES 1), each batch ~1 KB of text (about 7
+    of these ~140-byte rows), so 200 rows are read in some 30 batches."""
+    monkeypatch.setattr(bigtables, "SPILL_BYTES", 1)
+    monkeypatch.setattr(AO, "_BATCH_BYTES", 1 << 10)
+
+
+def test_text_late_in_a_large_step_trace_time_names_its_data_row(tmp_path, small_batches):
+    # data row 150's Computing written 'lots': the problem counts the rows of the batches
+    # before it, naming data row 150 (file line 151)
+    rank_dir = _copy(tmp_path)
+    _many_steps(rank_dir, {150: "lots"})
+    data = _read(rank_dir)
+    assert S.STEP_TRACE not in data.tables
+    (p,) = _problems(data, "step_trace_time.csv")
+    assert p.path == str(rank_dir / OUT / "step_trace_time.csv")
+    assert "'Computing'" in p.reason and "'lots'" in p.reason
+    assert p.where == "data row 150"
+
+
+def test_e_notation_in_several_batches_of_a_step_trace_time_is_one_warning(tmp_path,
+                                                                           small_batches):
+    # data rows 30 and 150 (different batches) hold Computing in E-notation, 8.87375E+03 and
+    # 8.87377E+03 us: one warning for the column counting both, the first as example; the
+    # values read as written: 8873.75 us = 8873750 ns, 8873.77 us = 8873770 ns
+    rank_dir = _copy(tmp_path)
+    _many_steps(rank_dir, {30: "8.87375E+03", 150: "8.87377E+03"})
+    data = _read(rank_dir)
+    comp = data.tables[S.STEP_TRACE]["computing_ns"].to_pylist()
+    assert len(comp) == 200
+    assert comp[29] == 8_873_750 and comp[149] == 8_873_770
+    assert set(comp[:29] + comp[30:149] + comp[150:]) == {8_873_756}
+    (p,) = _problems(data, "step_trace_time.csv")
+    assert p.severity == "warning"
+    assert p.reason.startswith("column 'Computing': 2 value(s) in E-notation "
+                               "(e.g. 8.87375E+03), precision lost")
