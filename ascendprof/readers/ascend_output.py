@@ -46,8 +46,8 @@ from ascendprof.readers.communication import (iter_tables, read_communication,
 from ascendprof.readers.trace_view import read_trace_view
 from ascendprof.readers.values import report_negative_durations
 from ascendprof.sysio import bigtables
-from ascendprof.sysio.textio import (_COLUMN_RE, csv_header, METADATA_MAX_BYTES, open_csv_stream,
-                                     read_csv, read_json)
+from ascendprof.sysio.textio import (_COLUMN_RE, csv_header, holds_e_notation,
+                                     METADATA_MAX_BYTES, open_csv_stream, read_csv, read_json)
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 
@@ -306,15 +306,21 @@ def _read_table_batched(path: Path, rank: int, columns: dict[str, tuple[str, str
             row0 += raw.num_rows
     except (pa.ArrowInvalid, ValueError) as e:
         raise _stream_error(path, str(e).splitlines()[0]) from None
-    if lossy is not None:  # one entry per column, as one read of the whole file gives
-        merged: dict[str, list] = {}
-        for name, n, n_abs, example in seen:
-            m = merged.setdefault(name, [name, 0, 0, example])
-            m[1] += n
-            m[2] += n_abs
-        order = list(columns)
-        lossy.extend(tuple(m) for m in sorted(merged.values(), key=lambda m: order.index(m[0])))
+    if lossy is not None:
+        _merge_lossy(seen, list(columns), lossy)
     return pa.concat_tables(parts) if parts else None
+
+
+def _merge_lossy(seen: list, order: list, lossy: list) -> None:
+    """Append to ``lossy`` the batches' E-notation entries ``seen`` (see :func:`_e_notation`)
+    merged into one per column, in the file's column ``order``, as one read of the whole file
+    gives them: the counts summed, the first batch's example."""
+    merged: dict[str, list] = {}
+    for name, n, n_abs, example in seen:
+        m = merged.setdefault(name, [name, 0, 0, example])
+        m[1] += n
+        m[2] += n_abs
+    lossy.extend(tuple(m) for m in sorted(merged.values(), key=lambda m: order.index(m[0])))
 
 
 # ----------------------------------------------------------------------------- kernel_details
@@ -380,7 +386,7 @@ class _Again(Exception):
 
 
 def read_kernel_details_spilled(path: Path, rank: int, bad_rows: list | None = None,
-                                negative: list | None = None):
+                                negative: list | None = None, lossy: list | None = None):
     """:func:`read_kernel_details` for a file too large to hold: read in batches of
     ~16 MB of text, each converted as the whole file would be and written as one row group of
     a spilled Parquet file (:mod:`ascendprof.sysio.bigtables`). Returns ``(slim KERNELS,
@@ -390,13 +396,18 @@ def read_kernel_details_spilled(path: Path, rank: int, bad_rows: list | None = N
     read again as text (the whole-file read demotes it the same way), an unknown column whose
     first cell is text is left out. Rows with a negative duration are left out as
     :func:`ascendprof.readers.values.check` does; ``negative`` gets ``[count, example row]``
-    for its report. Raises InputError as read_kernel_details does."""
+    for its report; ``lossy`` the time columns' E-notation cells, one entry per column as the
+    whole-file read gives (see :func:`_e_notation`). Raises InputError as read_kernel_details
+    does."""
     path = Path(path)
     named = _stream_header(path, KERNEL_REQUIRED, KERNEL_ALIASES)
     if named is None:
         return None
     header, names = named
     types = {**_KERNEL_TYPES, **{n: pa.string() for n in KERNEL_IGNORED}}
+    if holds_e_notation(path):  # as read_csv does for the whole file: the times as text, so
+        # an absolute time a spreadsheet put hours off is left empty and said, not read as is
+        types = {k: pa.string() if pa.types.is_decimal(v) else v for k, v in types.items()}
     col_types = {raw: types.get(fin, pa.float64()) for raw, fin in zip(header, names)}
     dropped: set[str] = set()
     decided: set[str] = set()  # unknown columns whose first value was seen to be a number
@@ -404,9 +415,12 @@ def read_kernel_details_spilled(path: Path, rank: int, bad_rows: list | None = N
     for _ in range(2 * len(header) + 3):
         writer = None
         try:
+            seen: list = []  # the E-notation cells of this attempt's batches
             slim, writer = _kernel_batches(path, rank, header, names, col_types, dropped,
                                            decided, bad_rows, negative, open_csv_stream,
-                                           threads)
+                                           threads, seen)
+            if lossy is not None:
+                _merge_lossy(seen, list(KERNEL_COLUMNS), lossy)
             return slim, writer.close()
         except _Again:
             if writer is not None:
@@ -420,7 +434,7 @@ def read_kernel_details_spilled(path: Path, rank: int, bad_rows: list | None = N
 
 
 def _kernel_batches(path, rank, header, names, col_types, dropped, decided, bad_rows,
-                    negative, open_csv_stream, threads):
+                    negative, open_csv_stream, threads, seen=None):
     if bad_rows is not None:
         bad_rows.clear()
     if negative is not None:
@@ -474,7 +488,7 @@ def _kernel_batches(path, rank, header, names, col_types, dropped, decided, bad_
                 if name in dropped:
                     continue
                 pmu[S.PMU_PREFIX + name] = _convert(path, name, col, FLOAT, row0)
-            kernels = _build(path, raw, rank, KERNEL_COLUMNS, S.KERNELS, pmu, row0)
+            kernels = _build(path, raw, rank, KERNEL_COLUMNS, S.KERNELS, pmu, row0, lossy=seen)
             row0 += raw.num_rows
             neg = pc.fill_null(pc.less(kernels["dur_ns"], 0), False)
             n = pc.sum(neg.cast(pa.int64())).as_py() or 0
@@ -868,7 +882,7 @@ def read_output_dir(source, options=None) -> RankData:
         try:
             if fname == KERNEL_DETAILS and bigtables.should_spill(out / fname):
                 negative: list = [0, None]
-                got = read_kernel_details_spilled(out / fname, rank, bad, negative)
+                got = read_kernel_details_spilled(out / fname, rank, bad, negative, lossy)
                 if got is not None:
                     data.tables[table], data.spilled[table] = got
                     if negative[0]:

@@ -139,7 +139,7 @@ def read_csv(path: Path, *, required: tuple[str, ...] = (), aliases: dict[str, s
     table = None
     skipped: list = []
     collect = skipped if bad_rows is not None else None
-    if types is not None and (b"E+" in data or b"e+" in data):  # a spreadsheet's E-notation:
+    if types is not None and _e_notation_in(data):  # a spreadsheet's E-notation:
         import pyarrow as pa  # the exact decimal read would take it as written; text shows it
 
         types = {k: pa.string() if pa.types.is_decimal(v) else v for k, v in types.items()}
@@ -170,6 +170,30 @@ def read_csv(path: Path, *, required: tuple[str, ...] = (), aliases: dict[str, s
 #: smaller one is read in the calling thread: the hand-offs cost more than they bring (a
 #: 0.3 MB kernel_details.csv of the benchmark: 8.3-9.2 -> 7.4-7.5 ms of CPU), and in the
 #: process pool the other cores are busy anyway.
+def _e_notation_in(data: bytes) -> bool:
+    """Whether ``data`` holds a positive exponent (``E+`` / ``e+``) as a spreadsheet writes
+    numbers: then a decimal column is read as text, for the caller to see what lost precision."""
+    return b"E+" in data or b"e+" in data
+
+
+def holds_e_notation(path: Path, block_bytes: int = 16 << 20) -> bool:
+    """:func:`read_csv`'s E-notation check for a file read in batches (never held whole): the
+    file scanned ``block_bytes`` at a time, each block with the previous block's last byte (so
+    a pair split between blocks is seen). Raises InputError when the file cannot be read."""
+    try:
+        with open_regular(Path(path)) as f:
+            tail = b""
+            while True:
+                block = f.read(block_bytes)
+                if not block:
+                    return False
+                if _e_notation_in(tail + block[:1]) or _e_notation_in(block):
+                    return True
+                tail = block[-1:]
+    except OSError as e:
+        raise InputError(path, f"cannot read: {e.strerror or e}") from None
+
+
 THREADED_CSV_BYTES = 4 << 20
 
 
