@@ -1,0 +1,96 @@
+"""host_events (readers.host_events), mutation testing seed 40, read the way a run with
+``--advice all`` reads a rank (engine.pipeline.read_rank, ReadOptions(advice="all")), on the
+shipped level1 rank 0 torch_npu db export (fixtures/torch_npu-db-level1-rank0), copied and
+edited with sqlite3 where a case needs rows the export does not hold.
+
+Checked:
+- HCCL_TASKS keeps the small tasks whose task type starts with ``RDMA`` (the export has none:
+  its Notify_Record type is renamed RDMASend), with their times, size, transport and link type;
+- a transport / link type code that its enum table does not name is kept as the code's text
+  (not dropped to null);
+- a PYTORCH_API name whose STRING_IDS value is NULL is skipped: the advice tables are read
+  with no problem and HOST_EVENTS is the same as that of the unedited export (the name is not
+  one of the framework names kept).
+
+Expected values come from sqlite3 reads of the edited db in the test.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+from test_host_events_db_seed34 import _copy, _read
+from test_host_events_seed35 import _db
+
+from ascendprof.model import schemas as S
+
+
+def _ro(db: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
+
+
+def _advice_problems(data) -> list:
+    return [p for p in data.problems if "advice" in p.affects]
+
+
+_TASKS = """SELECT tt.value, t.startNs, t.endNs - t.startNs, ci.size, {transport}, {link}
+            FROM COMMUNICATION_TASK_INFO ci JOIN TASK t ON t.globalTaskId = ci.globalTaskId
+            JOIN STRING_IDS tt ON tt.id = ci.taskType
+            LEFT JOIN ENUM_HCCL_TRANSPORT_TYPE tr ON tr.id = ci.transportType
+            LEFT JOIN ENUM_HCCL_LINK_TYPE lk ON lk.id = ci.linkType
+            WHERE tt.value IN ('Memcpy', 'Reduce_Inline') OR tt.value LIKE 'RDMA%'"""
+
+
+def _got_tasks(data) -> Counter:
+    return Counter((r["task_name"], r["start_ns"], r["dur_ns"], r["size_bytes"], r["transport"],
+                    r["link_type"]) for r in data.tables[S.HCCL_TASKS].to_pylist())
+
+
+def test_db_rdma_tasks_are_hccl_tasks(tmp_path):
+    """Task type Notify_Record renamed RDMASend: its 112 small tasks are HCCL_TASKS rows too,
+    next to the 36 Memcpy and 36 Reduce_Inline ones (184 rows)."""
+    rank_dir = _copy(tmp_path, ["UPDATE STRING_IDS SET value = 'RDMASend' "
+                                "WHERE value = 'Notify_Record'"])
+    with _ro(_db(rank_dir)) as con:
+        want = Counter(con.execute(_TASKS.format(transport="tr.name", link="lk.name")))
+    n_rdma = sum(c for w, c in want.items() if w[0] == "RDMASend")
+    assert n_rdma == 112 and sum(want.values()) == 36 + 36 + 112
+    data = _read(rank_dir)
+    assert _advice_problems(data) == [], data.problems.brief()
+    assert _got_tasks(data) == want
+
+
+def test_db_transport_and_link_codes_without_enum_name_are_kept_as_text(tmp_path):
+    """ENUM rows of transport 0 (SDMA) and link type 1 (HCCS) deleted: the data-moving tasks
+    with those codes carry "0" / "1" (the code as text), the others their enum name."""
+    rank_dir = _copy(tmp_path, ["DELETE FROM ENUM_HCCL_TRANSPORT_TYPE WHERE id = 0",
+                                "DELETE FROM ENUM_HCCL_LINK_TYPE WHERE id = 1"])
+    with _ro(_db(rank_dir)) as con:
+        want = Counter(con.execute(_TASKS.format(
+            transport="COALESCE(tr.name, CAST(ci.transportType AS TEXT))",
+            link="COALESCE(lk.name, CAST(ci.linkType AS TEXT))")))
+    # the edit did what it says: all 72 data-moving tasks have transport 0, 56 link type 1
+    assert sum(want.values()) == 72
+    assert sum(c for w, c in want.items() if w[4] == "0") == 72
+    assert sum(c for w, c in want.items() if w[5] == "1") == 56
+    data = _read(rank_dir)
+    assert _advice_problems(data) == [], data.problems.brief()
+    assert _got_tasks(data) == want
+
+
+def test_db_pytorch_api_name_with_null_string_is_skipped(tmp_path):
+    """The STRING_IDS value of '<built-in function len>' (a PYTORCH_API name, not a framework
+    name kept) set to NULL: no problem, and HOST_EVENTS the same as the unedited export's."""
+    plain = _read(_copy(tmp_path / "plain")).tables[S.HOST_EVENTS]
+    rank_dir = _copy(tmp_path / "edited", ["UPDATE STRING_IDS SET value = NULL "
+                                           "WHERE value = '<built-in function len>'"])
+    with _ro(_db(rank_dir)) as con:
+        (n,) = con.execute("SELECT COUNT(*) FROM PYTORCH_API p JOIN STRING_IDS s "
+                           "ON s.id = p.name WHERE s.value IS NULL").fetchone()
+    assert n == 71
+    data = _read(rank_dir)
+    assert _advice_problems(data) == [], data.problems.brief()
+    got = data.tables[S.HOST_EVENTS]
+    assert plain.num_rows > 0 and got.equals(plain)
