@@ -12,6 +12,11 @@ Checked:
   with no problem and HOST_EVENTS is the same as that of the unedited export (the name is not
   one of the framework names kept).
 
+The same kinds at other places: COMMUNICATION_TASK_INFO without its transportType column gives a
+null transport (not the text "None"); a CANN_API call whose name string is NULL is no HOST_EVENTS
+row (not "AscendCL@None"); a Dequeue row whose name string is NULL is no TASK_QUEUE row, the
+other queue rows are kept.
+
 Expected values come from sqlite3 reads of the edited db in the test.
 """
 
@@ -94,3 +99,65 @@ def test_db_pytorch_api_name_with_null_string_is_skipped(tmp_path):
     assert _advice_problems(data) == [], data.problems.brief()
     got = data.tables[S.HOST_EVENTS]
     assert plain.num_rows > 0 and got.equals(plain)
+
+
+# ----------------------------------------------------------------------------- other places
+
+def test_db_hccl_tasks_without_transport_column_have_null_transport(tmp_path):
+    """COMMUNICATION_TASK_INFO without its transportType column: the same 72 data-moving tasks,
+    with their link type (named by ENUM_HCCL_LINK_TYPE) and a null transport."""
+    rank_dir = _copy(tmp_path, ["ALTER TABLE COMMUNICATION_TASK_INFO DROP COLUMN transportType"])
+    with _ro(_db(rank_dir)) as con:
+        want = Counter(con.execute(_TASKS.replace(
+            "LEFT JOIN ENUM_HCCL_TRANSPORT_TYPE tr ON tr.id = ci.transportType", "").format(
+            transport="NULL", link="lk.name")))
+    assert sum(want.values()) == 72 and all(w[5] for w in want)
+    data = _read(rank_dir)
+    assert _advice_problems(data) == [], data.problems.brief()
+    assert _got_tasks(data) == want
+
+
+def test_db_cann_call_with_null_name_string_is_no_host_event(tmp_path):
+    """The STRING_IDS value of 'aclCreateTensorDesc' (71 acl calls) set to NULL: those calls are
+    left out; HOST_EVENTS' cann rows are the other acl calls as AscendCL@<name> and the node
+    launch calls as Node@launch..., with their times and thread."""
+    rank_dir = _copy(tmp_path, ["UPDATE STRING_IDS SET value = NULL "
+                                "WHERE value = 'aclCreateTensorDesc'"])
+    with _ro(_db(rank_dir)) as con:
+        rows = con.execute(
+            "SELECT e.name, s.value, a.startNs, a.endNs, a.globalTid FROM CANN_API a "
+            "JOIN STRING_IDS s ON s.id = a.name JOIN ENUM_API_TYPE e ON e.id = a.type "
+            "WHERE e.name IN ('acl', 'node')").fetchall()
+    assert sum(1 for lv, nm, *_ in rows if lv == "acl" and nm is None) == 71
+    want = Counter((("AscendCL@" if lv == "acl" else "Node@") + nm, s, e - s, tid)
+                   for lv, nm, s, e, tid in rows
+                   if nm is not None and (lv == "acl" or nm.startswith("launch")))
+    assert sum(want.values()) > 0
+    data = _read(rank_dir)
+    assert _advice_problems(data) == [], data.problems.brief()
+    got = Counter((r["name"], r["start_ns"], r["dur_ns"], r["tid"])
+                  for r in data.tables[S.HOST_EVENTS].to_pylist() if r["source"] == "cann")
+    assert got == want
+
+
+def test_db_dequeue_with_null_name_string_is_no_queue_row(tmp_path):
+    """The STRING_IDS value of 'Dequeue@aclnnMuls' (18 dequeues) set to NULL: those connection
+    ids have no TASK_QUEUE row; every other Enqueue / Dequeue@<op> pair is kept."""
+    rank_dir = _copy(tmp_path, ["UPDATE STRING_IDS SET value = NULL "
+                                "WHERE value = 'Dequeue@aclnnMuls'"])
+    with _ro(_db(rank_dir)) as con:
+        rows = con.execute(
+            "SELECT s.value, CAST(p.startNs AS INTEGER), ci.connectionId FROM PYTORCH_API p "
+            "JOIN STRING_IDS s ON s.id = p.name "
+            "JOIN CONNECTION_IDS ci ON ci.id = p.connectionId").fetchall()
+    assert sum(1 for nm, *_ in rows if nm is None) == 18
+    enq = {c: s for nm, s, c in rows if nm == "Enqueue"}
+    deq = {c: (s, nm[len("Dequeue@"):]) for nm, s, c in rows
+           if nm is not None and nm.startswith("Dequeue@")}
+    want = sorted((enq[c], str(c), deq[c][0], deq[c][1]) for c in enq if c in deq)
+    assert len(want) > 18
+    data = _read(rank_dir)
+    assert _advice_problems(data) == [], data.problems.brief()
+    got = [(r["enqueue_ns"], r["queue_id"], r["dequeue_ns"], r["op_name"])
+           for r in data.tables[S.TASK_QUEUE].to_pylist()]
+    assert got == want
