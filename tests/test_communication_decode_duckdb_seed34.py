@@ -17,6 +17,7 @@ import pyarrow as pa
 import pytest
 
 from ascendprof.model import schemas as S
+from ascendprof.model.errors import InputError
 from ascendprof.readers import communication as C
 from ascendprof.readers.communication import decode_duckdb as D
 from ascendprof.readers.communication import fast as F
@@ -102,3 +103,22 @@ def test_a_start_timestamp_a_double_cannot_hold_is_read_exactly(tmp_path, monkey
     assert 9007199254740993 * 1000 in starts
     assert 9007199254740992 * 1000 not in starts
     assert used.count(False) == 1  # that op's batch alone is not DuckDB's
+
+
+@pytest.mark.parametrize("old,new", [(b"[1, 0.40168]", b"[1, 0.40168,]"),
+                                     (b"[1, 0.40168]", b"[1, 0.40168 , ]"),
+                                     (b"[1, 0.40168]}", b"[1, 0.40168],}")])
+def test_a_trailing_comma_in_a_streamed_op_is_the_files_invalid_json(tmp_path, old, new):
+    """A trailing comma in a [count, duration] list or a Size Distribution object is not
+    JSON: the streamed file raises the per-value reader's InputError, not DuckDB's lenient
+    reading of it."""
+    data = REAL.read_bytes()
+    at = data.index(old)
+    path = tmp_path / "communication.json"
+    path.write_bytes(data[:at] + new + data[at + len(old):])
+    with pytest.raises(InputError) as want:
+        C.read_communication_per_value(path, RANK)
+    assert "trailing comma" in str(want.value)
+    with pytest.raises(InputError) as got:
+        list(F.iter_tables(path, RANK, None, whole_file_bytes=0, block_bytes=2000))
+    assert str(got.value) == str(want.value)

@@ -23,6 +23,14 @@ def _has_null(raw: bytes) -> bool:
     return bool(((a[u - 1] == ord("n")) & (a[u + 1] == ord("l")) & (a[u + 2] == ord("l"))).any())
 
 
+def _has_trailing_comma(raw: bytes) -> bool:
+    """A ``,`` before a ``]`` or ``}`` (whitespace between ignored): DuckDB reads ``[1, 2,]``
+    as [1, 2] where JSON (and every other reader) refuses it."""
+    a = np.frombuffer(raw, np.uint8)
+    a = a[~np.isin(a, np.frombuffer(b" \t\r\n", np.uint8))]
+    return bool(((a[:-1] == ord(",")) & ((a[1:] == ord("]")) | (a[1:] == ord("}")))).any())
+
+
 _DUCK: list = []
 #: the fields asked of DuckDB, in columns.TIME_TYPE / BANDWIDTH_TYPE order
 _DUCK_TYPE = (
@@ -71,7 +79,8 @@ def duck_tables(entries: Entries, path, rank, sink: BatchProblems):
     if shape["quotes"] != 2 * int(colons.sum()) or lists.sum() != lists[7] \
             or objects[7:].any() or colons[8:].any():
         return None
-    if has_true_or_false(entries.doc) or _has_null(entries.doc):
+    if has_true_or_false(entries.doc) or _has_null(entries.doc) \
+            or _has_trailing_comma(entries.doc):
         return None
     con = _duck()
     if con is None:
