@@ -1,8 +1,8 @@
 """The fast communication.json reader (ascendprof.readers.communication.fast) streaming a real
 rank's file (read the way a big file is, in small blocks): the block scan runs ahead in a
 background thread, which must be a daemon named "ascendprof-comm-scan" (so a thread listing
-says whose it is), must end when the iteration is closed, and must not keep a program alive
-that stops reading half way through a file and exits.
+says whose it is), must end when the iteration is closed without scanning the rest of the file, and must not keep
+a program alive that stops reading half way through a file and exits.
 
 Expected values are what the reader's contract says (one thread of that name while a read is
 under way; a daemon, as Python defines it: a program whose only other threads are daemons
@@ -63,3 +63,26 @@ def test_a_program_that_stops_reading_half_way_still_exits():
                        text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "read one batch\n"
+
+
+def test_an_abandoned_streamed_read_stops_scanning_the_file(monkeypatch):
+    """Closing the iteration after the first batch stops the scan thread from reading on: of a
+    file of many blocks (512 bytes each), only the few already queued ahead (the queue holds 2)
+    or being put are scanned, not the rest of the file."""
+    scanned = []
+
+    class Counting(F.Scanner):
+        def blocks(self):
+            for b in super().blocks():
+                scanned.append(1)
+                yield b
+
+    total = sum(1 for _ in F.Scanner(REAL, 512).blocks())  # the file read to its end
+    assert total >= 10
+    monkeypatch.setattr(F, "Scanner", Counting)
+    it = F.iter_tables(REAL, 0, None, whole_file_bytes=0, block_bytes=512)
+    try:
+        next(it)
+    finally:
+        it.close()
+    assert 1 <= len(scanned) <= 1 + 2 + 1  # the one handed out, the queue's two, one being put
