@@ -7,6 +7,7 @@ import pandas as pd
 
 from ascendprof.compare.gate.rules import (BANDWIDTH, LINK_BANDWIDTH, OP_TIME, STEP_METRIC_NAMES,
                                            Rule, metric_unit)
+from ascendprof.model.ranks import rank_ranges
 
 #: Columns of the check table :func:`evaluate` returns (one row per rule and scope key).
 CHECK_COLUMNS = ["rule", "metric", "scope", "key", "unit", "baseline", "current", "change",
@@ -70,7 +71,7 @@ def _median(vals: list[float]) -> float:
 
 
 def evaluate(baseline: pd.DataFrame, current: pd.DataFrame, rules: list[Rule],
-             ranks=None) -> pd.DataFrame:
+             ranks=None, said: list[str] | None = None) -> pd.DataFrame:
     """Apply ``rules`` to two observation tables (:func:`observations`) -> :data:`CHECK_COLUMNS`.
 
     For each rule and each scope key: ``baseline`` / ``current`` are the medians of the
@@ -82,10 +83,22 @@ def evaluate(baseline: pd.DataFrame, current: pd.DataFrame, rules: list[Rule],
     with key :data:`NO_KEY` and the reason in ``note``, so every rule is listed. ``ranks``:
     the ranks both inputs have, when their rank sets differ: the cluster, op type and group
     scopes then compare these ranks only (per-rank checks of the others are skipped).
+    Likewise a rank with values of a metric on one side only (its file unreadable or absent
+    there) is left out of that metric's cluster, op type, group and link checks, so the
+    other ranks' spread is not taken for a change; ``said`` (a list) gets a sentence naming
+    the metrics and the ranks left out.
     """
     out = []
+    left_out: dict[tuple, list] = {}  # (phrase, ranks compared) -> metrics, in rule order
     for rule in rules:
-        vb, vc = _scope_values(baseline, rule, ranks), _scope_values(current, rule, ranks)
+        use = ranks
+        if rule.scope != "rank":
+            use, only = _metric_ranks(baseline, current, rule, ranks)
+            if only:
+                metrics = left_out.setdefault((only, len(use)), [])
+                if rule.metric not in metrics:
+                    metrics.append(rule.metric)
+        vb, vc = _scope_values(baseline, rule, use), _scope_values(current, rule, use)
         if not len(vb) or not len(vc):  # e.g. committed CSVs without bandwidth or op types
             out.append(_skip_rule(rule, not len(vb), not len(vc)))
             continue
@@ -94,11 +107,34 @@ def evaluate(baseline: pd.DataFrame, current: pd.DataFrame, rules: list[Rule],
             lb = r["values_b"] if isinstance(r["values_b"], list) else []
             lc = r["values_c"] if isinstance(r["values_c"], list) else []
             out.append(_check(rule, str(r["key"]), lb, lc))
+    if said is not None:
+        for (only, n), metrics in left_out.items():
+            said.append(f"{', '.join(metrics)}: {only}; compared on the {n} rank(s) with "
+                        f"values on both sides")
     df = pd.DataFrame(out, columns=CHECK_COLUMNS)
     if len(df):
         order = df["verdict"].map({FAIL: 0, PASS: 1, SKIP: 2})
         df = df.assign(_o=order).sort_values(["_o"], kind="stable").drop(columns="_o")
     return df.reset_index(drop=True)
+
+
+def _metric_ranks(baseline: pd.DataFrame, current: pd.DataFrame, rule: Rule, ranks):
+    """(the ranks a non-rank scope of ``rule`` compares, a phrase naming the ranks left out
+    because only one side has values of the metric, "" when none): ``ranks`` (None: all)
+    narrowed to those with values on both sides, when both sides have some."""
+    metric = LINK_BANDWIDTH if rule.metric == BANDWIDTH and rule.scope == "link" else rule.metric
+    rb = set(baseline.loc[baseline["metric"] == metric, "rank"].tolist())
+    rc = set(current.loc[current["metric"] == metric, "rank"].tolist())
+    if ranks is not None:
+        rb, rc = rb & set(ranks), rc & set(ranks)
+    both = rb & rc
+    if not both or rb == rc:
+        return ranks, ""
+    parts = []
+    for side, only in (("the baseline", rb - rc), ("the current input", rc - rb)):
+        if only:
+            parts.append(f"rank(s) {rank_ranges(sorted(only), len(only))} only in {side}")
+    return sorted(both), ", ".join(parts)
 
 
 def _skip_rule(rule: Rule, no_b: bool, no_c: bool) -> list:

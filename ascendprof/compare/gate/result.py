@@ -153,7 +153,12 @@ def run_gate(baseline: Path, current: Path, rules: list[Rule], *,
         common = sorted(set(sb.ranks) & set(sc.ranks))
         warnings.append(f"cluster, op type and group checks use the {len(common)} rank(s) both "
                         f"have ({ranges(common)})")
-    checks = evaluate(ob, oc, rules, common)
+    one_sided: list[str] = []  # ranks with a metric's values on one side only
+    checks = evaluate(ob, oc, rules, common, said=one_sided)
+    if one_sided and same_shape:
+        raise GateInputError(current, f"not the same shape as {baseline}: "
+                                      + "; ".join(one_sided))
+    warnings += one_sided
     compared = checks[checks["verdict"] != SKIP] if len(checks) else checks
     if not len(compared):
         have_b = sorted(set(ob["metric"])) or ["nothing"]
