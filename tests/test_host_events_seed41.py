@@ -9,7 +9,9 @@ Checked:
   rebuilt without its primary key, so a connection can have two calls);
 - text side (the AlexNet level2 rank 0 export with an event appended to trace_view.json): an
   AscendCL@ call whose ts is no number is one advice problem naming trace_view.json, that
-  event and the bad ts.
+  event and the bad ts; a ProfilerStep#N whose end (ts + dur) is past the int64 nanosecond
+  range is one advice problem naming trace_view.json, not a reader failure that loses the
+  whole rank.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from test_host_events_seed35 import PID, _one_problem_naming_trace_view, _with_e
 from test_host_events_trace_seed34 import read_all
 
 from ascendprof.model import schemas as S
+
+INT64_MAX = 2**63 - 1
 
 
 def _ro(db: Path) -> sqlite3.Connection:
@@ -124,3 +128,19 @@ def test_cann_call_with_bad_ts_names_trace_view(shared_data, tmp_path):
     reason = _one_problem_naming_trace_view(rank, read_all(rank))
     assert "'AscendCL@aclrtSynchronizeStream'" in reason and "'soon'" in reason, reason
 
+
+def test_profiler_step_ending_past_int64_is_an_advice_problem(shared_data, tmp_path):
+    """A ProfilerStep#99 starting at 9223372036854775.000 us = 9223372036854775000 ns (in
+    int64) lasting 10 us ends at 9223372036854785000 ns, past 2**63 - 1: the step window
+    cannot be held, which is one advice problem naming trace_view.json; the rank itself is
+    still read (its kernels are there)."""
+    start_ns = 9223372036854775 * 1000
+    assert start_ns <= INT64_MAX < start_ns + 10 * 1000
+    rank = _with_events(shared_data, tmp_path, [
+        {"ph": "X", "name": "ProfilerStep#99", "cat": "cpu_op", "pid": PID, "tid": 1,
+         "ts": "9223372036854775.000", "dur": 10}])
+    data = read_all(rank)
+    reason = _one_problem_naming_trace_view(rank, data)
+    assert "int64" in reason, reason
+    assert data.tables[S.KERNELS].num_rows > 0
+    assert S.HOST_EVENTS not in data.tables

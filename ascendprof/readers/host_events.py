@@ -302,10 +302,14 @@ def _host_table(host: dict, rank: int, path) -> pa.Table:
                   zip(host["name"], host["start_ns"], host["dur_ns"])
                   if (m := _STEP_RE.match(nm)))
     if wins:
-        starts = np.array([w[1] for w in wins], np.int64)
-        ends = np.array([w[2] for w in wins], np.int64)
+        try:
+            starts = np.array([w[1] for w in wins], np.int64)
+            ends = np.array([w[2] for w in wins], np.int64)
+            ts = np.array(host["start_ns"], np.int64)
+        except OverflowError:  # a step's ts + dur (or a db start stored as text) past int64
+            raise InputError(path, "a ProfilerStep window or event start is beyond the int64 "
+                                   "nanosecond range") from None
         ids = [w[0] for w in wins]
-        ts = np.array(host["start_ns"], np.int64)
         idx = np.searchsorted(starts, ts, side="right") - 1
         for i, j in enumerate(idx.tolist()):
             if j >= 0 and ts[i] <= ends[j]:
