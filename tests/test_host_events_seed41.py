@@ -11,13 +11,20 @@ Checked:
   AscendCL@ call whose ts is no number is one advice problem naming trace_view.json, that
   event and the bad ts; a ProfilerStep#N whose end (ts + dur) is past the int64 nanosecond
   range is one advice problem naming trace_view.json, not a reader failure that loses the
-  whole rank.
+  whole rank;
+- the same bad ts on the events read only for the links and op names (an hcom_ op, a device
+  task, an NPU-side Dequeue@, a HostToDevice flow start): one advice problem naming
+  trace_view.json, the event and the ts;
+- a db PYTORCH_API ProfilerStep row whose startNs (TEXT) is past int64: one advice problem
+  naming the profiler db, the rank still read.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+
+import pytest
 
 from test_host_events_db_seed34 import FIXTURE, OUT, PROFILER_DB, _copy, _read
 from test_host_events_seed35 import PID, _one_problem_naming_trace_view, _with_events
@@ -142,5 +149,46 @@ def test_profiler_step_ending_past_int64_is_an_advice_problem(shared_data, tmp_p
     data = read_all(rank)
     reason = _one_problem_naming_trace_view(rank, data)
     assert "int64" in reason, reason
+    assert data.tables[S.KERNELS].num_rows > 0
+    assert S.HOST_EVENTS not in data.tables
+
+
+# ----------------------------------------------------------------------------- other places
+
+@pytest.mark.parametrize("event", [
+    # an hcom_ big op (kept for the op name of the HCCL small tasks it holds)
+    {"ph": "X", "name": "hcom_allReduce__999_0_1", "pid": PID, "tid": 1, "ts": "soon",
+     "dur": 5.0},
+    # a device task (args "Task Type": the far end of a HostToDevice flow)
+    {"ph": "X", "name": "MyKernel", "pid": PID, "tid": 1, "ts": "soon", "dur": 1.0,
+     "args": {"Task Type": "AI_CORE"}},
+    # a Dequeue@<op> on the NPU side (no cat)
+    {"ph": "X", "name": "Dequeue@MyOp", "pid": PID, "tid": 1, "ts": "soon", "dur": 1.0},
+    # the start of a HostToDevice flow
+    {"ph": "s", "name": "HostToDevice999", "cat": "HostToDevice", "id": "999", "pid": PID,
+     "tid": 1, "ts": "soon"},
+], ids=["hcom_op", "device_task", "dequeue", "flow_start"])
+def test_linked_event_with_bad_ts_names_trace_view(shared_data, tmp_path, event):
+    """Each event kind read for the links and op names (not a host event itself) whose ts is
+    'soon': one advice problem naming trace_view.json, the event and the bad ts."""
+    rank = _with_events(shared_data, tmp_path, [event])
+    reason = _one_problem_naming_trace_view(rank, read_all(rank))
+    assert f"{event['name']!r}" in reason and "'soon'" in reason, reason
+
+
+def test_db_framework_start_past_int64_is_an_advice_problem(tmp_path):
+    """A ProfilerStep#N row of PYTORCH_API (times stored as TEXT) whose startNs is
+    '99999999999999999999' (> 2**63 - 1): one advice problem naming the profiler db that
+    says int64; the rank itself is still read (its kernels are there)."""
+    assert 99999999999999999999 > INT64_MAX
+    rank_dir = _copy(tmp_path, [
+        "UPDATE PYTORCH_API SET startNs = '99999999999999999999' WHERE rowid = "
+        "(SELECT MIN(p.rowid) FROM PYTORCH_API p JOIN STRING_IDS s ON s.id = p.name "
+        "WHERE s.value LIKE 'ProfilerStep#%')"])
+    data = _read(rank_dir)
+    probs = list(data.problems)
+    assert [(Path(p.path).resolve(), p.affects) for p in probs] == \
+        [((rank_dir / OUT / PROFILER_DB).resolve(), ("advice",))], data.problems.brief()
+    assert "int64" in probs[0].reason
     assert data.tables[S.KERNELS].num_rows > 0
     assert S.HOST_EVENTS not in data.tables
