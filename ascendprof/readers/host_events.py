@@ -485,17 +485,24 @@ def _db_queue(con, rank: int, path) -> pa.Table:
     enq: dict = {}
     deq: dict = {}
     for nm, start, end, cid in rows:
+        start, end = _int(start), _int(end)
+        if start is None:  # a start that is not a number (the column is TEXT): no queue row,
+            continue       # as _add_db leaves such an event out
         if nm == "Enqueue":
-            enq[cid] = (_int(start), _int(end))
+            enq[cid] = (start, end)
         elif isinstance(nm, str) and nm.startswith("Dequeue"):
-            deq[cid] = (_int(start), _int(end), nm.split("@", 1)[1] if "@" in nm else None)
+            deq[cid] = (start, end, nm.split("@", 1)[1] if "@" in nm else None)
     ids = sorted(set(enq) & set(deq), key=lambda c: enq[c][0])
+
+    def dur(start, end):
+        return None if end is None else end - start
+
     return S.from_lists(S.TASK_QUEUE, {
         "rank": [rank] * len(ids), "queue_id": [str(c) for c in ids],
         "enqueue_ns": [enq[c][0] for c in ids],
-        "enqueue_dur_ns": [enq[c][1] - enq[c][0] for c in ids],
+        "enqueue_dur_ns": [dur(*enq[c]) for c in ids],
         "dequeue_ns": [deq[c][0] for c in ids],
-        "dequeue_dur_ns": [deq[c][1] - deq[c][0] for c in ids],
+        "dequeue_dur_ns": [dur(*deq[c][:2]) for c in ids],
         "op_name": [deq[c][2] for c in ids]}, path)
 
 
