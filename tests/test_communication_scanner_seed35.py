@@ -4,7 +4,8 @@ batches, on a real rank's file and damaged or odd copies of it: a step or kind k
 escaped backslash (\\\\ right before its closing quote) is read as JSON decodes it; invalid JSON
 inside an op of a later block is an InputError at the byte where it is wrong (the op's offset in
 the file, not in the block); the counts the scanner takes of the ops' texts (keys, objects, lists
-by depth, quotes) are those of the parsed ops.
+by depth, quotes) are those of the parsed ops; a full first block is scanned (and its ops
+handed out as a batch) as it is read.
 
 Expected values come from Python's json module (keys, the position of a JSON error, a walk over
 the parsed document for the counts) and the damaged file's own bytes.
@@ -139,3 +140,20 @@ def test_the_counts_of_the_ops_texts_are_those_of_the_parsed_ops(tmp_path, block
     for name in ("colons", "objects", "lists"):
         assert sum(s[name] for s in shapes).tolist() == want[name].tolist(), name
     assert sum(s["quotes"] for s in shapes) == want["quotes"]
+
+
+def test_a_full_first_block_is_scanned_as_it_is(tmp_path):
+    """A batch per block: with block_bytes some bytes past the end of the first op (its
+    closing brace found by json's raw_decode), the first batch holds that op alone (the first
+    block is scanned when read, not after reading another)."""
+    text = DATA.decode()
+    key = DATA.index(b'"hcom_')
+    start = DATA.index(b"{", key)
+    _, end = json.JSONDecoder().raw_decode(text, start)
+    _, end2 = json.JSONDecoder().raw_decode(text, DATA.index(b"{", DATA.index(b'"hcom_', end)))
+    block = end + 60
+    assert end2 < 2 * block  # the second op ends within two blocks
+    path = tmp_path / "communication.json"
+    path.write_bytes(DATA)
+    first = next(Scanner(path, block).blocks())
+    assert first.keys.to_pylist() == [json.loads(DATA[key:DATA.index(b'"', key + 1) + 1])]
