@@ -46,8 +46,9 @@ from ascendprof.readers.communication import (iter_tables, read_communication,
 from ascendprof.readers.trace_view import read_trace_view
 from ascendprof.readers.values import report_negative_durations
 from ascendprof.sysio import bigtables
-from ascendprof.sysio.textio import (_COLUMN_RE, csv_header, holds_e_notation,
-                                     METADATA_MAX_BYTES, open_csv_stream, read_csv, read_json)
+from ascendprof.sysio.textio import (_COLUMN_RE, csv_header, decimals_as_text,
+                                     holds_e_notation, METADATA_MAX_BYTES, open_csv_stream,
+                                     read_csv, read_json)
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 
@@ -407,7 +408,7 @@ def read_kernel_details_spilled(path: Path, rank: int, bad_rows: list | None = N
     types = {**_KERNEL_TYPES, **{n: pa.string() for n in KERNEL_IGNORED}}
     if holds_e_notation(path):  # as read_csv does for the whole file: the times as text, so
         # an absolute time a spreadsheet put hours off is left empty and said, not read as is
-        types = {k: pa.string() if pa.types.is_decimal(v) else v for k, v in types.items()}
+        types = decimals_as_text(types)
     col_types = {raw: types.get(fin, pa.float64()) for raw, fin in zip(header, names)}
     dropped: set[str] = set()
     decided: set[str] = set()  # unknown columns whose first value was seen to be a number

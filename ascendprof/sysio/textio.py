@@ -139,10 +139,8 @@ def read_csv(path: Path, *, required: tuple[str, ...] = (), aliases: dict[str, s
     table = None
     skipped: list = []
     collect = skipped if bad_rows is not None else None
-    if types is not None and _e_notation_in(data):  # a spreadsheet's E-notation:
-        import pyarrow as pa  # the exact decimal read would take it as written; text shows it
-
-        types = {k: pa.string() if pa.types.is_decimal(v) else v for k, v in types.items()}
+    if types is not None and _e_notation_in(data):  # a spreadsheet's E-notation: the exact
+        types = decimals_as_text(types)  # decimal read would take it as written; text shows it
     if types is not None and len(set(finals)) == len(finals) and len(set(header)) == len(header):
         table = _read_typed(data, header, finals, types, other, collect)
     if table is None:
@@ -166,14 +164,19 @@ def read_csv(path: Path, *, required: tuple[str, ...] = (), aliases: dict[str, s
     return table
 
 
-#: Arrow parses a CSV of this size or more with its thread pool (1 MB blocks in parallel). A
-#: smaller one is read in the calling thread: the hand-offs cost more than they bring (a
-#: 0.3 MB kernel_details.csv of the benchmark: 8.3-9.2 -> 7.4-7.5 ms of CPU), and in the
-#: process pool the other cores are busy anyway.
 def _e_notation_in(data: bytes) -> bool:
     """Whether ``data`` holds a positive exponent (``E+`` / ``e+``) as a spreadsheet writes
     numbers: then a decimal column is read as text, for the caller to see what lost precision."""
     return b"E+" in data or b"e+" in data
+
+
+def decimals_as_text(types: dict) -> dict:
+    """``types`` (column -> Arrow type) with every decimal column read as text instead: for a
+    file holding E-notation (:func:`holds_e_notation`), whose times the caller's text
+    conversion checks for lost precision."""
+    import pyarrow as pa
+
+    return {k: pa.string() if pa.types.is_decimal(v) else v for k, v in types.items()}
 
 
 def holds_e_notation(path: Path, block_bytes: int = 16 << 20) -> bool:
@@ -194,6 +197,10 @@ def holds_e_notation(path: Path, block_bytes: int = 16 << 20) -> bool:
         raise InputError(path, f"cannot read: {e.strerror or e}") from None
 
 
+#: Arrow parses a CSV of this size or more with its thread pool (1 MB blocks in parallel). A
+#: smaller one is read in the calling thread: the hand-offs cost more than they bring (a
+#: 0.3 MB kernel_details.csv of the benchmark: 8.3-9.2 -> 7.4-7.5 ms of CPU), and in the
+#: process pool the other cores are busy anyway.
 THREADED_CSV_BYTES = 4 << 20
 
 
