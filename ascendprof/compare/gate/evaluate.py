@@ -33,14 +33,18 @@ _SOURCES = {
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 
 
+def _observed(rule: Rule) -> str:
+    """The observation metric ``rule`` reads: a link's bandwidth is observed per link."""
+    return LINK_BANDWIDTH if rule.metric == BANDWIDTH and rule.scope == "link" else rule.metric
+
+
 def _scope_values(obs: pd.DataFrame, rule: Rule, ranks=None) -> pd.DataFrame:
     """Per scope key: the list of per-(rank, step) values of ``rule.metric`` (display unit).
 
     Values are first summed within (rank, step, scope key) — bandwidth as Σ size / Σ time.
     ``ranks``: when given, scopes other than ``rank`` use only these ranks (the ones both inputs
     have). Returns columns ``key, values``."""
-    o = obs[obs["metric"] == (LINK_BANDWIDTH if rule.metric == BANDWIDTH and rule.scope == "link"
-                              else rule.metric)]
+    o = obs[obs["metric"] == _observed(rule)]
     if ranks is not None and rule.scope != "rank":
         o = o[o["rank"].isin(ranks)]
     if not len(o):
@@ -122,7 +126,7 @@ def _metric_ranks(baseline: pd.DataFrame, current: pd.DataFrame, rule: Rule, ran
     """(the ranks a non-rank scope of ``rule`` compares, a phrase naming the ranks left out
     because only one side has values of the metric, "" when none): ``ranks`` (None: all)
     narrowed to those with values on both sides, when both sides have some."""
-    metric = LINK_BANDWIDTH if rule.metric == BANDWIDTH and rule.scope == "link" else rule.metric
+    metric = _observed(rule)
     rb = set(baseline.loc[baseline["metric"] == metric, "rank"].tolist())
     rc = set(current.loc[current["metric"] == metric, "rank"].tolist())
     if ranks is not None:
