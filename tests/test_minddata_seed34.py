@@ -25,14 +25,16 @@ RAW = "minddata_pipeline_raw_1.csv"
 PROF = "pipeline_profiling_1.json"
 
 
-def _read(shared_data, tmp_path, files: dict[str, str | None]):
-    """run_2's profiler directory copied, ``files`` (name -> text, None = delete) applied; the
-    rank's RankData as read_source gives it."""
+def _read(shared_data, tmp_path, files: dict[str, str | bytes | None]):
+    """run_2's profiler directory copied, ``files`` (name -> text or bytes, None = delete)
+    applied; the rank's RankData as read_source gives it."""
     d = tmp_path / "run" / "profiler"
     shutil.copytree(shared_data / RUN2, d)
     for name, text in files.items():
         if text is None:
             (d / name).unlink()
+        elif isinstance(text, bytes):
+            (d / name).write_bytes(text)
         else:
             (d / name).write_text(text, encoding="utf-8")
     source, = scan(d.parent, Problems())

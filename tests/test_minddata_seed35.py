@@ -7,30 +7,13 @@ or line) and the reason. Expected values are worked out by hand in the docstring
 
 from __future__ import annotations
 
-import shutil
 
 from ascendprof.model import schemas as S
-from ascendprof.model.problems import Problems
-from ascendprof.readers import read_source
-from ascendprof.scan import scan
+from test_minddata_seed34 import _read  # run_2 copied, files written over
 
 RUN2 = "mindspore-legacy/run_2/normal_run/profiler"
 RAW = "minddata_pipeline_raw_1.csv"
 AICPU = "minddata_aicpu_1.txt"
-
-
-def _read(shared_data, tmp_path, files: dict[str, str | bytes]):
-    """run_2's profiler directory copied, ``files`` (name -> text or bytes) written over; the
-    rank's RankData as read_source gives it."""
-    d = tmp_path / "run" / "profiler"
-    shutil.copytree(shared_data / RUN2, d)
-    for name, content in files.items():
-        if isinstance(content, bytes):
-            (d / name).write_bytes(content)
-        else:
-            (d / name).write_text(content, encoding="utf-8")
-    source, = scan(d.parent, Problems())
-    return read_source(source)
 
 
 def _problem(data, name):

@@ -15,12 +15,9 @@ from the profiler's own files."""
 from __future__ import annotations
 
 import json
-import shutil
 
 from ascendprof.model import schemas as S
-from ascendprof.model.problems import Problems
-from ascendprof.readers import read_source
-from ascendprof.scan import scan
+from test_minddata_seed34 import _read  # run_2 copied, files written over
 
 RUN2 = "mindspore-legacy/run_2/normal_run/profiler"
 RAW = "minddata_pipeline_raw_1.csv"
@@ -29,20 +26,6 @@ SUMMARY = "minddata_pipeline_summary_1.json"
 HOSTQ = "device_queue_profiling_1.txt"
 ITER = "dataset_iterator_profiling_1.txt"
 AICPU = "minddata_aicpu_1.txt"
-
-
-def _read(shared_data, tmp_path, files: dict[str, str | None]):
-    """run_2's profiler directory copied, ``files`` (name -> text, None = delete) applied; the
-    rank's RankData as read_source gives it."""
-    d = tmp_path / "run" / "profiler"
-    shutil.copytree(shared_data / RUN2, d)
-    for name, text in files.items():
-        if text is None:
-            (d / name).unlink()
-        else:
-            (d / name).write_text(text, encoding="utf-8")
-    source, = scan(d.parent, Problems())
-    return read_source(source)
 
 
 def _problem(data, name):
