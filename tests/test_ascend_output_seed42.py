@@ -10,35 +10,15 @@ from the file's text in the comments, never taken from the code's output."""
 
 from __future__ import annotations
 
-import shutil
 import tracemalloc
 
 import pytest
 
 from ascendprof.model import schemas as S
-from ascendprof.model.problems import Problems
 from ascendprof.readers import ascend_output as AO
-from ascendprof.readers import read_source
-from ascendprof.scan import scan
 from ascendprof.sysio import bigtables, textio
-from conftest import FIXTURES
-
-RANK0 = FIXTURES / "torch_npu-static-graph-mem" / "rank0_ascend_pt"
-OUT = "ASCEND_PROFILER_OUTPUT"
-
-
-def _copy(tmp_path):
-    rank_dir = tmp_path / "rank0_ascend_pt"
-    shutil.copytree(RANK0, rank_dir)
-    return rank_dir
-
-
-def _read(rank_dir):
-    return read_source(next(s for s in scan(rank_dir, Problems()) if s.rank == 0))
-
-
-def _problems(data, fname):
-    return [p for p in data.problems.items if str(p.path).endswith(fname)]
+from test_ascend_output_paths import OUT, RANK0, _copy, _read
+from test_ascend_output_seed38 import _problems
 
 
 @pytest.fixture
