@@ -33,6 +33,7 @@ from __future__ import annotations
 import ast
 import csv
 import io
+import math
 import re
 from pathlib import Path
 
@@ -56,17 +57,49 @@ def _text(path: Path) -> str:
         raise InputError(path, "not UTF-8 text", where=e.start) from None
 
 
+def _whole(v) -> int:
+    """``v`` (an int, a float or their text) as an int when it is a whole number ("3", 3.0,
+    "3.0", "3e2"). Raises ValueError for a fraction ("1.5": int() would cut it to 1, putting a
+    damaged row on another op), inf, nan, text and TypeError for other types."""
+    if isinstance(v, bool):
+        raise TypeError("a boolean is not a number")
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str):
+        try:
+            return int(v)
+        except ValueError:
+            pass
+    f = float(v)
+    if not f.is_integer():
+        raise ValueError(f"not a whole number: {v!r}")
+    return int(f)
+
+
 def _num(path, text, line, cast=float):
+    """``text`` (a CSV field or a word of a text line) as ``cast`` (float or int); None when
+    blank. Raises InputError naming the file and line: 'not a number' for text, inf or nan,
+    'not an integer' when ``cast`` is int and the number has a fraction ("1.5")."""
     t = str(text).strip()
     if t == "":
         return None
     try:
-        return cast(float(t)) if cast is int else cast(t)
+        if cast is not int:
+            return cast(t)
+        if not math.isfinite(float(t)):
+            raise ValueError(t)
     except (TypeError, ValueError, OverflowError):
         raise InputError(path, f"not a number: {text!r}", where=f"line {line}") from None
+    try:
+        return _whole(t)
+    except ValueError:
+        raise InputError(path, f"not an integer: {text!r}", where=f"line {line}") from None
 
 
 def _int_list(path, text, line) -> list[int]:
+    """A list field ("[0, 2]", "[1]", "1" or blank) -> its ints. Raises InputError naming the
+    file and line when it is not a list of numbers, or holds a fraction (a "[1.5]" child or
+    queue size is no op id or size)."""
     t = str(text).strip()
     if t in ("", "[]"):
         return []
@@ -77,10 +110,17 @@ def _int_list(path, text, line) -> list[int]:
             from None
     v = v if isinstance(v, (list, tuple)) else [v]
     try:
-        return [int(x) for x in v]
-    except (TypeError, ValueError):
-        raise InputError(path, f"not a list of numbers: {text[:40]!r}", where=f"line {line}") \
-            from None
+        return [_whole(x) for x in v]
+    except (TypeError, ValueError, OverflowError):
+        raise InputError(path, f"not a list of {_kind(v)}: {text[:40]!r}",
+                         where=f"line {line}") from None
+
+
+def _kind(values) -> str:
+    """What a list that :func:`_whole` refused should have held: "integers" when all its items
+    are finite numbers (one has a fraction), else "numbers"."""
+    return "integers" if all(type(x) is int or (type(x) is float and math.isfinite(x))
+                             for x in values) else "numbers"
 
 
 def _op_row(rank, op_id, op_type, workers, parent, children, length, sizes, avg=None, usage=None,
@@ -103,7 +143,10 @@ def _table(rows: list[dict], path) -> pa.Table:
 
 
 def read_pipeline_raw(path: Path, rank: int) -> pa.Table:
-    """``minddata_pipeline_raw_{rank}.csv`` -> DATASET_OPS (usage rate 0..1 -> %)."""
+    """``minddata_pipeline_raw_{rank}.csv`` -> DATASET_OPS, one row per CSV row (usage rate
+    0..1 -> %). Raises InputError naming the file (and the line) when it is not CSV text, has
+    no row or lacks op_id / op_type / output_queue_length, or a value is not a number — or not
+    an integer where the column holds ids, counts or sizes (an op id "1.5" is not op 1)."""
     try:
         rows = list(csv.reader(io.StringIO(_text(path))))
     except csv.Error as e:  # e.g. a field over the csv module's 128 KiB limit
@@ -137,7 +180,10 @@ def read_pipeline_raw(path: Path, rank: int) -> pa.Table:
 
 
 def read_pipeline_profiling(path: Path, rank: int) -> pa.Table:
-    """``pipeline_profiling_{rank}.json`` -> DATASET_OPS (parents from the children lists)."""
+    """``pipeline_profiling_{rank}.json`` -> DATASET_OPS, one row per op_info entry (parents
+    from the children lists). Raises InputError naming the file when it has no op_info list, an
+    entry has no op_id, an op_id is not an integer (1.5 is not op 1) or a queue size is not a
+    whole number."""
     obj = read_json(path)
     ops = obj.get("op_info") if isinstance(obj, dict) else None
     if not isinstance(ops, list):
@@ -154,10 +200,15 @@ def read_pipeline_profiling(path: Path, rank: int) -> pa.Table:
         q = ((op.get("metrics") or {}).get("output_queue") or {})
         sizes = q.get("size") or []
         try:
-            sizes = [int(x) for x in sizes]
-            op_id = int(op["op_id"])
-        except (TypeError, ValueError):
-            raise InputError(path, f"op {op.get('op_id')}: queue sizes are not numbers") from None
+            op_id = _whole(op["op_id"])
+        except (TypeError, ValueError, OverflowError):
+            raise InputError(path, f"op_id is not an integer: {op['op_id']!r}") from None
+        try:
+            sizes = [_whole(x) for x in sizes]
+        except (TypeError, ValueError, OverflowError):
+            raise InputError(path, f"op {op_id}: queue sizes are not "
+                                   f"{_kind(sizes) if isinstance(sizes, list) else 'numbers'}"
+                             ) from None
         out.append(_op_row(rank, op_id, str(op.get("op_type", "")), op.get("num_workers"),
                            parent.get(op_id), op.get("children") or [], q.get("length"), sizes,
                            source=Path(path).name))
