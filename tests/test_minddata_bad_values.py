@@ -1,5 +1,5 @@
-"""Minddata parsers (ascendprof/readers/minddata.py): ids and sizes that are present but
-unusable. MindSpore run_2's legacy profiler directory (rank 1) is copied, one
+"""Minddata parsers (ascendprof/readers/minddata.py): ids, sizes and the memory capacity that
+are present but unusable. MindSpore run_2's legacy profiler directory (rank 1) is copied, one
 file edited, and read through ``read_source`` as a user's run reads it.
 
 The module's way with a bad value: the parser raises InputError naming the file and the line,
@@ -16,6 +16,8 @@ import json
 from test_minddata_seed34 import PROF, RAW, RUN2, _ops, _problem, _read
 
 from ascendprof.model import schemas as S
+
+MEM = "memory_usage_summary_1.json"
 
 
 def _raw_lines(shared_data) -> list[str]:
@@ -87,3 +89,20 @@ def test_pipeline_profiling_queue_size_with_a_fraction_is_reported(shared_data, 
     data = _read(shared_data, tmp_path, {RAW: None, PROF: json.dumps(obj)})
     assert _problem(data, PROF).reason == "op 0: queue sizes are not integers"
     assert S.DATASET_OPS not in data.tables
+
+
+def test_memory_capacity_missing_says_missing(shared_data, tmp_path):
+    """memory_usage_summary_1.json without a capacity key ({"peak_mem": 10}): the problem says
+    the capacity is missing (not 'not a number: None'), names the file, affects the memory
+    analysis; no capacity in the metadata."""
+    data = _read(shared_data, tmp_path, {MEM: '{"peak_mem": 10}'})
+    p = _problem(data, MEM)
+    assert (p.reason, p.affects) == ("capacity is missing", ("memory",))
+    assert "memory_capacity_mb" not in data.meta
+
+
+def test_memory_capacity_null_says_null(shared_data, tmp_path):
+    """capacity written null: 'capacity is null' naming the file."""
+    data = _read(shared_data, tmp_path, {MEM: '{"capacity": null}'})
+    assert _problem(data, MEM).reason == "capacity is null"
+    assert "memory_capacity_mb" not in data.meta

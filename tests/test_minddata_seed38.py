@@ -77,14 +77,14 @@ def test_raw_csv_with_lone_cr_line_endings_read(shared_data, tmp_path):
 
 
 def test_memory_summary_not_an_object_reported(shared_data, tmp_path):
-    """memory_usage_summary_1.json holding a list [31.5] (not an object): no capacity can be
-    found in it, so 'capacity is not a number: None' naming the file, rank 1, affecting the
-    memory analysis; the rest of the rank is still read and no capacity is in the metadata."""
+    """memory_usage_summary_1.json holding a list [31.5] (not an object): 'not a JSON object'
+    naming the file, rank 1, affecting the memory analysis; the rest of the rank is still read
+    and no capacity is in the metadata."""
     data = _read(shared_data, tmp_path, {MEM: "[31.5]"})
     got = _problems(data, MEM)
     assert len(got) == 1, [p.line() for p in data.problems]
     p = got[0]
-    assert (p.reason, p.rank, p.affects) == ("capacity is not a number: None", 1, ("memory",))
+    assert (p.reason, p.rank, p.affects) == ("not a JSON object", 1, ("memory",))
     assert "memory_capacity_mb" not in data.meta
     assert S.DATASET_OPS in data.tables
 

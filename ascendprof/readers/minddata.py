@@ -379,10 +379,17 @@ def read_all(names: dict[str, Path], rank: int, problems, affects=("data_prepara
 def memory_capacity_mb(path: Path) -> float | None:
     """``memory_usage_summary_{rank}.json`` (MindSpore 1.x memory profiling): ``capacity`` is the
     device memory in GiB (MindSpore divides total_mem by 1024^3) -> MB (2^20 B); None when it
-    is 0 or less. Raises InputError naming the file when ``capacity`` is missing, null or not a
-    number (MindSpore always writes it)."""
+    is 0 or less. Raises InputError naming the file (MindSpore always writes a capacity):
+    'not a JSON object', 'capacity is missing' (no such key), 'capacity is null' or 'capacity
+    is not a number: <value>' (text, a list)."""
     obj = read_json(path)
-    cap = obj.get("capacity") if isinstance(obj, dict) else None
+    if not isinstance(obj, dict):
+        raise InputError(path, "not a JSON object")
+    if "capacity" not in obj:
+        raise InputError(path, "capacity is missing")
+    cap = obj["capacity"]
+    if cap is None:
+        raise InputError(path, "capacity is null")
     try:
         cap = float(cap)
     except (TypeError, ValueError):
