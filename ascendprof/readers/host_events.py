@@ -364,8 +364,11 @@ def read_db_host(path: Path, rank: int) -> dict[str, pa.Table]:
     (spec §B.1), each only when its source table exists: HOST_EVENTS from PYTORCH_API (names
     :func:`keep_framework` keeps), CANN_API (level acl / node, renamed ``AscendCL@<name>`` /
     ``Node@<name>`` as trace_view writes them) and GC_RECORD; HCCL_TASKS from
-    COMMUNICATION_TASK_INFO + TASK (+ COMMUNICATION_OP for the op name); AICORE_FREQ from
-    AICORE_FREQ. Raises InputError when the database cannot be read.
+    COMMUNICATION_TASK_INFO + TASK (+ COMMUNICATION_OP for the op name); LAUNCHES from TASK +
+    CANN_API (one row per launched task); TASK_QUEUE from PYTORCH_API + CONNECTION_IDS;
+    AICORE_FREQ from AICORE_FREQ. Times int ns. A CANN_API call whose name is NULL or not in
+    STRING_IDS is left out of HOST_EVENTS and is not the host call of a launch (silently, as
+    the other rows this reader cannot use). Raises InputError when the database cannot be read.
     """
     path = Path(path)
     con = _connect(path)
@@ -439,7 +442,10 @@ def _db_launches(con, have, rank: int, path) -> pa.Table:
     """LAUNCHES from TASK and CANN_API rows of one connectionId: the node-level call (the
     launch) when there is one, else the acl call; HCCL's small tasks
     (COMMUNICATION_TASK_INFO) are left out, as trace_view has no HostToDevice flow to them.
-    Task name: COMPUTE_TASK_INFO's when the task is a compute task, else its task type."""
+    A call whose name is NULL or not in STRING_IDS is no candidate (HOST_EVENTS leaves such a
+    call out and trace_view has no nameless call): the task takes its connection's other call,
+    and has no row when none is left, as a task without a call. Task name: COMPUTE_TASK_INFO's
+    when the task is a compute task, else its task type."""
     levels = _enum(con, have, "ENUM_API_TYPE")
     node = [k for k, v in levels.items() if v == "node"]
     acl = [k for k, v in levels.items() if v == "acl"]
@@ -458,7 +464,7 @@ def _db_launches(con, have, rank: int, path) -> pa.Table:
         f"{join}{hccl}").fetchall()
     best: dict = {}
     for r in rows:
-        if r[2] not in rank_of:
+        if r[2] not in rank_of or r[1] is None:  # not a launch level, or an unknown name
             continue
         cur = best.get(r[11])
         if cur is None or rank_of[r[2]] < rank_of[cur[2]]:
