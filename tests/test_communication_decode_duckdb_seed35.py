@@ -20,6 +20,7 @@ from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError
 from ascendprof.model.problems import Problems
 from ascendprof.readers import communication as C
+from ascendprof.readers.communication import fast as F
 from test_communication_decode_duckdb_seed34 import RANK, _streamed_by
 from test_communication_fast_seed35 import _reasons, _with_second_op_changed
 
@@ -90,3 +91,27 @@ def test_an_absent_required_time_in_a_duckdb_batch_is_null(tmp_path, monkeypatch
     want_problems = Problems()
     C.read_communication_per_value(path, RANK, want_problems)
     assert _reasons(want_problems) == []
+
+
+@pytest.mark.parametrize("old,new", [
+    (b'"Elapse Time(ms)": 158.55328', b'"Elapse Time(ms)": NaN'),
+    (b'"Wait Time Ratio": 1.0', b'"Wait Time Ratio": NaN'),
+    (b'"Bandwidth(GB/s)": 20.8838', b'"Bandwidth(GB/s)": NaN'),
+    (b'[1, 0.40168]', b'[1, NaN]')])
+def test_a_nan_literal_in_a_streamed_op_is_invalid_json_as_infinity_is(tmp_path, old, new):
+    """NaN is not JSON: a streamed file holding it in the second op raises InputError naming
+    the file and the byte where NaN starts (as it does for Infinity), not an op kept with the
+    value silently null (DuckDB reads NaN as a number)."""
+    (tmp_path / "inf").mkdir()
+    inf_path = _with_second_op_changed(tmp_path / "inf", old, new.replace(b"NaN", b"Infinity"))
+    with pytest.raises(InputError) as inf:
+        list(F.iter_tables(inf_path, RANK, None, whole_file_bytes=0, block_bytes=2000))
+    assert "invalid JSON" in inf.value.reason
+    path = _with_second_op_changed(tmp_path, old, new)
+    data = path.read_bytes()
+    assert data.count(b"NaN") == 1
+    with pytest.raises(InputError) as got:
+        list(F.iter_tables(path, RANK, None, whole_file_bytes=0, block_bytes=2000))
+    assert got.value.path == str(path)
+    assert "invalid JSON" in got.value.reason
+    assert got.value.where == data.index(b"NaN")
