@@ -22,6 +22,7 @@ calculation (ms -> ns), or the per-value reader (the definition the fast reader 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -309,3 +310,12 @@ def test_a_time_beyond_int64_ns_in_a_duckdb_batch_is_the_files_input_error(tmp_p
         list(F.iter_tables(path, RANK, None, whole_file_bytes=0, block_bytes=2000))
     assert str(got.value) == str(want.value)
     assert got.value.path == str(path)
+
+
+@pytest.mark.parametrize("raw", [b"[1,]", b"{,}", b"[1,\t]", b"[1,\r\n]", b"{\"a\": 1 ,\n }",
+                                 b"[1, 2]", b"[1,2] ,", b",", b"]", b"[,1]", b'"a,]"x',
+                                 b"[1,\x0b]", b"[1,x]", b"{1:2,\t\t}", b"[ , ]", b"[1,)"])
+def test_has_trailing_comma_is_a_comma_then_only_json_whitespace_then_a_close(raw):
+    """The regex of the docstring: ``,`` then JSON whitespace (space, tab, CR, LF: not \\v)
+    then ``]`` or ``}`` (as bytes; a string's inside counts too, only refusing DuckDB)."""
+    assert D._has_trailing_comma(raw) == bool(re.search(rb",[ \t\r\n]*[\]}]", raw))
