@@ -7,7 +7,8 @@ read the way a big file is (streamed in small blocks):
 - a Large Packet Ratio beyond a double (1e400) is the file's invalid JSON, not DuckDB's inf;
 - an op whose Time Info lacks a required time (absent key, null column) is still read by
   DuckDB, that time null, the op kept;
-- a NaN literal is invalid JSON, as Infinity is (not a silently null value);
+- a NaN / Infinity literal is read as the per-value reader reads it (a warning, the values
+  left out; not a silently null value, not the whole file refused);
 - at other places: each kind of edit DuckDB would read leniently or differently (bool / null /
   text values, repeated keys at depths 4-7, unknown keys, non-objects, lists and objects where
   a number belongs, a count beyond 2**53) sends its batch the exact way, the others (negative
@@ -29,6 +30,7 @@ import pytest
 from ascendprof.model import schemas as S
 from ascendprof.model.errors import InputError
 from ascendprof.model.problems import Problems
+from ascendprof.readers import ascend_output as AO
 from ascendprof.readers import communication as C
 from ascendprof.readers.communication import decode_duckdb as D
 from ascendprof.readers.communication import fast as F
@@ -105,28 +107,48 @@ def test_an_absent_required_time_in_a_duckdb_batch_is_null(tmp_path, monkeypatch
     assert _reasons(want_problems) == []
 
 
-@pytest.mark.parametrize("old,new", [
-    (b'"Elapse Time(ms)": 158.55328', b'"Elapse Time(ms)": NaN'),
-    (b'"Wait Time Ratio": 1.0', b'"Wait Time Ratio": NaN'),
-    (b'"Bandwidth(GB/s)": 20.8838', b'"Bandwidth(GB/s)": NaN'),
-    (b'[1, 0.40168]', b'[1, NaN]')])
-def test_a_nan_literal_in_a_streamed_op_is_invalid_json_as_infinity_is(tmp_path, old, new):
-    """NaN is not JSON: a streamed file holding it in the second op raises InputError naming
-    the file and the byte where NaN starts (as it does for Infinity), not an op kept with the
-    value silently null (DuckDB reads NaN as a number)."""
-    (tmp_path / "inf").mkdir()
-    inf_path = _with_second_op_changed(tmp_path / "inf", old, new.replace(b"NaN", b"Infinity"))
-    with pytest.raises(InputError) as inf:
-        list(F.iter_tables(inf_path, RANK, None, whole_file_bytes=0, block_bytes=2000))
-    assert "invalid JSON" in inf.value.reason
+@pytest.mark.parametrize("literal", [b"NaN", b"Infinity", b"-Infinity"])
+@pytest.mark.parametrize("old", [b'"Elapse Time(ms)": 158.55328', b'"Wait Time Ratio": 1.0',
+                                 b'"Bandwidth(GB/s)": 20.8838', b'[1, 0.40168]'])
+def test_a_nan_literal_in_a_streamed_op_is_read_as_a_small_file_is(tmp_path, monkeypatch, old,
+                                                                   literal):
+    """NaN / Infinity are not JSON, but Python's json module writes them and the per-value
+    reader (the definition) takes them as numbers that are not a number: one warning, the
+    values holding them left out, the rest of the file read (or the file's error, for a packet
+    count that must be finite). A streamed file holding one in its second op gives exactly
+    that (not an InputError refusing the whole file because it is large, and not an op kept
+    with the value silently null, as DuckDB would read NaN): the streamed batches hand the
+    file back (Reread) and the spilled read, the way a large rank file is read, returns the
+    per-value reader's tables and problems."""
+    monkeypatch.setattr(F, "BLOCK_BYTES", 2000)  # the first op alone in the first batch
+    value = old.rsplit(b" ", 1)[1]
+    new = old[:len(old) - len(value)] + literal + (b"]" if value.endswith(b"]") else b"")
     path = _with_second_op_changed(tmp_path, old, new)
-    data = path.read_bytes()
-    assert data.count(b"NaN") == 1
-    with pytest.raises(InputError) as got:
+    assert path.read_bytes().count(literal) == 1
+    want_problems = Problems()
+    try:
+        want = C.read_communication_per_value(path, RANK, want_problems)
+    except InputError as e:
+        want = e
+    with pytest.raises(F.Reread):  # the first batch (the first op) was handed out already
         list(F.iter_tables(path, RANK, None, whole_file_bytes=0, block_bytes=2000))
-    assert got.value.path == str(path)
-    assert "invalid JSON" in got.value.reason
-    assert got.value.where == data.index(b"NaN")
+    got_problems = Problems()
+    if isinstance(want, InputError):
+        with pytest.raises(InputError) as got:
+            AO.read_communication_spilled(path, RANK, got_problems)
+        assert (got.value.path, got.value.reason) == (want.path, want.reason)
+        return
+    assert any("NaN or Infinity" in p.reason for p in want_problems)  # the definition warns
+    tables, spilled = AO.read_communication_spilled(path, RANK, got_problems)
+    assert spilled == {}
+    for name in (S.COMM_OPS, S.COMM_BANDWIDTH):  # repr: a NaN the definition keeps is equal
+        assert tables[name].schema == want[name].schema, name
+        assert repr(tables[name].to_pylist()) == repr(want[name].to_pylist()), name
+    assert _reasons(got_problems) == _reasons(want_problems)
+    # a file whose first batch holds the literal is read by the per-value reader at once
+    parts = list(F.iter_tables(path, RANK, None, whole_file_bytes=0, block_bytes=1 << 20))
+    assert len(parts) == 1
+    assert repr(parts[0][S.COMM_OPS].to_pylist()) == repr(want[S.COMM_OPS].to_pylist())
 
 
 # ---------------------------------------------------------------- the same gaps at other places

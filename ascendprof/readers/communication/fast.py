@@ -44,7 +44,7 @@ from ascendprof.readers.communication.decode_duckdb import duck_tables
 from ascendprof.readers.communication.decode_msgspec import (LAYOUT, OPS, TYPED, ops_of,
                                                              typed_tables)
 from ascendprof.readers.communication.layout import is_flat, is_total
-from ascendprof.readers.communication.per_value import (entry_tables,
+from ascendprof.readers.communication.per_value import (NAN_LITERAL, entry_tables,
                                                         read_communication_per_value)
 from ascendprof.readers.communication.scanner import Scanner
 from ascendprof.sysio.textio import read_payload
@@ -52,6 +52,8 @@ from ascendprof.sysio.textio import read_payload
 #: files up to this size are split in one msgspec call (the whole file in memory, ~2.5 times its
 #: size at the peak); larger ones are streamed block by block
 WHOLE_FILE_BYTES = 64 << 20
+#: NAN_LITERAL for Arrow's regular expressions (RE2)
+_NAN_PATTERN = NAN_LITERAL.decode()
 #: bytes scanned at a time when streaming (~20k ops of the usual ~800 bytes)
 BLOCK_BYTES = 16 << 20
 
@@ -154,6 +156,11 @@ def _decode_batch(entries: Entries, path, rank, sink: BatchProblems):
 
 
 def _decode_batch_or_raise(entries: Entries, path, rank, sink: BatchProblems):
+    # NaN / Infinity literals: the per-value reader takes the file (one warning, those values
+    # left out), as it does a small file; DuckDB would read them as numbers, msgspec and orjson
+    # refuse them, and a large file must not fare worse than a small one
+    if pc.any(pc.match_substring_regex(entries.texts, _NAN_PATTERN)).as_py():
+        raise Irregular
     tables = duck_tables(entries, path, rank, sink)
     if tables is not None:
         return tables

@@ -52,7 +52,9 @@ def read_communication_per_value(path: Path, rank: int, problems: Problems | Non
         raise InputError(path, str(e)) from None
 
 
-_NAN_LITERAL = re.compile(rb"[:\[,]\s*-?(?:NaN|Infinity)\s*[,}\]]")
+#: a NaN / Infinity / -Infinity value literal (not JSON; Python's json module writes them)
+NAN_LITERAL = rb"[:\[,]\s*-?(?:NaN|Infinity)\s*[,}\]]"
+_NAN_LITERAL = re.compile(NAN_LITERAL)
 
 
 def _parse_allowing_nan(path: Path, raw: bytes, rank: int, problems: Problems | None):
