@@ -404,9 +404,17 @@ def read_json(path: Path, max_bytes: int | None = None):
 
 
 def parse_json(path: Path, data: bytes):
-    """``data`` (the bytes of ``path``) parsed with orjson; InputError naming the byte offset
-    when invalid or truncated."""
+    """``data`` (the bytes of ``path``) parsed with orjson: the parsed value (dict, list, str,
+    int, float, bool or None). Raises InputError naming the byte offset in ``data`` when it is
+    invalid or truncated JSON, or not UTF-8 (the offset of the first byte that is not)."""
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as e:
-        raise InputError(path, f"invalid JSON ({e.msg})", where=e.pos) from None
+        msg, pos = e.msg, e.pos
+        if "UTF-8" in msg and not data.isascii():
+            # orjson checks the whole text as UTF-8 before parsing and then names byte 0
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as u:
+                msg, pos = "str is not valid UTF-8", u.start
+        raise InputError(path, f"invalid JSON ({msg})", where=pos) from None
