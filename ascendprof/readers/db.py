@@ -115,6 +115,7 @@ class _Db:
             raise InputError(self.path, f"not a readable SQLite database ({e})") from None
         self.tables = {r[0] for r in rows}
         self._cols: dict[str, list[str]] = {}
+        self._numeric: set[tuple[str, str]] = set()  # (table, column) checked by numbers()
 
     def close(self):
         self.conn.close()
@@ -178,6 +179,31 @@ class _Db:
                 raise _cell_error(self.path, table, column, v, what) from None
         raise InputError(self.path, f"column {column!r}: cannot read as {typ}",
                          where=f"table {table}")
+
+    def numbers(self, table: str, *columns: str) -> None:
+        """Check integer ``columns`` of ``table`` (ns times) before SQL arithmetic reads them.
+        SQL converts a text or blob operand silently ('12a' is 12, 'abc' and '' are 0), so the
+        text and blob cells of ``columns`` are fetched here and each must be an integer by the
+        rule of every other cell (:meth:`array`) that SQLite reads as that same number ('1_0' is
+        10 to Python but 1 to SQLite). Raises InputError naming this file, the table, the
+        column and the first such value otherwise (``column 'endNs': not an integer: '12a'`` at
+        ``table TASK``), as :meth:`array` does. A column ``table`` lacks is skipped; each
+        (table, column) is checked once. A clean table costs one scan of the cells' types and
+        fetches no row."""
+        todo = [c for c in columns if (table, c) not in self._numeric and c in self.columns(table)]
+        if not todo:
+            return
+        odd = " OR ".join(f"typeof({c}) IN ('text', 'blob')" for c in todo)
+        rows = self._run(f"SELECT {', '.join(f'typeof({c}), {c}, {c} + 0' for c in todo)} "
+                         f"FROM {table} WHERE {odd}")
+        for i, c in enumerate(todo):
+            cells = [r[3 * i + 1:3 * i + 3] for r in rows if r[3 * i] in ("text", "blob")]
+            if cells:
+                read = self.array([v for v, _ in cells], pa.int64(), table, c).to_pylist()
+                for (v, by_sql), mine in zip(cells, read):
+                    if by_sql != mine:
+                        raise _cell_error(self.path, table, c, v, "not an integer")
+            self._numeric.add((table, c))
 
     def string(self, alias: str, col: str) -> str:
         """SQL expression resolving id column ``alias.col`` through STRING_IDS (the raw id as
@@ -431,6 +457,7 @@ def _kernels(db: _Db, windows: pa.Table, rank: int, device_id) -> pa.Table:
                {s('c', 'outputShapes')}, {s('c', 'outputDataTypes')}, {s('c', 'outputFormats')}
         FROM TASK t JOIN COMPUTE_TASK_INFO c ON t.globalTaskId = c.globalTaskId
         ORDER BY t.startNs"""
+    db.numbers("TASK", "startNs", "endNs")  # t.endNs - t.startNs
     names = ["device_id", "model_id", "task_id", "stream_id", "context_id", "name", "op_type",
              "op_state", "accelerator_core", "start_ns", "dur_ns", "wait_ns", "block_num",
              "mix_block_num", "hf32_eligible", "input_shapes", "input_dtypes", "input_formats",
@@ -481,6 +508,7 @@ def _comm_big_ops(db: _Db) -> pa.Table:
     s = db.string
     dev = db.col_or_null("COMMUNICATION_OP", "o", "deviceId")
     op_type = s("o", "opType") if "opType" in db.columns("COMMUNICATION_OP") else "NULL"
+    db.numbers("COMMUNICATION_OP", "startNs", "endNs")  # o.endNs - o.startNs
     t = db.query(
         f"SELECT {s('o', 'opName')}, {s('o', 'groupName')}, {op_type}, {dev}, o.startNs, "
         f"o.endNs - o.startNs FROM COMMUNICATION_OP o ORDER BY o.startNs",
@@ -541,6 +569,7 @@ def _hardware_track(db: _Db) -> pa.Table:
         task_type = s("t", "taskType")
         category = f"CASE WHEN {comm} THEN 'communication' END"
         join = ""
+    db.numbers("TASK", "startNs", "endNs")  # t.endNs - t.startNs
     t = db.query(
         f"SELECT 'Stream ' || t.streamId, {name}, {task_type}, {category}, t.startNs, "
         f"t.endNs - t.startNs FROM TASK t {join} ORDER BY t.startNs",
@@ -594,8 +623,11 @@ def _hccl_task_extents(db: _Db) -> pa.Table:
     else:
         sql = (f"WITH x AS ({ext}) SELECT {s('x', 'name')}, {s('x', 'grp')}, x.s, x.e - x.s, "
                f"'{FROM_TASKS}' FROM x ORDER BY 3")
-    # a text start here is COMMUNICATION_OP's: every TASK start was read as a number by
-    # _hardware_track before (x.s is their MIN)
+    # the times the MIN / MAX and differences above read (a text cell is larger than every
+    # number to MIN / MAX, and 12 or 0 to a difference)
+    db.numbers("TASK", "startNs", "endNs")
+    if ops:
+        db.numbers("COMMUNICATION_OP", "startNs", "endNs")
     t = db.query(sql, {"name": pa.string(), "group": pa.string(), "start_ns": pa.int64(),
                        "dur_ns": pa.int64(), "task_type": pa.string()},
                  ("COMMUNICATION_OP", "TASK"))
@@ -606,6 +638,7 @@ def _hccl_task_extents(db: _Db) -> pa.Table:
 
 
 def _overlap_track(db: _Db) -> pa.Table:
+    db.numbers("OVERLAP_ANALYSIS", "startNs", "endNs")  # endNs - startNs
     t = db.query("SELECT type, startNs, endNs - startNs FROM OVERLAP_ANALYSIS ORDER BY startNs",
                  {"type": pa.int64(), "start_ns": pa.int64(), "dur_ns": pa.int64()},
                  "OVERLAP_ANALYSIS")
@@ -622,6 +655,7 @@ def _api_statistic(db: _Db, rank: int) -> pa.Table:
     (population variance)."""
     level = ("(SELECT name FROM ENUM_API_TYPE WHERE id = a.type)" if db.has("ENUM_API_TYPE")
              else "CAST(a.type AS TEXT)")
+    db.numbers("CANN_API", "startNs", "endNs")  # summed as a.endNs - a.startNs
     t = db.query(
         f"""SELECT {level}, {db.string('a', 'name')}, SUM(a.endNs - a.startNs), COUNT(*),
                    MIN(a.endNs - a.startNs), MAX(a.endNs - a.startNs),
