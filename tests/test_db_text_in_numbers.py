@@ -1,5 +1,6 @@
 """The SQLite export reader on a time the reader computes with in SQL (``endNs - startNs``, sums
-of them, the MIN / MAX of an HCCL op's tasks) holding text.
+of them, the MIN / MAX of an HCCL op's tasks; the data loader's times, converted in SQL by a
+CAST) holding text.
 
 SQL converts a text operand silently: '12a' is 12, 'abc' and '' are 0, and a timestamp with a
 unit after it ('...ns') is the timestamp. The durations computed from such a cell were wrong
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+from contextlib import closing
 
 import pytest
 
@@ -46,7 +48,7 @@ def _first_row(table: str) -> str:
 
 
 def _value(rank_dir, sql: str):
-    with sqlite3.connect(rank_dir / OUT / PROFILER_DB) as c:
+    with closing(sqlite3.connect(rank_dir / OUT / PROFILER_DB)) as c:
         return c.execute(sql).fetchone()[0]
 
 
@@ -83,3 +85,21 @@ def test_text_in_a_time_computed_in_sql_is_a_problem(shared_data, tmp_path, case
     assert p.reason == f"column {column!r}: not an integer: {written!r}"
     assert p.severity == "skipped" and p.rank == 0 and p.affects == PROFILER_AFFECTS
     assert S.STEP_TRACE in data.tables  # analysis.db is still read
+
+
+def test_text_in_a_data_loader_time_is_a_problem(shared_data, tmp_path):
+    """PYTORCH_API times are TEXT in torch_npu's schema (numbers as text, read as numbers); the
+    data loader spans were read through CAST(... AS INTEGER), which takes '<start>x' as the
+    start. Every data loader span of the rank gets an 'x' after its start: the problem names
+    one of those texts."""
+    dataloader = ("name IN (SELECT id FROM STRING_IDS "
+                  "WHERE value LIKE 'enumerate(DataLoader)%')")
+    rank_dir = _rank_copy(shared_data, tmp_path,
+                          [f"UPDATE PYTORCH_API SET startNs = startNs || 'x' WHERE {dataloader}"])
+    with closing(sqlite3.connect(rank_dir / OUT / PROFILER_DB)) as c:
+        written = [v for (v,) in c.execute(f"SELECT startNs FROM PYTORCH_API WHERE {dataloader}")]
+    assert written and all(v.endswith("x") for v in written)
+    (p,) = list(read_source(_source(rank_dir)).problems)
+    assert (p.path, p.where) == (str(rank_dir / OUT / PROFILER_DB), "table PYTORCH_API")
+    assert p.reason in {f"column 'startNs': not an integer: {v!r}" for v in written}
+    assert p.affects == PROFILER_AFFECTS

@@ -798,11 +798,13 @@ def _dataloader_track(db: _Db) -> pa.Table:
     """TIMELINE rows (track ``dataloader``) for the data loader spans of PYTORCH_API."""
     if not db.has("STRING_IDS"):
         return pa.table({"track": pa.array([], pa.string())})
-    t = db.query(f"""SELECT s.value, CAST(p.startNs AS INTEGER), CAST(p.endNs AS INTEGER)
+    # torch_npu declares these times TEXT: read as cells (not CAST in SQL, which takes '12a'
+    # as 12 and '' as 0), so one that is not an integer is named as any bad cell
+    t = db.query(f"""SELECT s.value, p.startNs, p.endNs
                      FROM PYTORCH_API p JOIN STRING_IDS s ON s.id = p.name
-                     WHERE s.value LIKE '{_DATALOADER_LIKE}' ORDER BY 2""",
+                     WHERE s.value LIKE '{_DATALOADER_LIKE}'""",
                  {"name": pa.string(), "start_ns": pa.int64(), "end_ns": pa.int64()},
-                 "PYTORCH_API")
+                 "PYTORCH_API").sort_by("start_ns")
     return _on_track(pa.table({"name": t["name"], "start_ns": t["start_ns"],
                                "dur_ns": pc.subtract(t["end_ns"], t["start_ns"])}),
                      "dataloader", "Python", thread="DataLoader")
