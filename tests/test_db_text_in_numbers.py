@@ -103,3 +103,30 @@ def test_text_in_a_data_loader_time_is_a_problem(shared_data, tmp_path):
     assert (p.path, p.where) == (str(rank_dir / OUT / PROFILER_DB), "table PYTORCH_API")
     assert p.reason in {f"column 'startNs': not an integer: {v!r}" for v in written}
     assert p.affects == PROFILER_AFFECTS
+
+
+# (table, column) of an integer cell read as it is (not computed with in SQL) given a fraction:
+# SQLite stores 0.5 more than the cell as a REAL, which pyarrow would cut back to the integer
+FRACTIONS = {
+    "rank device": ("RANK_DEVICE_MAP", "deviceId"),
+    "block dim": ("COMPUTE_TASK_INFO", "blockDim"),
+}
+
+
+@pytest.mark.parametrize("case", list(FRACTIONS))
+def test_a_fraction_in_an_integer_cell_is_a_problem(shared_data, tmp_path, case):
+    """A REAL with a fraction in an integer column is not an integer: the problem names it, as
+    it names text there, instead of the value cut to the integer below it."""
+    table, column = FRACTIONS[case]
+    rank_dir = _rank_copy(shared_data, tmp_path,
+                          [f"UPDATE {table} SET {column} = {column} + 0.5 "
+                           f"WHERE {_first_row(table)}"])
+    written = _value(rank_dir, f"SELECT {column} FROM {table} WHERE {_first_row(table)}")
+    assert isinstance(written, float) and written % 1 == 0.5  # SQLite keeps the REAL
+    data = read_source(_source(rank_dir))
+    (p,) = list(data.problems)
+    assert (p.path, p.where) == (str(rank_dir / OUT / PROFILER_DB), f"table {table}")
+    assert p.reason == f"column {column!r}: not an integer: {written!r}"
+    assert p.affects == PROFILER_AFFECTS
+    assert S.STEP_TRACE in data.tables  # analysis.db is still read
+

@@ -53,6 +53,7 @@ Differences between the real databases and the spec, found on torch_npu 2.x data
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sqlite3
@@ -174,7 +175,9 @@ class _Db:
             try:
                 _to_array([v], typ)
             except (ValueError, TypeError, OverflowError, pa.ArrowException):
-                what = ("out of range" if isinstance(v, (int, float))
+                what = ("out of range" if isinstance(v, int) or (
+                            isinstance(v, float) and (v.is_integer() or not math.isfinite(v)
+                                                      or not pa.types.is_integer(typ)))
                         else "not an integer" if pa.types.is_integer(typ) else "not a number")
                 raise _cell_error(self.path, table, column, v, what) from None
         raise InputError(self.path, f"column {column!r}: cannot read as {typ}",
@@ -254,15 +257,30 @@ def _cast(col, typ: pa.DataType, column: str, what: str, orig=None) -> pa.Array:
 
 
 def _to_array(values, typ: pa.DataType) -> pa.Array:
+    """SQLite result ``values`` (one column) as a ``typ`` array; numbers as text are read as
+    numbers. Raises ValueError / TypeError / OverflowError / ArrowException for a value that is
+    not one of ``typ``: text that is not a number, a number out of range, and for an integer
+    ``typ`` a REAL with a fraction (pyarrow would cut 1.5 to 1 without a word)."""
     try:  # the common case: SQLite already returned values of the right kind
+        if pa.types.is_integer(typ):  # inferred, then a safe cast: 1.5 is refused, 3.0 is 3
+            return pa.array(values).cast(typ)
         return pa.array(values, typ)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError,
+            ValueError):
         pass
     if pa.types.is_string(typ):
         return pa.array([None if v is None else str(v) for v in values], typ)
     if pa.types.is_integer(typ):
-        return pa.array([None if v is None or v == "" else int(v) for v in values], typ)
+        return pa.array([None if v is None or v == "" else _integer(v) for v in values], typ)
     return pa.array([None if v is None or v == "" else float(v) for v in values], typ)
+
+
+def _integer(v) -> int:
+    """An integer cell's value: ``int(v)``, but a float with a fraction (a REAL 1.5 in an
+    INTEGER column) raises ValueError instead of being cut to 1."""
+    if isinstance(v, float) and not v.is_integer():
+        raise ValueError(f"not an integer: {v!r}")
+    return int(v)
 
 
 # ----------------------------------------------------------------------------- entry point
