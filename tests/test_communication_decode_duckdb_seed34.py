@@ -29,9 +29,9 @@ REAL = sorted(QWEN3.glob("rank_*/ASCEND_PROFILER_OUTPUT/communication.json"))[0]
 RANK = 2
 
 
-def _streamed_by(monkeypatch, path, block=2000):
-    """The tables of ``path`` streamed in ``block``-byte blocks, and for each batch whether
-    DuckDB decoded it."""
+def _spy_on_duckdb(monkeypatch) -> list[bool]:
+    """A list that gets, for each batch the fast reader decodes from now on, whether DuckDB
+    decoded it."""
     used = []
 
     def spy(entries, *args):
@@ -40,6 +40,13 @@ def _streamed_by(monkeypatch, path, block=2000):
         return got
 
     monkeypatch.setattr(F, "duck_tables", spy)
+    return used
+
+
+def _streamed_by(monkeypatch, path, block=2000):
+    """The tables of ``path`` streamed in ``block``-byte blocks, and for each batch whether
+    DuckDB decoded it."""
+    used = _spy_on_duckdb(monkeypatch)
     parts = list(F.iter_tables(path, RANK, None, whole_file_bytes=0, block_bytes=block))
     return {n: pa.concat_tables([p[n] for p in parts]) for n in parts[0]}, used
 

@@ -34,7 +34,7 @@ from ascendprof.readers import ascend_output as AO
 from ascendprof.readers import communication as C
 from ascendprof.readers.communication import decode_duckdb as D
 from ascendprof.readers.communication import fast as F
-from test_communication_decode_duckdb_seed34 import REAL, RANK, _streamed_by
+from test_communication_decode_duckdb_seed34 import REAL, RANK, _spy_on_duckdb, _streamed_by
 from test_communication_fast_seed35 import (_op_count, _reasons, _streamed,
                                             _with_second_op_changed)
 
@@ -179,14 +179,7 @@ def _rows(tables):
 def _read_both(monkeypatch, path):
     """(streamed, per-value) readings of ``path``: each (rows, problems) or the InputError text;
     and for each streamed batch whether DuckDB decoded it."""
-    used = []
-
-    def spy(entries, *args):
-        got = D.duck_tables(entries, *args)
-        used.append(got is not None)
-        return got
-
-    monkeypatch.setattr(F, "duck_tables", spy)
+    used = _spy_on_duckdb(monkeypatch)
     out = []
     for read in (lambda pr: _streamed(path, problems=pr, block=2000),
                  lambda pr: C.read_communication_per_value(path, RANK, pr)):
