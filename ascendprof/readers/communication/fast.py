@@ -102,13 +102,14 @@ def _whole(path, rank, problems):
         if not raw.isascii():
             raw.decode("utf-8")  # msgspec does not look inside the values it skips
         entries = _entries_of(LAYOUT.decode(raw))
-    except (msgspec.DecodeError, UnicodeDecodeError, Irregular):
-        # not this shape, or not valid JSON: the per-value reader words what is wrong
+    except (msgspec.DecodeError, UnicodeDecodeError, Irregular, RecursionError):
+        # not this shape, or not valid JSON (or nested beyond msgspec's recursion): the
+        # per-value reader words what is wrong
         return read_communication_per_value(path, rank, problems, raw)
     try:
         entries.ops = ops_of(TYPED.decode(raw))
-    except msgspec.ValidationError:  # (a DecodeError too: the layout decode checked the JSON)
-        entries.ops = None
+    except (msgspec.ValidationError, RecursionError):  # (a ValidationError is a DecodeError
+        entries.ops = None                             # too: the layout decode checked it)
     sink = BatchProblems()
     try:
         tables = typed_tables(entries, path, rank, sink) if entries.ops is not None else None
@@ -166,7 +167,7 @@ def _decode_batch_or_raise(entries: Entries, path, rank, sink: BatchProblems):
         return tables
     try:
         entries.ops = OPS.decode(entries.doc)
-    except msgspec.ValidationError:
+    except (msgspec.ValidationError, RecursionError):  # the per-value rules decide
         entries.ops = None
     except (msgspec.DecodeError, UnicodeDecodeError):
         _raise_invalid(path, entries)

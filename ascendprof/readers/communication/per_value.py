@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from itertools import chain, repeat
 from operator import methodcaller
 from pathlib import Path
@@ -88,11 +89,35 @@ def tables_from_json(data, path: Path, rank: int, problems: Problems | None,
     return entry_tables(iter_ops(data, path, problems, rank), path, rank, problems, typed)
 
 
+#: the deepest nesting orjson parses (deeper is its "depth limit exceeded")
+_DEEPEST = 1024
+
+
 def _json_column(objects: list) -> pa.Array:
     """Compact JSON text of every parsed object, as a string column (orjson gives back what it
     parsed). Built as binary and cast: pyarrow converts a list of Python bytes to string ~50x
     slower than to binary, and the cast still checks the UTF-8."""
-    return pa.array(list(map(orjson.dumps, objects)), pa.binary()).cast(pa.string())
+    try:
+        texts = list(map(orjson.dumps, objects))
+    except TypeError:  # nested deeper than orjson writes (255 levels; it reads 1024)
+        texts = list(map(_dumps_deep, objects))
+    return pa.array(texts, pa.binary()).cast(pa.string())
+
+
+def _dumps_deep(obj) -> bytes:
+    """``obj`` as compact JSON text, by Python's json module when orjson's depth limit (255)
+    is too low for it. orjson parsed it, so it is at most 1024 levels deep: the recursion
+    limit is raised for the call to let json write every such value."""
+    try:
+        return orjson.dumps(obj)
+    except TypeError:
+        pass
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, _DEEPEST + 1000))
+    try:
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def _field(objects: list[dict], key: str) -> list:
