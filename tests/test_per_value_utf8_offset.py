@@ -102,3 +102,42 @@ def test_a_bad_byte_in_the_metadata_names_its_byte(shared_data, tmp_path):
     got = [p for p in _read(rank_dir).problems if p.path == str(path)]
     assert [(p.where, p.reason) for p in got] == [
         (f"byte {at}", "invalid JSON (str is not valid UTF-8)")]
+
+
+def _with_bom(path) -> None:
+    """A UTF-8 byte order mark (3 bytes) put before the file's text, as some editors save it."""
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+
+
+def test_after_a_byte_order_mark_the_byte_is_still_the_files(shared_data, tmp_path):
+    """A communication.json saved with a byte order mark, then a 0xff inserted in its third
+    op's field name: the offset named is the 0xff's offset in the file (the mark's 3 bytes
+    counted), by the whole read and the streamed read alike -- not 3 bytes less where the
+    whole read dropped the mark before parsing."""
+    rank_dir = _rank_copy(shared_data, tmp_path)
+    path = rank_dir / OUT / "communication.json"
+    at = _insert(path, b'"Elapse ', 2, b"\xff")
+    _with_bom(path)
+    at += 3
+    assert path.read_bytes()[at] == 0xff
+    got = [p for p in _read(rank_dir).problems if p.path == str(path)]
+    assert [(p.where, p.reason) for p in got] == [
+        (f"byte {at}", "invalid JSON (str is not valid UTF-8)")]
+    with pytest.raises(InputError) as streamed:
+        list(F.iter_tables(path, RANK, None, whole_file_bytes=0, block_bytes=512))
+    assert streamed.value.where == at
+
+
+def test_a_byte_order_mark_alone_changes_nothing(shared_data, tmp_path):
+    """The same rank with a byte order mark before communication.json's and the metadata's
+    text, nothing else changed: the same tables and problems as without it."""
+    plain = _read(_rank_copy(shared_data, tmp_path / "plain"))
+    rank_dir = _rank_copy(shared_data, tmp_path / "bom")
+    _with_bom(rank_dir / OUT / "communication.json")
+    _with_bom(rank_dir / "profiler_metadata.json")
+    marked = _read(rank_dir)
+    assert sorted(marked.tables) == sorted(plain.tables)
+    for name, table in plain.tables.items():
+        assert marked.tables[name].equals(table), name
+    assert [(p.where, p.reason) for p in marked.problems] == \
+        [(p.where, p.reason) for p in plain.problems]

@@ -77,13 +77,14 @@ def is_regular(path) -> bool:
         return False
 
 
-def read_payload(path: Path, max_bytes: int | None = None) -> bytes:
-    """The bytes of a text file without a UTF-8 BOM. Raises InputError when the file cannot be
-    read (a directory, a FIFO or device, no permission, more than ``max_bytes``) or holds
-    nothing but white space."""
+def read_payload(path: Path, max_bytes: int | None = None, *, as_json: bool = False) -> bytes:
+    """The bytes of a text file without a UTF-8 BOM; with ``as_json``, the BOM is three spaces
+    instead (white space to JSON), so an offset in the bytes is the offset in the file, as the
+    streamed readers name it. Raises InputError when the file cannot be read (a directory, a
+    FIFO or device, no permission, more than ``max_bytes``) or holds nothing but white space."""
     data = read_regular(path, max_bytes)
     if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
+        data = b"   " + data[3:] if as_json else data[3:]
     if not data or data.isspace():  # isspace scans without copying (strip() copies 100s of MB)
         raise InputError(path, "empty file")
     return data
@@ -400,7 +401,7 @@ def read_json(path: Path, max_bytes: int | None = None):
     (:mod:`ascendprof.readers.trace_view`).
     """
     path = Path(path)
-    return parse_json(path, read_payload(path, max_bytes))
+    return parse_json(path, read_payload(path, max_bytes, as_json=True))
 
 
 def parse_json(path: Path, data: bytes):

@@ -97,7 +97,7 @@ def iter_tables(path: Path, rank: int, problems=None, *, whole_file_bytes: int |
 
 
 def _whole(path, rank, problems):
-    raw = read_payload(path)
+    raw = read_payload(path, as_json=True)
     try:
         if not raw.isascii():
             raw.decode("utf-8")  # msgspec does not look inside the values it skips

@@ -41,7 +41,7 @@ def read_communication_per_value(path: Path, rank: int, problems: Problems | Non
     """The tables of :func:`ascendprof.readers.communication.read_communication`, the file
     parsed whole (``raw``: its bytes when already read). Raises InputError as it does."""
     path = Path(path)
-    raw = read_payload(path) if raw is None else raw
+    raw = read_payload(path, as_json=True) if raw is None else raw
     data = _parse_allowing_nan(path, raw, rank, problems)
     # JSON true/false are the one value Arrow's converter takes as a number where the per-value
     # rule (_field) does not: a file with any goes the per-value way
