@@ -97,3 +97,22 @@ def test_a_packet_count_beyond_int64_is_the_files_error_naming_the_column(tmp_pa
         read(path, 3, Problems())
     assert got.value.path == str(path)
     assert got.value.reason == f"column 'count': {written} is not a valid int64 value"
+
+
+@pytest.mark.parametrize("read", READERS)
+@pytest.mark.parametrize("literal", ["NaN", "Infinity"])
+def test_a_packet_count_that_is_not_a_number_is_left_out(tmp_path, read, literal):
+    """A NaN / Infinity literal as a packet count (Python's json module writes one for a float
+    count that is not a number): the reader takes such files and leaves out the values holding
+    them, so the count is null, the row and the rest of the file kept; not a count of -2^63
+    (NaN cast to int64) nor an OverflowError (int() of infinity)."""
+    path = _write(tmp_path, _transport(**{"Size Distribution": {"1.0": [float(literal), 0.25],
+                                                                 "4.0": [3, 0.5]}}))
+    assert f"[{literal}, 0.25]".encode() in path.read_bytes()
+    problems = Problems()
+    tables = read(path, 3, problems)
+    rows = [(r["transport"], r["packet_size_mb"], r["count"], r["dur_ns"])
+            for r in tables[S.COMM_SIZE_DIST].to_pylist()]
+    assert rows == [("HCCS", "1.0", None, 250_000), ("HCCS", "4.0", 3, 500_000)]
+    assert len(tables[S.COMM_OPS]) == 1
+    assert any("NaN or Infinity literal" in p.reason for p in problems.items)

@@ -101,8 +101,9 @@ def typed_columns_of(times: list, bw: pa.MapArray):
     if not pc.all(full).as_py():
         pairs, keys, d_row = pairs.filter(full), keys.filter(full), d_row.filter(full)
     count, dur = pc.list_element(pairs, 0), pc.list_element(pairs, 1)
-    if len(count) and (pc.max(pc.abs(count)).as_py() or 0) >= _EXACT_COUNT:
-        return None
+    if len(count) and ((pc.max(pc.abs(count)).as_py() or 0) >= _EXACT_COUNT
+                       or pc.any(pc.is_nan(count)).as_py()):
+        return None  # not exact as float64, or NaN (the cast would make it -2^63)
     sds = {"transport": transports.take(d_row), "packet_size_mb": keys,
            "count": pc.cast(count, pa.int64(), safe=False),  # truncates, as int() does
            "dur_ns": _ms_to_ns(dur)}

@@ -275,7 +275,9 @@ def _per_value_columns(o_info: list[dict], o_bw: list, path: Path):
             d_ent.append(ent)
             d_transport.append(transport)
             d_key.append(str(size_key))
-            d_count.append(int(count) if type(count) in number_or_bool else None)
+            # a NaN / Infinity count (a literal _parse_allowing_nan let in) is left out
+            d_count.append(int(count) if type(count) in number_or_bool
+                           and math.isfinite(count) else None)
             d_dur.append(float(dur) if type(dur) in number_or_bool else None)
     ops = {col: ms_list_to_ns(_field(o_info, key)) for col, key in OP_MS}
     for col, key in OP_RATIOS:
