@@ -1,9 +1,8 @@
 """sysio.textio behaviour left untested by the seed-34 mutation sample: a read error of a
 regular file is named with the OS's words (``/proc/self/mem`` is a regular file whose first
 page cannot be read: EIO), csv_header reads only about its 1 MB limit and drops a UTF-8 BOM,
-a whitespace-only file is "empty", a non-ASCII UTF-8 CSV reads, and the all-text read hands
-rows of the wrong width to ``bad_rows``. Expected values are written out by hand from the
-bytes each test writes."""
+a whitespace-only file is "empty", and a non-ASCII UTF-8 CSV reads. Expected values are
+written out by hand from the bytes each test writes."""
 
 from __future__ import annotations
 
@@ -74,12 +73,3 @@ def test_a_non_ascii_utf8_csv_reads(tmp_path):
     assert t.column("Name").to_pylist() == ["算子"]
     assert t.column("Größe").to_pylist() == ["1"]
 
-
-def test_the_all_text_read_hands_short_rows_to_bad_rows(tmp_path):
-    # without types the all-text read is the only read; line 3 has 1 field where 2 are due
-    path = _write(tmp_path, "op_statistic.csv", b"Name,Count\nx,1\ncut\ny,2\n")
-    bad: list = []
-    t = textio.read_csv(path, bad_rows=bad)
-    assert t.column("Name").to_pylist() == ["x", "y"]
-    assert t.column("Count").to_pylist() == ["1", "2"]
-    assert [(fields, expected) for _line, fields, expected in bad] == [(1, 2)]
