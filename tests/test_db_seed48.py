@@ -17,9 +17,6 @@ the value written, read back from the database, or computed from the database wi
 
 from __future__ import annotations
 
-import sqlite3
-from contextlib import closing
-
 import pytest
 
 from ascendprof.model import schemas as S
