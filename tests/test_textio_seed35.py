@@ -32,12 +32,15 @@ def test_csv_header_refuses_a_header_line_longer_than_1_mb(tmp_path):
 
 @pytest.mark.parametrize("first_end", [b"\n", b"\r\n", b"\r"])
 def test_csv_header_of_a_blank_first_line_is_no_names(tmp_path, first_end):
-    # the first line (up to its first CR or LF, byte 0) is empty: zero header names.
-    # (Today's behaviour, pinned; read_csv's Arrow read instead skips the blank line and takes
-    # the second line as header, with inferred types: a known inconsistency, reported with
-    # this test; a fix that refuses or skips a blank first line changes this expectation.)
+    # the first line (up to its first CR or LF, byte 0) is empty: zero header names, and
+    # read_csv refuses the file naming line 1 (Arrow alone would skip the blank line, take the
+    # second line for the header and infer the column types)
     path = _write(tmp_path, "kernel_details.csv", first_end + b"Name,Duration(us)\n")
     assert textio.csv_header(path) == []
+    with pytest.raises(InputError) as e:
+        textio.read_csv(path)
+    assert (e.value.reason, e.value.where) == ("the first line is blank: no header row",
+                                               "line 1")
 
 
 def test_a_header_that_is_not_utf8_is_refused_as_such(tmp_path):
@@ -110,16 +113,13 @@ def test_the_typed_read_gives_up_after_three_demotions(tmp_path):
     assert [t.column(c).type for c in "ABCDE"] == [pa.string()] * 3 + [pa.int64()] * 2
 
 
-def test_a_typed_read_with_another_header_than_arrows_is_read_as_text(tmp_path):
-    # a blank first line: our header is [] but Arrow skips the empty line and takes
-    # "Name,Count" for its header. The typed table is then not used; the text read keeps
-    # "NA" and "-" as written (the typed read's MISSING_CELLS would null them). (The text read
-    # itself then infers types, as it has no header names to type; see the note in
-    # test_csv_header_of_a_blank_first_line_is_no_names.)
+def test_a_typed_read_of_a_blank_first_line_is_refused_not_typed_by_arrow(tmp_path):
+    # a blank first line: our header is [] but Arrow would skip the empty line and take
+    # "Name,Count" for its header, then infer types; the file is refused instead
     path = _write(tmp_path, "op_statistic.csv", b"\nName,Count\nNA,-\n")
-    t = textio.read_csv(path, types={"Count": pa.int64()})
-    assert t.column("Name").to_pylist() == ["NA"]
-    assert t.column("Count").to_pylist() == ["-"]
+    with pytest.raises(InputError) as e:
+        textio.read_csv(path, types={"Count": pa.int64()})
+    assert e.value.reason == "the first line is blank: no header row"
 
 
 def test_read_json_names_offsets_in_the_file_after_a_bom(tmp_path):

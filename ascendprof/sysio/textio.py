@@ -123,7 +123,7 @@ def read_csv(path: Path, *, required: tuple[str, ...] = (), aliases: dict[str, s
     reports them; without it such a row raises.
 
     Raises :class:`InputError` when the file cannot be read, is empty, is not UTF-8, lacks a
-    header row, has rows of the wrong width (unless ``bad_rows``), or lacks a ``required``
+    header row (its first line blank included), has rows of the wrong width (unless ``bad_rows``), or lacks a ``required``
     column (after aliases).
     """
     path = Path(path)
@@ -131,6 +131,8 @@ def read_csv(path: Path, *, required: tuple[str, ...] = (), aliases: dict[str, s
     nl = _line_end(data, HEADER_MAX_BYTES + 1)
     header = _checked_header(path, data if nl < 0 else data[:nl],
                              nl < 0 and len(data) > HEADER_MAX_BYTES)
+    if nl == 0:  # Arrow would skip the blank line, take line 2 for the header and infer types
+        raise InputError(path, "the first line is blank: no header row", where="line 1")
     if not data.isascii():  # isascii is a quick scan; most profiler CSVs are pure ASCII
         try:
             data.decode("utf-8")
