@@ -1,0 +1,54 @@
+"""sysio.textio behaviour left untested by the seed-36 mutation sample: a header line with
+several NUL bytes is refused naming the first of them; a header line of exactly the 1 MB limit
+(with its line end) is still read by csv_header; a malformed CSV's InputError
+carries the first line of Arrow's message; csv_header calls a whitespace-only file empty.
+Expected values are written out by hand from the bytes each test writes."""
+
+from __future__ import annotations
+
+import pytest
+
+from ascendprof.model.errors import InputError
+from ascendprof.sysio import textio
+from tests.test_textio_seed34 import _write
+
+
+@pytest.mark.parametrize("read", [textio.csv_header, textio.read_csv])
+def test_a_header_with_several_nul_bytes_is_named_at_the_first(tmp_path, read):
+    # "Name," is bytes 0-4; the NULs are bytes 5 and 8 ("\0ab\0"): the first one is named
+    path = _write(tmp_path, "op_statistic.csv", b"Name,\0ab\0,Count\nMatMul,1,2\n")
+    with pytest.raises(InputError) as e:
+        read(path)
+    assert e.value.reason.startswith("NUL bytes in the header line")
+    assert e.value.where == 5
+
+
+def test_a_header_line_of_exactly_1_mb_is_read(tmp_path):
+    # 16 names of 65,535 "a"/"b"/... each plus 15 commas: 16 * 65,535 + 15 = 1,048,575 bytes,
+    # and one trailing "," makes the line exactly 1,048,576 bytes = 1 MB (the limit is "more
+    # than 1 MB"), so the header is read: 16 names and an empty 17th
+    names = [chr(ord("a") + i) * 65_535 for i in range(16)]
+    line = (",".join(names) + ",").encode()
+    assert len(line) == 1 << 20
+    path = _write(tmp_path, "kernel_details.csv", line + b"\n" + b"1," * 16 + b"\n")
+    assert textio.csv_header(path) == names + [""]
+
+
+def test_a_malformed_csv_names_arrows_reason(tmp_path):
+    # row 2 has 3 fields under a 2-name header: without bad_rows the read is refused, the
+    # reason the first line of Arrow's parse error
+    path = _write(tmp_path, "op_statistic.csv", b"Name,Count\nMatMul,1,2\n")
+    with pytest.raises(InputError) as e:
+        textio.read_csv(path)
+    assert e.value.reason.startswith("malformed CSV: CSV parse error: ")
+    assert "Expected 2 columns, got 3" in e.value.reason
+    assert "\n" not in e.value.reason
+
+
+@pytest.mark.parametrize("data", [b" \r\n\t\n", b"\xef\xbb\xbf \n"])
+def test_csv_header_of_a_whitespace_only_file_is_empty(tmp_path, data):
+    path = _write(tmp_path, "kernel_details.csv", data)
+    with pytest.raises(InputError) as e:
+        textio.csv_header(path)
+    assert e.value.reason == "empty file"
+    assert str(e.value) == f"{path}: empty file"
