@@ -52,3 +52,18 @@ def test_csv_header_of_a_whitespace_only_file_is_empty(tmp_path, data):
         textio.csv_header(path)
     assert e.value.reason == "empty file"
     assert str(e.value) == f"{path}: empty file"
+
+
+@pytest.mark.parametrize("read", [textio.csv_header, textio.read_csv])
+@pytest.mark.parametrize("after", [b"", b"bb\n1\n"])
+def test_a_nul_past_the_first_mb_is_not_looked_for(tmp_path, read, after):
+    # no line end in the first 1 MB, a NUL byte 100 KB past it (byte 1,048,576 + 100,000),
+    # then (or not) a line end: the header search stops at 1 MB, so both readers refuse the
+    # file for the missing line end and never name the NUL (csv_header reads 17 64 KB blocks,
+    # 1,114,112 bytes, and does not reach it; read_csv looks at its first 1 MB + 1 byte)
+    nul_at = (1 << 20) + 100_000
+    path = _write(tmp_path, "kernel_details.csv", b"a" * nul_at + b"\0" + after)
+    with pytest.raises(InputError) as e:
+        read(path)
+    assert e.value.reason == "no line end in the first 1 MB: no CSV header; not read"
+    assert e.value.where is None

@@ -129,7 +129,8 @@ def read_csv(path: Path, *, required: tuple[str, ...] = (), aliases: dict[str, s
     path = Path(path)
     data = read_payload(path)
     nl = _line_end(data, HEADER_MAX_BYTES + 1)
-    header = _checked_header(path, data if nl < 0 else data[:nl],
+    # without a line end, only the first 1 MB (+1 byte) is the header line, as for csv_header
+    header = _checked_header(path, data[:HEADER_MAX_BYTES + 1] if nl < 0 else data[:nl],
                              nl < 0 and len(data) > HEADER_MAX_BYTES)
     if nl == 0:  # Arrow would skip the blank line, take line 2 for the header and infer types
         raise InputError(path, "the first line is blank: no header row", where="line 1")
