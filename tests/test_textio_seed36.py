@@ -1,7 +1,9 @@
 """sysio.textio behaviour left untested by the seed-36 mutation sample: a header line with
 several NUL bytes is refused naming the first of them; a header line of exactly the 1 MB limit
 (with its line end) is still read by csv_header; a malformed CSV's InputError
-carries the first line of Arrow's message; csv_header calls a whitespace-only file empty.
+carries the first line of Arrow's message; csv_header calls a whitespace-only file empty; both
+csv_header and read_csv look for the header only in the first 1 MB (a NUL past it is not named);
+holds_e_notation reads the file in blocks of block_bytes, never whole.
 Expected values are written out by hand from the bytes each test writes."""
 
 from __future__ import annotations
@@ -67,3 +69,34 @@ def test_a_nul_past_the_first_mb_is_not_looked_for(tmp_path, read, after):
         read(path)
     assert e.value.reason == "no line end in the first 1 MB: no CSV header; not read"
     assert e.value.where is None
+
+
+class _Reads:
+    """A file wrapper recording the size asked of every read()."""
+
+    def __init__(self, f, asked):
+        self._f, self._asked = f, asked
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._f.close()
+
+    def read(self, n=-1):
+        self._asked.append(n)
+        return self._f.read(n)
+
+
+@pytest.mark.parametrize("data, found", [(b"1.5,2.5\n3,4\n", False),   # 12 bytes, no E+
+                                         (b"1.5,2.5E+3\n", True)])  # 11 bytes: "E" 7, "+" 8
+def test_holds_e_notation_reads_in_blocks(tmp_path, monkeypatch, data, found):
+    # the file is never held whole: 4-byte blocks; 12 bytes without E+ are 3 full blocks and
+    # the empty read at the end (4 reads); with "E" ending block 2 (bytes 4-7) and "+" opening
+    # block 3 (bytes 8-10), the pair split between blocks is found at the 3rd read
+    asked: list = []
+    real = textio.open_regular
+    monkeypatch.setattr(textio, "open_regular", lambda p, *a: _Reads(real(p, *a), asked))
+    path = _write(tmp_path, "kernel_details.csv", data)
+    assert textio.holds_e_notation(path, block_bytes=4) is found
+    assert asked == [4] * (3 if found else 4)
