@@ -123,8 +123,8 @@ def read_csv(path: Path, *, required: tuple[str, ...] = (), aliases: dict[str, s
     reports them; without it such a row raises.
 
     Raises :class:`InputError` when the file cannot be read, is empty, is not UTF-8, lacks a
-    header row (its first line blank included), has rows of the wrong width (unless ``bad_rows``), or lacks a ``required``
-    column (after aliases).
+    header row (its first line blank included), has rows of the wrong width (unless
+    ``bad_rows``), or lacks a ``required`` column (after aliases).
     """
     path = Path(path)
     data = read_payload(path)
