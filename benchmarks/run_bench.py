@@ -20,11 +20,17 @@ tools' end-to-end figures. Start-up of
 ``ascendprof --help`` and ``ascendprof scan`` is the best of 5 runs. The package is byte-compiled
 first, as an installed one is.
 
-``analyse`` runs with ``--no-html`` (the figures stay comparable with msprof-analyze's and
-with earlier entries); the HTML report of the largest cluster is measured on its own:
-``ascendprof report`` of that analysis (wall time, peak RSS, page size; the page must stay
-under 5 MB at 256 ranks). ``--html-only`` runs just that measurement (generating and analysing
-the largest cluster first when needed) and the page cost below.
+``analyse`` runs with its defaults, page included, as users run it (``--no-page`` gives the
+``--no-html`` figures of entries before 2026-11-27); the HTML report of the largest cluster is
+also measured on its own: ``ascendprof report`` of that analysis (wall time, peak RSS, page
+size; the page must stay under 5 MB at 256 ranks). ``--html-only`` runs just that measurement
+(generating and analysing the largest cluster first when needed) and the page cost below.
+
+Memory flat in ranks: clusters of 256, 1024 and 4096 ranks of 100 ops and 100 kernels each
+(``--flat-sizes``), one cold run each. ``--hostile`` adds one rank with a ~1 GB
+communication.json, one 1.7 GB rank analysed with ``--timeline`` and two ranks of 10^6 steps.
+The run ends with the targets table: each target, the figure this run measured and whether it
+is met (``--same-as COMMIT`` adds whether the largest cluster's outputs equal COMMIT's).
 
 The page cost: ``analyse --no-cache`` of the sample and of the 256-rank cluster with the page
 and without (``--html`` / ``--no-html``), best of 3 by CPU seconds: what the page adds.
@@ -193,14 +199,15 @@ def file_create_ms(where: Path, n: int = 200) -> float:
 
 
 def run_cluster(name: str, data: Path, work: Path, ref: str | None, *,
-                warm: bool = True, extra: tuple = (), page: bool = False) -> dict:
+                warm: bool = True, extra: tuple = (), page: bool = False,
+                key: str | None = None) -> dict:
     ap_out = work / f"{name}.ascendprof"
     shutil.rmtree(ap_out, ignore_errors=True)
     env = dict(os.environ)
     env.pop("ASCENDPROF_CACHE", None)
     cmd = ascendprof_cmd() + ["analyse", str(data), "-o", str(ap_out), "-q",
                               *([] if page else ["--no-html"]), *extra]
-    row = {"name": name, "input_mb": du_mb(data)}
+    row = {"name": name, "input_mb": du_mb(data), "key": key, "page": page}
     # probed where the cold run's cache and tables/ will be created, just before it
     ap_out.mkdir(parents=True)
     row["create_ms"] = file_create_ms(ap_out)
@@ -526,6 +533,83 @@ def report(rows: list[dict], tp: dict, st: dict, ref: str | None, tl: dict | Non
     return "\n".join(lines)
 
 
+def same_outputs(commit: str, data: Path, n: int) -> dict:
+    """tools/same_outputs.py --ref ``commit`` on ``data``: whether every output file of the
+    working tree's ``analyse`` equals the one ``commit``'s code writes (page and summary.json
+    with times, version and paths masked)."""
+    r = subprocess.run([sys.executable, str(ROOT / "tools" / "same_outputs.py"), "--ref", commit,
+                        str(data)], capture_output=True, text=True, cwd=ROOT)
+    last = (r.stdout.strip().splitlines() or [""])[-1]
+    return {"commit": commit, "ranks": n, "same": r.returncode == 0, "summary": last}
+
+
+_MET = {True: "yes", False: "**no**", None: "–"}
+
+
+def targets(rows: list[dict], dask_rows: list[dict], same: dict | None) -> str:
+    """The speed and memory targets as a table (target, measured, met) from this run's rows.
+
+    CPU seconds are the robust figure (other jobs inflate wall time): the wall ratio is only
+    judged when the 1-minute load was under 0.5 at the end of the cold run."""
+    by = {r.get("key"): r for r in rows if r.get("key")}
+    out = ["| target | measured | met |", "|---|---|---|"]
+
+    def ok(rc_rows, cond):
+        return None if any(x is None or x["rc"] != 0 for x in rc_rows) else cond
+
+    r = by.get("ranks256")
+    if r and r["ref"]:
+        c, m = r["cold"], r["ref"]
+        page = "page included" if r["page"] else "--no-html"
+        out.append(f"| 256 ranks x 1000 ops ({page}): CPU ≤ 0.10 of `msprof-analyze cluster -m "
+                   f"all` | {c['cpu_s'] / m['cpu_s']:.2f} ({c['cpu_s']:.1f} / {m['cpu_s']:.1f} "
+                   f"CPU s) | {_MET[ok([c, m], c['cpu_s'] <= 0.10 * m['cpu_s'])]} |")
+        quiet = c["load"] < 0.5
+        out.append(f"| 256 ranks x 1000 ops: wall ≤ 0.10 of the peer's on an idle machine | "
+                   f"{c['wall_s'] / m['wall_s']:.2f} ({c['wall_s']:.1f} / {m['wall_s']:.1f} s, "
+                   f"load {c['load']:.1f}) | "
+                   + (_MET[ok([c, m], c['wall_s'] <= 0.10 * m['wall_s'])] if quiet
+                      else "– (machine not idle)") + " |")
+    if r:
+        c = r["cold"]
+        out.append(f"| 256 ranks x 1000 ops: ≥ 100 MB of input per CPU second | "
+                   f"{r['input_mb'] / c['cpu_s']:.0f} MB/s ({r['input_mb']:.0f} MB / "
+                   f"{c['cpu_s']:.1f} CPU s) | "
+                   f"{_MET[ok([c], r['input_mb'] / c['cpu_s'] >= 100)]} |")
+    for k in sorted((k for k in by if k.startswith("flat")), key=lambda k: int(k[4:])):
+        c = by[k]["cold"]
+        out.append(f"| {k[4:]} ranks x 100 ops: largest process ≤ 300 MB | {c['rss_mb']:.0f} MB"
+                   f" | {_MET[ok([c], c['rss_mb'] <= 300)]} |")
+    r = by.get("big_comm")
+    if r:
+        c = r["cold"]
+        out.append(f"| one rank's {r['input_mb'] / 1e3:.2f} GB communication.json: largest "
+                   f"process ≤ 1 GB | {c['rss_mb'] / 1024:.2f} GB | "
+                   f"{_MET[ok([c], c['rss_mb'] <= 1024)]} |")
+    r = by.get("big_kernels")
+    if r:
+        c = r["cold"]
+        out.append(f"| a {r['input_mb'] / 1e3:.2f} GB rank with `--timeline`: largest process "
+                   f"≤ 1 GB | {c['rss_mb'] / 1024:.2f} GB | "
+                   f"{_MET[ok([c], c['rss_mb'] <= 1024)]} |")
+    r = by.get("llm")
+    if r and r["ref"]:
+        c, m = r["cold"], r["ref"]
+        out.append(f"| LLM-size rank: largest process ≤ 2 × the peer's | {c['rss_mb']:.0f} MB "
+                   f"(peer {m['rss_mb']:.0f} MB) | "
+                   f"{_MET[ok([c, m], c['rss_mb'] <= 2 * m['rss_mb'])]} |")
+    for d in dask_rows:
+        out.append(f"| Dask, {d['name']}: the same outputs as the local run | "
+                   + ("identical" if not d["differ"] else f"{len(d['differ'])} files differ")
+                   + f" | {_MET[ok([d['dask'], d['local']], not d['differ'])]} |")
+        out.append(f"| Dask, {d['name']}: the client ≤ 300 MB | {d['dask']['rss_mb']:.0f} MB | "
+                   f"{_MET[ok([d['dask']], d['dask']['rss_mb'] <= 300)]} |")
+    if same:
+        out.append(f"| {same['ranks']} ranks: outputs identical to {same['commit']}'s | "
+                   f"{same['summary']} | {_MET[same['same']]} |")
+    return "\n".join(out)
+
+
 def compile_package() -> None:
     """Byte-compile ascendprof as pip does when it installs a package (msprof-analyze's is), so
     that a run does not compile its modules again each time when $PYTHONDONTWRITEBYTECODE is
@@ -546,8 +630,17 @@ def main(argv=None) -> int:
     ap.add_argument("--work", type=Path, default=HERE / "out", help="generated data and outputs")
     ap.add_argument("--no-reference", action="store_true", help="do not run msprof-analyze")
     ap.add_argument("--no-append", action="store_true", help="print only, leave RESULTS.md")
-    ap.add_argument("--big-sizes", default="1024",
-                    help="cluster sizes run once, cold, ascendprof only (memory flat in ranks)")
+    ap.add_argument("--big-sizes", default="",
+                    help="cluster sizes of --comm-ops ops per rank run once, cold, ascendprof "
+                         "only")
+    ap.add_argument("--flat-sizes", default="256,1024,4096",
+                    help="cluster sizes of 100 ops and 100 kernels per rank run once, cold, "
+                         "ascendprof only, page included (memory flat in ranks)")
+    ap.add_argument("--no-page", action="store_true",
+                    help="analyse the clusters with --no-html (as entries before 2026-11-27 did)")
+    ap.add_argument("--same-as", metavar="COMMIT",
+                    help="also check that the largest --sizes cluster's outputs are identical to "
+                         "those of COMMIT's code (tools/same_outputs.py)")
     ap.add_argument("--db-sizes", default="256",
                     help="clusters of db exports (torch_npu-db-level1 template), both tools")
     ap.add_argument("--dask-sizes", default="1024",
@@ -559,8 +652,12 @@ def main(argv=None) -> int:
                          "(all-to-all / mesh layout, TP8 x DP; make_cluster.py --matrix mesh), "
                          "both tools")
     ap.add_argument("--hostile", action="store_true",
-                    help="also one rank with a ~1 GB communication.json (10^6 ops) and one with "
-                         "a large kernel_details.csv + trace_view.json (--timeline)")
+                    help="also one rank with a ~1 GB communication.json (--hostile-comm-ops), "
+                         "one with a large kernel_details.csv + trace_view.json (--timeline) "
+                         "and two ranks of 10^6 steps")
+    ap.add_argument("--hostile-comm-ops", type=int, default=1_350_000,
+                    help="ops in the communication.json of the hostile rank (~0.78 kB each: "
+                         "1.35 M is ~1.05 GB)")
     ap.add_argument("--hostile-kernels", type=int, default=1_000_000,
                     help="kernel rows of the large-kernel rank (~0.35 kB each in "
                          "kernel_details.csv, ~1.5 kB in trace_view.json)")
@@ -595,12 +692,21 @@ def main(argv=None) -> int:
     for n in sizes:
         print(f"cluster {n} ranks …", file=sys.stderr)
         data = generate(n, work / f"cluster{n}", ["--comm-ops-per-rank", str(a.comm_ops)])
-        rows.append(run_cluster(f"{n} ranks x {a.comm_ops} ops", data, work, ref))
+        rows.append(run_cluster(f"{n} ranks x {a.comm_ops} ops", data, work, ref,
+                                page=not a.no_page, key=f"ranks{n}"))
+        print(json.dumps(rows[-1]), file=sys.stderr)
+    for n in [int(x) for x in a.flat_sizes.split(",") if x]:
+        print(f"cluster {n} ranks x 100 ops (cold only) …", file=sys.stderr)
+        data = generate(n, work / f"cluster{n}x100", ["--comm-ops-per-rank", "100",
+                                                      "--kernels-per-rank", "100"])
+        rows.append(run_cluster(f"{n} ranks x 100 ops (cold only, page included)", data, work,
+                                None, warm=False, page=True, key=f"flat{n}"))
         print(json.dumps(rows[-1]), file=sys.stderr)
     for n in [int(x) for x in a.db_sizes.split(",") if x]:
         print(f"db cluster {n} ranks …", file=sys.stderr)
         data = generate(n, work / f"db{n}", ["--template", "torch_npu-db-level1"])
-        rows.append(run_cluster(f"{n} ranks db exports Level1", data, work, ref))  # no comma:
+        rows.append(run_cluster(f"{n} ranks db exports Level1", data, work, ref,
+                                page=not a.no_page))  # no comma:
         # msprof-analyze refuses paths with "," and skips part of its work
         print(json.dumps(rows[-1]), file=sys.stderr)
     for n in [int(x) for x in a.mesh_sizes.split(",") if x]:
@@ -618,15 +724,18 @@ def main(argv=None) -> int:
         print(json.dumps(rows[-1]), file=sys.stderr)
     if a.hostile:
         print("hostile sizes …", file=sys.stderr)
-        data = generate(1, work / "hostile_comm", ["--comm-ops-per-rank", "1000000"])
-        rows.append(run_cluster("1 rank, communication.json of 10^6 ops", data, work, None,
-                                warm=False))
+        data = generate(1, work / "hostile_comm", ["--comm-ops-per-rank",
+                                                   str(a.hostile_comm_ops)])
+        rows.append(run_cluster(f"1 rank, communication.json of {a.hostile_comm_ops:,} ops "
+                                f"(defaults: page included)", data, work, None, warm=False,
+                                page=True, key="big_comm"))
         data = generate(1, work / "hostile_kernels",
                         ["--template", "torch_npu-level2", "--kernels-per-rank",
                          str(a.hostile_kernels)])
         rows.append(run_cluster(f"1 rank, {a.hostile_kernels // 1000}k kernels (kernel_details"
                                 f" + trace_view.json, --timeline)", data, work, None,
-                                warm=False, extra=("--timeline",)))
+                                warm=False, extra=("--timeline",), page=True,
+                                key="big_kernels"))
         data = many_steps(generate(2, work / "hostile_steps_base", []), work / "hostile_steps",
                           a.hostile_steps)
         rows.append(run_cluster(f"2 ranks, step_trace_time.csv of {a.hostile_steps:,} steps "
@@ -642,7 +751,7 @@ def main(argv=None) -> int:
                                              "--kernels-per-rank", str(a.llm_kernels // 4)])
         tp = throughput(data / "rank_0_ascend_pt", small / "rank_0_ascend_pt")
         rows.append(run_cluster(f"1 rank, {a.llm_kernels // 1000}k kernels + trace_view", data,
-                                work, ref))
+                                work, ref, page=not a.no_page, key="llm"))
         print(json.dumps(rows[-1]), json.dumps(tp), file=sys.stderr)
     st = startup(work / f"cluster{max(sizes)}") if sizes else {}
     tl = timeline_export(work / f"cluster{max(sizes)}", work) if sizes else {}
@@ -663,6 +772,10 @@ def main(argv=None) -> int:
         dask_rows.append(dask_client(f"{n} ranks x 100 ops", data, work))
     if dask_rows:
         text += "\n" + DASK_HEAD + "\n" + "\n".join(dask_line(r) for r in dask_rows) + "\n"
+    same = None
+    if a.same_as and sizes:
+        same = same_outputs(a.same_as, work / f"cluster{max(sizes)}", max(sizes))
+    text += "\n" + targets(rows, dask_rows, same) + "\n"
     print(text)
     if not a.no_append:
         with open(RESULTS, "a", encoding="utf-8") as f:
