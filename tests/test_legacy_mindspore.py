@@ -153,3 +153,16 @@ def test_damaged_step_trace_is_a_problem_not_a_crash(tmp_path):
 def test_lone_profiler_info_is_not_a_rank(shared_data):
     srcs = scan(shared_data / "mindspore-legacy" / "parallel_strategy", Problems())
     assert srcs == []
+
+
+def test_reading_a_legacy_rank_leaves_the_csv_field_limit_as_it_was(shared_data):
+    """The reader allows fields of up to 1 GiB while it parses its CSV files, but the csv
+    module's limit is process-wide: a worker that read a legacy rank must parse the next rank's
+    CSV headers with the limit it had before (the default, 131,072 characters, here)."""
+    before = csv.field_size_limit(131_072)
+    try:
+        ranks = _read_ranks(_cluster(shared_data))
+        assert sorted(ranks) == [0, 1, 2, 3]  # the CSV files were read
+        assert csv.field_size_limit() == 131_072
+    finally:
+        csv.field_size_limit(before)

@@ -141,7 +141,10 @@ def _rows(path: Path) -> tuple[list[str], list[list[str]]]:
         text = read_regular(path).decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise InputError(path, "not UTF-8 text", where=e.start) from None
-    csv.field_size_limit(1 << 30)
+    # the csv module's field limit is one per process: raised for these files only and put
+    # back, so that a worker that read a legacy rank parses the next rank's CSV headers
+    # (sysio/textio) as any other worker does
+    limit = csv.field_size_limit(1 << 30)
     try:
         # newline="": the csv module splits rows itself, so a file saved with CR line endings
         # (a spreadsheet's "CSV (Macintosh)") reads as rows, as the text readers' files do
@@ -149,6 +152,8 @@ def _rows(path: Path) -> tuple[list[str], list[list[str]]]:
                 if r and any(c.strip() for c in r)]
     except csv.Error as e:  # e.g. a field over the 1 GiB limit
         raise InputError(path, f"not readable as CSV: {e}") from None
+    finally:
+        csv.field_size_limit(limit)
     if not rows:
         raise InputError(path, "empty file")
     return [h.strip() for h in rows[0]], rows[1:]
