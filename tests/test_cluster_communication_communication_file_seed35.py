@@ -150,3 +150,60 @@ def test_merged_group_decompresses_each_chunk_of_a_rank_once(tmp_path, monkeypat
     ours = {k: n for k, n in calls.items() if k[2] == GROUP}
     assert ours == {(r, "collective", GROUP, c): 1 for r in (0, 1) for c in (0, 1)}
     assert set(calls.values()) == {1}
+
+
+# the same gaps at other places
+
+
+def test_aligned_group_decompresses_each_chunk_of_a_rank_once(tmp_path, monkeypatch):
+    # the unedited cluster: both ranks hold the same 20 records, so "(0, 1)" is written record
+    # j of every rank in turn; the chunk of record j is kept until record 16 asks for the next,
+    # so each of the 2 chunks of each rank is decompressed once (a hand-made mutation reloading
+    # the chunk for every record, 'if c not in held' made always true, fails here)
+    root, _, _ = _cluster(tmp_path, lambda doc: doc)
+    calls: Counter = Counter()
+    chunk_infos = F.OpFragments.chunk_infos
+
+    def counted(self, i, lengths):
+        calls[(self.rank, self.kind, self.group, i)] += 1
+        return chunk_infos(self, i, lengths)
+
+    monkeypatch.setattr(F.OpFragments, "chunk_infos", counted)
+    got = _analysed(root, tmp_path / "out")
+    assert _ranks(got["(0, 1)"]["step2"]) == {op: ["0", "1"] for op in OPS}
+    ours = {k: n for k, n in calls.items() if k[2] == GROUP}
+    assert ours == {(r, "collective", GROUP, c): 1 for r in (0, 1) for c in (0, 1)}
+    assert set(calls.values()) == {1}
+
+
+def test_merged_steps_in_order_of_first_appearance_each_once(tmp_path):
+    # rank 0 reports its op 19 in step3, rank 1 renames its op 19 to op 20 (kept in step2).
+    # Step and op codes in order of first appearance, rank 0 first: steps step2, step3; ops
+    # 0..18, 19 (rank 0, step3), 20 (rank 1, step2). Written by step, then op:
+    #   step2: ops 0..18 of ranks 0 and 1, then op 20 of rank 1
+    #   step3: op 19 of rank 0
+    # each step once (a hand-made mutation ordering by op code alone wrote step2, step3, step2
+    # again: a repeated key whose second value hides the first)
+    new = f"hcom_allReduce__483_20@{GROUP}"
+
+    def edit(doc):
+        coll = doc["step2"]["collective"]
+        doc["step2"]["collective"] = {(new if k == LAST else k): v for k, v in coll.items()}
+        return doc
+
+    root, _, rank1 = _cluster(tmp_path, edit)
+    path = _comm_path(root, 0)
+    rank0 = json.loads(path.read_text())
+    rank0["step3"] = {"collective": {LAST: rank0["step2"]["collective"].pop(LAST)}}
+    path.write_text(json.dumps(rank0))
+    out = tmp_path / "out"
+    got = _analysed(root, out)["(0, 1)"]
+    assert list(got) == ["step2", "step3"]
+    assert _ranks(got["step2"]) == {**{op: ["0", "1"] for op in OPS[:-1]}, new: ["1"]}
+    assert list(got["step2"])[-2:] == [new, f"Total Op Info@{GROUP}"]
+    assert _ranks(got["step3"]) == {LAST: ["0"]}
+    assert got["step3"][LAST]["0"] == rank0["step3"]["collective"][LAST]
+    assert got["step2"][new]["1"] == rank1["step2"]["collective"][new]
+    pairs = json.loads((out / "cluster_communication.json").read_text(),
+                       object_pairs_hook=lambda kv: kv)  # every object as its (key, value) list
+    assert [k for k, _ in dict(pairs)["(0, 1)"]] == ["step2", "step3"]  # no key repeated
