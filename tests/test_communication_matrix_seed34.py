@@ -98,3 +98,59 @@ def test_step_beyond_int32_is_refused_naming_the_file(tmp_path):
         read_matrix(p, 0)
     assert e.value.path == str(p)
     assert e.value.reason == "column 'step': 3000000000 is not a valid int32 value"
+
+
+# --- the same kinds of gaps at other places of the reader ---------------------------------
+
+
+def test_values_that_are_not_numbers_are_null(tmp_path):
+    # a JSON true is no number (bool is not taken for 1); text "4.0" is no number either
+    data = {"step2": {"collective": {"allreduce-top1@g1": {
+        "0-1": _link("hcom_allReduce__1_1_1", "HCCS", True, "0.5", False, "1"),
+        "1-0": _link("hcom_allReduce__1_1_1", "HCCS", 4, 2, 2, 1)}}}}
+    rows = read_matrix(_write(tmp_path, data), 0).to_pylist()
+    assert [(r["size_mb"], r["transit_ns"], r["bandwidth_gbps"], r["large_packet_ratio"])
+            for r in rows] == [(None, None, None, None), (4.0, 2_000_000, 2.0, 1.0)]
+
+
+def test_flat_layout_op_name_is_the_key_not_the_links_op_name(tmp_path):
+    # raw CANN layout: op_name is the op part of the key, whatever the link says; in the
+    # torch_npu layout it is the link's own "Op Name" (null when it has none)
+    flat = {"hcom_allGather__5_1_1@g5": {"2-0": _link("something else", "HCCS", 1, 1, 1, 1)}}
+    rows = read_matrix(_write(tmp_path, flat), 0).to_pylist()
+    assert [(r["op_name"], r["group"], r["kind"], r["src_rank"], r["dst_rank"])
+            for r in rows] == [("hcom_allGather__5_1_1", "g5", "collective", 2, 0)]
+    nested = {"step1": {"collective": {"allgather-total@g5": {
+        "2-0": {"Transport Type": "HCCS", "Transit Size(MB)": 1.0}}}}}
+    rows = read_matrix(_write(tmp_path, nested), 0).to_pylist()
+    assert [(r["op_name"], r["group"], r["size_mb"]) for r in rows] == [(None, "g5", 1.0)]
+
+
+def test_link_ends_that_are_not_integers_are_null(tmp_path):
+    # split at the first '-': "a-b" -> neither is an int; "3" has no '-' -> dst is "";
+    # "0-" -> dst ""; " 4 - 5 " -> int() takes the blanks around a number
+    data = {"step1": {"p2p": {"send-top1@g1": {
+        k: _link("hcom_send__1_1_1", "RDMA", 1.0, 1.0, 1.0, 1.0)
+        for k in ("a-b", "3", "0-", " 4 - 5 ")}}}}
+    rows = read_matrix(_write(tmp_path, data), 0).to_pylist()
+    assert [(r["src_rank"], r["dst_rank"]) for r in rows] == \
+        [(None, None), (3, None), (0, None), (4, 5)]
+
+
+def test_op_without_any_object_link_keeps_the_next_ops_columns_aligned(tmp_path):
+    # the first op has no link that is an object: it gives no row, and the rows of the ops
+    # after it keep their own step, kind, link key and group
+    data = {"step7": {"collective": {
+        "allreduce-top1@g1": {"0-1": 5, "1-0": None},
+        "allreduce-top2@g2": {"0-1": _link("hcom_allReduce__2_1_1", "HCCS", 1.0, 1.0, 1.0, 1.0),
+                              "1-0": _link("hcom_allReduce__2_1_1", "HCCS", 2.0, 1.0, 1.0, 1.0)}},
+        "p2p": {"send-top1@g3": {"0-1": _link("hcom_send__3_1_1", "RDMA", 3.0, 1.0, 1.0, 1.0)}}},
+        "step8": {"p2p": {"send-top1@g3": {
+            "1-0": _link("hcom_send__3_2_1", "RDMA", 4.0, 1.0, 1.0, 1.0)}}}}
+    rows = read_matrix(_write(tmp_path, data), 0).to_pylist()
+    assert [(r["step"], r["step_key"], r["kind"], r["link_key"], r["group"], r["size_mb"])
+            for r in rows] == [
+        (7, "step7", "collective", "allreduce-top2@g2", "g2", 1.0),
+        (7, "step7", "collective", "allreduce-top2@g2", "g2", 2.0),
+        (7, "step7", "p2p", "send-top1@g3", "g3", 3.0),
+        (8, "step8", "p2p", "send-top1@g3", "g3", 4.0)]
