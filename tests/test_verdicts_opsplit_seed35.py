@@ -10,24 +10,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 from ascendprof.analyze.verdicts import opsplit
-from ascendprof.model import schemas as S
 
-_OP_KEYS = ("rank", "step_key", "kind", "op_name", "group")
-
-
-def _op(rank, step_key, kind, op_name, group, elapse, transit=0, wait=0, idle=0):
-    return dict(rank=rank, step=1, step_key=step_key, kind=kind, op_name=op_name, group=group,
-                elapse_ns=elapse, transit_ns=transit, wait_ns=wait, sync_ns=0, idle_ns=idle)
-
-
-def _ops(rows) -> pa.Table:
-    return pa.Table.from_pylist(rows, schema=S.SCHEMAS[S.COMM_OPS])
-
-
-def _bw(rows) -> pa.Table:
-    return pa.Table.from_pylist(
-        [dict(zip(_OP_KEYS + ("transport", "transit_ns"), r)) for r in rows],
-        schema=S.SCHEMAS[S.COMM_BANDWIDTH])
+from test_opsplit_by_hand import _bw, _op, _ops
 
 
 def test_transit_time_of_one_ns_is_kept_over_the_bandwidth_transit():
