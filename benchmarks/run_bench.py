@@ -580,18 +580,13 @@ def targets(rows: list[dict], dask_rows: list[dict], same: dict | None) -> str:
         c = by[k]["cold"]
         out.append(f"| {k[4:]} ranks x 100 ops: largest process ≤ 300 MB | {c['rss_mb']:.0f} MB"
                    f" | {_MET[ok([c], c['rss_mb'] <= 300)]} |")
-    r = by.get("big_comm")
-    if r:
-        c = r["cold"]
-        out.append(f"| one rank's {r['input_mb'] / 1e3:.2f} GB communication.json: largest "
-                   f"process ≤ 1 GB | {c['rss_mb'] / 1024:.2f} GB | "
-                   f"{_MET[ok([c], c['rss_mb'] <= 1024)]} |")
-    r = by.get("big_kernels")
-    if r:
-        c = r["cold"]
-        out.append(f"| a {r['input_mb'] / 1e3:.2f} GB rank with `--timeline`: largest process "
-                   f"≤ 1 GB | {c['rss_mb'] / 1024:.2f} GB | "
-                   f"{_MET[ok([c], c['rss_mb'] <= 1024)]} |")
+    for key, what in (("big_comm", "one rank's {gb:.2f} GB communication.json"),
+                      ("big_kernels", "a {gb:.2f} GB rank with `--timeline`")):
+        r = by.get(key)
+        if r:
+            c = r["cold"]
+            out.append(f"| {what.format(gb=r['input_mb'] / 1e3)}: largest process ≤ 1 GB | "
+                       f"{c['rss_mb'] / 1024:.2f} GB | {_MET[ok([c], c['rss_mb'] <= 1024)]} |")
     r = by.get("llm")
     if r and r["ref"]:
         c, m = r["cold"], r["ref"]
